@@ -1,0 +1,79 @@
+"""The closed set of errors ctxproxy answers with, and the OpenAI error envelope."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorCode(Enum):
+    """Each code maps to one HTTP status and one OpenAI error `type`."""
+
+    invalid_json = (400, "invalid_request_error")
+    invalid_request = (400, "invalid_request_error")
+    invalid_messages = (400, "invalid_request_error")
+    unsupported_media_type = (415, "invalid_request_error")
+    context_length_exceeded = (400, "invalid_request_error")
+    invalid_api_key = (401, "invalid_request_error")
+    not_found = (404, "invalid_request_error")
+    method_not_allowed = (405, "invalid_request_error")
+    artifact_not_found = (404, "invalid_request_error")
+    request_too_large = (413, "invalid_request_error")
+    upstream_unavailable = (502, "api_error")
+    upstream_invalid_response = (502, "api_error")
+    upstream_timeout = (504, "api_error")
+    artifact_store_unavailable = (503, "api_error")
+    internal_error = (500, "api_error")
+
+    @property
+    def status(self) -> int:
+        return self.value[0]
+
+    @property
+    def error_type(self) -> str:
+        return self.value[1]
+
+
+class ProxyError(Exception):
+    """An error that becomes an OpenAI error envelope at the edge (HTTP body or SSE event)."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        param: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+        self.details = details
+
+    def envelope(self, request_id: str | None = None) -> dict[str, Any]:
+        return error_envelope(
+            self.code, self.message, param=self.param, details=self.details, request_id=request_id
+        )
+
+
+def error_envelope(
+    code: ErrorCode,
+    message: str,
+    *,
+    param: str | None = None,
+    details: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    error: dict[str, Any] = {
+        "message": message,
+        "type": code.error_type,
+        "param": param,
+        "code": code.name,
+    }
+    extra = dict(details or {})
+    if request_id is not None:
+        extra["request_id"] = request_id
+    if extra:
+        error["ctxproxy"] = extra
+    return {"error": error}
