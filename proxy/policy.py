@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from proxy.steps.clear_tool_results import ClearToolResultsConfig
 from proxy.steps.drop_turns import DropTurnsConfig
@@ -25,34 +25,44 @@ FractionOrTokens = Annotated[float, Field(gt=0)]
 
 class BudgetPolicy(StrictModel):
     context_window: Literal["auto"] | Annotated[int, Field(gt=0)] = Field(
-        "auto", description="Input window in tokens, or `auto` (litellm's bundled model map)."
+        default="auto",
+        description="Input window in tokens, or `auto` (litellm's bundled model map).",
     )
     fallback_context_window: Annotated[int, Field(gt=0)] = Field(
-        128_000, description="Window used when `auto` finds no entry for the model."
+        default=128_000, description="Window used when `auto` finds no entry for the model."
     )
     reserved_output: Literal["auto"] | Annotated[int, Field(ge=0)] = Field(
-        "auto",
+        default="auto",
         description="Tokens kept free for the answer; `auto` takes the request's "
         "max_completion_tokens/max_tokens, else `default_reserved_output`.",
     )
     default_reserved_output: Annotated[int, Field(ge=0)] = 4096
     safety_margin: FractionOrTokens = Field(
-        0.02, description="Tokens (or fraction of the window when <= 1) never used."
+        default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
     )
     trigger: FractionOrTokens = Field(
-        0.9, description="Reduce only when the input exceeds this (fraction of allowance or tokens)."
+        default=0.9,
+        description="Reduce only when the input exceeds this (fraction of allowance or tokens).",
     )
     target: FractionOrTokens = Field(
-        0.7, description="When reducing, reduce to this (fraction of allowance or tokens)."
+        default=0.7,
+        description="When reducing, reduce to this (fraction of allowance or tokens).",
+        validate_default=True,  # `trigger: 0.5` alone must fail against the default target
     )
 
-    @model_validator(mode="after")
-    def _target_below_trigger(self) -> BudgetPolicy:
-        both_fractions = self.trigger <= 1 and self.target <= 1
-        both_tokens = self.trigger > 1 and self.target > 1
-        if (both_fractions or both_tokens) and self.target > self.trigger:
-            raise ValueError("target must not exceed trigger")
-        return self
+    @field_validator("target")
+    @classmethod
+    def _target_below_trigger(cls, target: float, info: ValidationInfo) -> float:
+        # A field validator (not a model validator) so that the error names `budget.target`.
+        # Mixed units (fraction vs tokens) cannot be compared before the allowance is known.
+        trigger = info.data.get("trigger")
+        if trigger is None:  # trigger itself was invalid; its own error is reported
+            return target
+        both_fractions = trigger <= 1 and target <= 1
+        both_tokens = trigger > 1 and target > 1
+        if (both_fractions or both_tokens) and target > trigger:
+            raise ValueError(f"target ({target:g}) must not exceed trigger ({trigger:g})")
+        return target
 
 
 class PinRule(StrictModel):
@@ -60,23 +70,26 @@ class PinRule(StrictModel):
 
     role: str | None = None
     name: str | None = None
-    contains: str | None = Field(None, description="Substring of the message's text content.")
+    contains: str | None = Field(
+        default=None, description="Substring of the message's text content."
+    )
 
 
 class ProtectPolicy(StrictModel):
-    first_user: bool = Field(True, description="Keep the first user message (the task).")
+    first_user: bool = Field(default=True, description="Keep the first user message (the task).")
     recent_turns: Annotated[int, Field(ge=0)] = Field(
-        2, description="The most recent N turns are never dropped (the current one always is kept)."
+        default=2,
+        description="The most recent N turns are never dropped (the current one always is kept).",
     )
     recent_tool_exchanges: Annotated[int, Field(ge=0)] = Field(
-        2, description="The most recent N tool exchanges are never cleared."
+        default=2, description="The most recent N tool exchanges are never cleared."
     )
     pinned: list[PinRule] = Field(default_factory=list)
 
 
 class ToolResultsPolicy(StrictModel):
     offload_threshold_chars: Annotated[int, Field(ge=0)] = Field(
-        8000, description="Tool results longer than this are offloaded behind a preview."
+        default=8000, description="Tool results longer than this are offloaded behind a preview."
     )
     preview_head_chars: Annotated[int, Field(ge=0)] = 1500
     preview_tail_chars: Annotated[int, Field(ge=0)] = 500
@@ -88,7 +101,7 @@ class ToolResultsPolicy(StrictModel):
         description="Tool names (globs) whose cleared results tell the model to call them again.",
     )
     clear_at_least: Annotated[int, Field(ge=0)] = Field(
-        0, description="Clear nothing unless at least this many tokens would be freed."
+        default=0, description="Clear nothing unless at least this many tokens would be freed."
     )
 
 
@@ -116,19 +129,19 @@ class ReadToolPolicy(StrictModel):
 
 class CountingPolicy(StrictModel):
     tokenizer: str = Field(
-        "auto",
+        default="auto",
         description="`auto` (by model), `o200k_base`, `cl100k_base`, `estimate`, "
         "or `hf:<path to tokenizer.json>`.",
     )
 
 
 class Policy(StrictModel):
-    name: str = Field("", description="Set from the file name; not written in files.")
-    extends: str | None = Field(None, description="Name of the policy this one builds on.")
+    name: str = Field(default="", description="Set from the file name; not written in files.")
+    extends: str | None = Field(default=None, description="Name of the policy this one builds on.")
     description: str = ""
     mode: Mode = "window"
     on_invalid: Literal["forward", "reject"] = Field(
-        "forward", description="Structurally broken messages: forward untouched, or refuse."
+        default="forward", description="Structurally broken messages: forward untouched, or refuse."
     )
     budget: BudgetPolicy = Field(default_factory=BudgetPolicy)
     counting: CountingPolicy = Field(default_factory=CountingPolicy)

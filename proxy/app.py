@@ -1,0 +1,101 @@
+"""`create_app(settings)`: the one place where dependencies are assembled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from proxy.auth import TenantResolver
+from proxy.handlers import add_routes
+from proxy.middleware import edge_middleware
+from proxy.pipeline import Preparer
+from proxy.services import SERVICES, Services
+from proxy.settings import Settings
+from proxy.upstream.openai_http import OpenAIHttpUpstream
+
+log = logging.getLogger("ctxproxy")
+
+
+def create_app(settings: Settings) -> web.Application:
+    app = web.Application(
+        middlewares=[edge_middleware], client_max_size=settings.server.max_body_bytes
+    )
+    services = Services(settings=settings, tenants=TenantResolver(settings))
+    app[SERVICES] = services
+    app.cleanup_ctx.append(_upstream_session)
+    app.cleanup_ctx.append(_artifact_store)
+    app.cleanup_ctx.append(_policies)
+    add_routes(app)
+    return app
+
+
+async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
+    services = app[SERVICES]
+    limit = sum(u.max_connections for u in services.settings.upstreams)
+    connector = aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300)
+    session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+    services.upstreams = {
+        u.name: OpenAIHttpUpstream(u, session) for u in services.settings.upstreams
+    }
+    yield
+    await session.close()
+
+
+def _store_secret(settings: Settings) -> bytes:
+    if settings.store.secret:
+        return settings.store.secret.encode()
+    if settings.store.kind == "redis":
+        log.warning("store.secret is empty: artifact ids will not survive a restart")
+    return secrets.token_bytes(32)
+
+
+async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
+    from proxy.artifacts import MemoryStore, RedisStore
+
+    services = app[SERVICES]
+    store_settings = services.settings.store
+    secret = _store_secret(services.settings)
+    if store_settings.kind == "redis":
+        services.store = RedisStore(
+            store_settings.url,
+            secret,
+            key_prefix=store_settings.key_prefix,
+            pool_size=store_settings.pool_size,
+            pool_timeout=store_settings.pool_timeout_s,
+            socket_timeout=store_settings.socket_timeout_s,
+        )
+    else:
+        services.store = MemoryStore(secret)
+    yield
+    await services.store.close()
+
+
+async def _policies(app: web.Application) -> AsyncIterator[None]:
+    from proxy.models import ModelCatalog
+    from proxy.policy_store import PolicyStore, bundled_policies_dir
+    from proxy.tokens import TokenCounters
+
+    services = app[SERVICES]
+    directory = services.settings.policies_dir
+    services.policies = PolicyStore.load(
+        bundled_policies_dir() if directory is None else Path(directory)
+    )
+    services.preparer = Preparer(
+        policies=services.policies,
+        counters=TokenCounters(),
+        catalog=ModelCatalog(),
+        store=services.store,
+    )
+    watcher = asyncio.create_task(services.policies.watch(2.0))
+    yield
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+

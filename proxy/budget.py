@@ -1,0 +1,52 @@
+"""The token budget of one request: window, reserved output, allowance, trigger and target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from proxy.policy import BudgetPolicy
+
+
+class ModelLookup(Protocol):
+    def lookup(self, model: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Budget:
+    context_window: int
+    reserved_output: int
+    safety_margin: int
+    allowance: int
+    trigger: int
+    target: int
+
+
+def _scaled(value: float, whole: int) -> int:
+    """Numbers <= 1 are fractions of `whole`; larger ones are tokens (capped at `whole`)."""
+    return int(value * whole) if value <= 1 else min(int(value), whole)
+
+
+def _requested_output(body: dict[str, Any]) -> int | None:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def compute_budget(policy: BudgetPolicy, body: dict[str, Any], models: ModelLookup) -> Budget:
+    model = body.get("model")
+    window = policy.context_window
+    if window == "auto":
+        info = models.lookup(model) if isinstance(model, str) else None
+        window = getattr(info, "context_window", None) or policy.fallback_context_window
+    reserved = policy.reserved_output
+    if reserved == "auto":
+        requested = _requested_output(body)
+        reserved = policy.default_reserved_output if requested is None else requested
+    margin = _scaled(policy.safety_margin, window)
+    allowance = max(window - reserved - margin, 0)
+    trigger = _scaled(policy.trigger, allowance)
+    target = min(_scaled(policy.target, allowance), trigger)
+    return Budget(window, reserved, margin, allowance, trigger, target)

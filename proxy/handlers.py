@@ -1,0 +1,99 @@
+"""Thin aiohttp handlers: parse, delegate, answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from proxy.auth import Tenant
+from proxy.completion import request_model, run_completion
+from proxy.errors import ErrorCode, ProxyError
+from proxy.jsonio import dumps, loads_object
+from proxy.relay import relay
+from proxy.services import SERVICES
+from proxy.upstream.openai_http import forward_request_headers
+
+_JSON_TYPES = ("application/json", "text/json")
+
+
+async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
+    """The raw bytes (forwarded as they are when nothing changes) and the parsed object."""
+    content_type = request.headers.get("Content-Type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media and media not in _JSON_TYPES and not media.endswith("+json"):
+        raise ProxyError(
+            ErrorCode.unsupported_media_type,
+            f"Content-Type {media!r} is not supported; send application/json",
+        )
+    raw = await request.read()
+    if not raw:
+        raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
+    return raw, loads_object(raw)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    tenant: Tenant = request["tenant"]
+    prepared = await services.preparer.prepare(body, raw, tenant, request["request_id"])
+    return await run_completion(request, services, prepared, tenant)
+
+
+async def prepare_dry_run(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    prepared = await services.preparer.prepare(body, raw, request["tenant"], request["request_id"])
+    payload = {
+        "changed": prepared.changed,
+        "body": prepared.parsed,
+        "manifest": prepared.manifest.as_dict(),
+    }
+    return web.Response(body=dumps(payload), content_type="application/json")
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
+    services = request.app[SERVICES]
+    tenant: Tenant = request["tenant"]
+    body = await request.read() if request.body_exists else None
+    upstream = services.upstream_for(_model_hint(request, body))
+    headers = forward_request_headers(
+        request.headers, tenant.upstream_authorization(upstream.settings)
+    )
+    answer = await upstream.open(
+        request.method, request.match_info["tail"], headers=headers, body=body,
+        query=request.query_string,
+    )
+    return await relay(request, answer, {}, upstream.name)
+
+
+def _model_hint(request: web.Request, body: bytes | None) -> str:
+    if not body or not request.content_type.endswith("json"):
+        return ""
+    try:
+        return request_model(loads_object(body))
+    except ProxyError:
+        return ""
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    store_ok = bool(await services.store.ping()) if services.store is not None else True
+    policies_ok = services.policies is not None
+    status = 200 if store_ok and policies_ok else 503
+    body = {"status": "ready" if status == 200 else "not_ready", "store": store_ok,
+            "policies": policies_ok}
+    return web.json_response(body, status=status)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/context/prepare", prepare_dry_run)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough)

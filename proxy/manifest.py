@@ -1,0 +1,60 @@
+"""What preparation did and why: the manifest, and the prepared request it describes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Action:
+    step: str
+    reason: str
+    message_indices: list[int]
+    tokens_freed: int
+    artifact_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Manifest:
+    policy: str
+    model: str
+    mode: str
+    counting_method: str = ""
+    context_window: int = 0
+    reserved_output: int = 0
+    allowance: int = 0
+    trigger: int = 0
+    target: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    protected_tokens: int = 0
+    outcome: str = "unchanged"
+    actions: list[Action] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def action_summary(self) -> str:
+        steps = [f"{a.step}:{len(a.message_indices)}" for a in self.actions]
+        return ",".join(steps) or "none"
+
+
+@dataclass
+class Prepared:
+    body: bytes
+    """Exactly what goes upstream: the client's own bytes when nothing changed."""
+    changed: bool
+    manifest: Manifest
+    parsed: dict[str, Any]
+    """The request as a dict (the prepared one when changed)."""
+
+    def headers(self) -> dict[str, str]:
+        m = self.manifest
+        return {
+            "x-ctxproxy-policy": m.policy,
+            "x-ctxproxy-tokens-before": str(m.tokens_before),
+            "x-ctxproxy-tokens-after": str(m.tokens_after),
+            "x-ctxproxy-actions": m.action_summary(),
+        }

@@ -1,0 +1,206 @@
+"""`Preparer.prepare()`: count, apply the tenant's policy, and return what goes upstream or refuse.
+
+Every refusal happens here, before any upstream call and before a response starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.artifacts import ArtifactStore
+from proxy.auth import Tenant
+from proxy.budget import Budget, compute_budget
+from proxy.conversation import Conversation, parse_conversation
+from proxy.errors import ErrorCode, ProxyError
+from proxy.jsonio import dumps
+from proxy.manifest import Manifest, Prepared
+from proxy.models import ModelCatalog
+from proxy.policy import Policy
+from proxy.policy_store import PolicyStore
+from proxy.read_tool import tool_definitions
+from proxy.reducer import (
+    Reduction,
+    build_context,
+    plan_and_rewrite,
+    protected_unit_tokens,
+    store_and_apply,
+)
+from proxy.tokens import REPLY_PRIMER, TokenCounter, TokenCounters
+
+
+@dataclass
+class _Request:
+    body: dict[str, Any]
+    raw: bytes
+    messages: list[Any]
+    policy: Policy
+    counter: TokenCounter
+    budget: Budget
+    costs: list[int]
+    fixed: int
+    manifest: Manifest
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.costs) + self.fixed
+
+    def unchanged(self, outcome: str) -> Prepared:
+        self.manifest.outcome = outcome
+        self.manifest.tokens_after = self.manifest.tokens_before
+        return Prepared(self.raw, False, self.manifest, self.body)
+
+
+class Preparer:
+    def __init__(
+        self,
+        *,
+        policies: PolicyStore,
+        counters: TokenCounters,
+        catalog: ModelCatalog,
+        store: ArtifactStore,
+    ) -> None:
+        self._policies = policies
+        self._counters = counters
+        self._catalog = catalog
+        self._store = store
+
+    async def prepare(
+        self, body: dict[str, Any], raw: bytes, tenant: Tenant, request_id: str
+    ) -> Prepared:
+        model = body.get("model") if isinstance(body.get("model"), str) else ""
+        policy = self._policies.resolve(tenant.policy, str(model))
+        manifest = Manifest(policy=policy.name, model=str(model), mode=policy.mode)
+        if policy.mode == "off":
+            return Prepared(raw, False, manifest, body)
+        request = self._count(body, raw, policy, manifest)
+        conversation = parse_conversation(request.messages)
+        if conversation.problems:
+            return self._invalid(request, conversation)
+        if policy.mode == "inspect":
+            return request.unchanged("inspected")
+        if request.tokens <= request.budget.trigger:
+            return request.unchanged("within_trigger")
+        if policy.mode == "reject":
+            if request.tokens <= request.budget.allowance:
+                return request.unchanged("within_allowance")
+            raise self._refusal(request, request.tokens, request.tokens, request_id)
+        return await self._reduce(request, conversation, tenant, request_id)
+
+    def _count(
+        self, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
+    ) -> _Request:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ProxyError(
+                ErrorCode.invalid_request, "'messages' must be a non-empty array",
+                param="messages",
+            )
+        counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
+        budget = compute_budget(policy.budget, body, self._catalog)
+        costs = [counter.count_message(m) for m in messages]
+        fixed = counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        request = _Request(body, raw, messages, policy, counter, budget, costs, fixed, manifest)
+        manifest.counting_method = counter.method
+        manifest.context_window = budget.context_window
+        manifest.reserved_output = budget.reserved_output
+        manifest.allowance = budget.allowance
+        manifest.trigger = budget.trigger
+        manifest.target = budget.target
+        manifest.tokens_before = request.tokens
+        return request
+
+    def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
+        first = conversation.problems[0]
+        if request.policy.on_invalid == "reject":
+            raise ProxyError(
+                ErrorCode.invalid_messages, first.reason, param=first.param,
+                details={"problems": [
+                    {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
+                    for p in conversation.problems
+                ]},
+            )
+        request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
+        return request.unchanged("invalid_forwarded")
+
+    async def _reduce(
+        self, request: _Request, conversation: Conversation, tenant: Tenant, request_id: str
+    ) -> Prepared:
+        policy, counter = request.policy, request.counter
+        tools = request.body.get("tools")
+        client_tools = tools if isinstance(tools, list) else []
+        synthetic = (
+            tool_definitions(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
+        )
+        base = sum(request.costs[: conversation.system_end]) + request.fixed
+        tool_choice = request.body.get("tool_choice")
+        reduced_base = base - request.fixed + REPLY_PRIMER + counter.count_tools(
+            client_tools + synthetic, tool_choice
+        )
+        ids: dict[str, str] = {}
+
+        def artifact_id(text: str) -> str:
+            if text not in ids:
+                ids[text] = self._store.artifact_id(tenant.scope, text)
+            return ids[text]
+
+        ctx = build_context(
+            request.messages, conversation, policy, counter, request.costs, artifact_id
+        )
+        outputs = plan_and_rewrite(ctx, request.budget, base, reduced_base)
+        reduction = await store_and_apply(ctx, outputs, self._store, tenant.scope)
+        request.manifest.protected_tokens = base + protected_unit_tokens(ctx)
+        return self._finish(request, reduction, synthetic, request_id)
+
+    def _finish(
+        self, request: _Request, reduction: Reduction, synthetic: list[Any], request_id: str
+    ) -> Prepared:
+        manifest, counter = request.manifest, request.counter
+        manifest.actions = reduction.actions
+        if reduction.unconfirmed:
+            manifest.notes.append(
+                f"artifact store did not confirm {reduction.unconfirmed} write(s): "
+                "that content was kept"
+            )
+        body = dict(request.body)
+        body["messages"] = reduction.messages
+        if reduction.referenced and synthetic:
+            tools = body.get("tools")
+            body["tools"] = (tools if isinstance(tools, list) else []) + synthetic
+        after = sum(counter.count_message(m) for m in reduction.messages)
+        after += counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        manifest.tokens_after = after
+        if after > request.budget.allowance:
+            raise self._refusal(request, after, manifest.protected_tokens, request_id,
+                                store_failed=bool(reduction.unconfirmed))
+        if not reduction.actions:
+            return request.unchanged("store_unavailable_kept")
+        manifest.outcome = "reduced" if after <= request.budget.target else "reduced_above_target"
+        return Prepared(dumps(body), True, manifest, body)
+
+    def _refusal(
+        self, request: _Request, final: int, protected: int, request_id: str,
+        *, store_failed: bool = False,
+    ) -> ProxyError:
+        budget, manifest = request.budget, request.manifest
+        manifest.outcome = "refused"
+        reason = "artifact_store_unavailable" if store_failed else (
+            "protected_content_exceeds_allowance" if request.policy.mode == "window"
+            else "input_exceeds_allowance"
+        )
+        details = {
+            "reason": reason, "allowance_tokens": budget.allowance, "final_tokens": final,
+            "protected_tokens": protected, "reserved_output_tokens": budget.reserved_output,
+            "policy": request.policy.name,
+        }
+        message = (
+            f"This model's maximum context length is {budget.context_window} tokens. However, "
+            f"your messages resulted in {final} tokens after context preparation "
+            f"({budget.reserved_output} tokens are reserved for the completion, policy "
+            f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
+            "the messages. (context_length_exceeded)"
+        )
+        if store_failed:
+            return ProxyError(ErrorCode.artifact_store_unavailable, message, details=details)
+        return ProxyError(ErrorCode.context_length_exceeded, message, param="messages",
+                          details=details)

@@ -1,0 +1,117 @@
+"""Where each reduction step cuts: a deterministic replay of the conversation's growth.
+
+Every step has a *horizon*: the units before it are reduced by that step (the strongest step
+wins where several apply). The planner replays the conversation one unit at a time, as if each
+unit had just arrived; whenever the running total exceeds the trigger, it advances horizons in
+policy order, each just far enough to get under the target. Horizons never move back.
+
+Why replay: the proxy is stateless, yet the next request (the same history plus new messages)
+must reproduce the same horizons for the old part, so that the prepared prompt keeps the previous
+prepared prompt as its byte prefix. Replaying from the start gives exactly that: the state after
+the old units is a function of the old units only, and it changes only when a new unit pushes the
+total over the trigger again (hysteresis between trigger and target).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    rank: int
+    """Strength: where several horizons cover a unit, the highest rank applies."""
+    costs: list[int]
+    """Per unit: its tokens when this step is the strongest one applied to it."""
+    limits: list[int]
+    """Per time point t (unit index): the farthest horizon allowed once unit t has arrived."""
+    cuts: list[int] | None = None
+    """Allowed horizons, sorted; None allows every unit boundary."""
+    at_least: int = 0
+    """An advance must free at least this many tokens, or it does not happen."""
+    extra_cost: int = 0
+    """Tokens added once this horizon is above zero (e.g. the notice replacing dropped turns)."""
+
+
+@dataclass
+class _Totals:
+    full: list[int]
+    steps: list[StepPlan]
+    base: int
+    reduced_base: int
+
+    def __post_init__(self) -> None:
+        self.full_prefix = [0, *accumulate(self.full)]
+        self.step_prefix = [[0, *accumulate(s.costs)] for s in self.steps]
+
+    def total(self, t: int, horizons: list[int]) -> int:
+        end = t + 1
+        reduced = any(h > 0 for h in horizons)
+        out = self.reduced_base if reduced else self.base
+        out += sum(s.extra_cost for s, h in zip(self.steps, horizons, strict=True) if h > 0)
+        bounds = sorted({0, end, *(min(h, end) for h in horizons)})
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            out += self._segment(a, b, horizons)
+        return out
+
+    def _segment(self, a: int, b: int, horizons: list[int]) -> int:
+        best = -1
+        for k, h in enumerate(horizons):
+            if h >= b and (best < 0 or self.steps[k].rank > self.steps[best].rank):
+                best = k
+        prefix = self.full_prefix if best < 0 else self.step_prefix[best]
+        return prefix[b] - prefix[a]
+
+
+def plan_horizons(
+    full: list[int],
+    steps: list[StepPlan],
+    *,
+    base: int,
+    reduced_base: int,
+    trigger: int,
+    target: int,
+) -> list[int]:
+    """Horizons per step (policy order) after replaying every unit of the conversation."""
+    totals = _Totals(full, steps, base, reduced_base)
+    horizons = [0] * len(steps)
+    for t in range(len(full)):
+        if totals.total(t, horizons) <= trigger:
+            continue
+        for k in range(len(steps)):
+            if totals.total(t, horizons) <= target:
+                break
+            horizons[k] = _advance(totals, t, horizons, k, target)
+    return horizons
+
+
+def _candidates(step: StepPlan, low: int, high: int) -> list[int]:
+    if step.cuts is None:
+        return list(range(low + 1, high + 1))
+    return step.cuts[bisect_right(step.cuts, low) : bisect_right(step.cuts, high)]
+
+
+def _advance(totals: _Totals, t: int, horizons: list[int], k: int, target: int) -> int:
+    step = totals.steps[k]
+    current = horizons[k]
+    options = _candidates(step, current, min(step.limits[t], t + 1))
+    if not options:
+        return current
+
+    def total_at(h: int) -> int:
+        trial = horizons.copy()
+        trial[k] = h
+        return totals.total(t, trial)
+
+    before = totals.total(t, horizons)
+    # total_at is non-increasing in h: the smallest option under the target, else the largest.
+    pick = bisect_left(options, True, key=lambda h: total_at(h) <= target)
+    chosen = options[min(pick, len(options) - 1)]
+    if step.at_least and before - total_at(chosen) < step.at_least:
+        pick = bisect_left(options, True, key=lambda h: before - total_at(h) >= step.at_least)
+        if pick == len(options):
+            return current
+        chosen = options[pick]
+    return chosen

@@ -1,0 +1,180 @@
+"""Window mode: plan the horizons, let the steps rewrite, store what they remove, apply the edits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.artifacts import ArtifactStore, NewArtifact
+from proxy.budget import Budget
+from proxy.conversation import Conversation
+from proxy.manifest import Action
+from proxy.planner import plan_horizons
+from proxy.policy import Policy, ProtectPolicy
+from proxy.step_api import Edit, PrepareContext, Step, StepOutput
+from proxy.steps import build_steps
+from proxy.tokens import TokenCounter
+
+
+@dataclass
+class Reduction:
+    messages: list[Any]
+    actions: list[Action] = field(default_factory=list)
+    referenced: list[str] = field(default_factory=list)
+    unconfirmed: int = 0
+
+
+def build_context(
+    messages: list[Any],
+    conversation: Conversation,
+    policy: Policy,
+    counter: TokenCounter,
+    costs: list[int],
+    artifact_id: Any,
+) -> PrepareContext:
+    units, unit_turn, turn_first_unit = [], [], []
+    for turn_index, turn in enumerate(conversation.turns):
+        turn_first_unit.append(len(units))
+        units.extend(turn.units)
+        unit_turn.extend([turn_index] * len(turn.units))
+    return PrepareContext(
+        messages=messages,
+        conversation=conversation,
+        units=units,
+        unit_turn=unit_turn,
+        turn_first_unit=turn_first_unit,
+        policy=policy,
+        counter=counter,
+        message_costs=costs,
+        tool_names=_tool_names(messages),
+        pinned_units=_pinned(messages, units, policy.protect),
+        first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
+        artifact_id=artifact_id,
+    )
+
+
+def _tool_names(messages: list[Any]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for message in messages:
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(call.get("id"), str):
+                names[call["id"]] = str(function.get("name"))
+    return names
+
+
+def _message_text(message: Any) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict)
+                       and isinstance(p.get("text"), str))
+    return ""
+
+
+def _pinned(messages: list[Any], units: list[Any], protect: ProtectPolicy) -> frozenset[int]:
+    if not protect.pinned:
+        return frozenset()
+
+    def matches(message: Any) -> bool:
+        return any(
+            (rule.role is None or message.get("role") == rule.role)
+            and (rule.name is None or message.get("name") == rule.name)
+            and (rule.contains is None or rule.contains in _message_text(message))
+            for rule in protect.pinned
+        )
+
+    return frozenset(u for u, unit in enumerate(units)
+                     if any(matches(messages[i]) for i in range(unit.start, unit.end)))
+
+
+def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
+    return next((u for u, unit in enumerate(units) if messages[unit.start].get("role") == "user"),
+                None)
+
+
+def protected_unit_tokens(ctx: PrepareContext) -> int:
+    """Tokens of the units no step may remove: the task, pinned ones and the recent turns."""
+    keep = max(ctx.policy.protect.recent_turns, 1)
+    first_recent_turn = max(len(ctx.turn_first_unit) - keep, 0)
+    return sum(
+        ctx.unit_cost(u)
+        for u in range(len(ctx.units))
+        if ctx.is_protected(u) or ctx.unit_turn[u] >= first_recent_turn
+    )
+
+
+def plan_and_rewrite(
+    ctx: PrepareContext, budget: Budget, base: int, reduced_base: int
+) -> list[tuple[Step, StepOutput]]:
+    steps = build_steps(list(ctx.policy.steps), ctx)
+    plans = [step.plan(ctx) for step in steps]
+    full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
+    horizons = plan_horizons(
+        full, plans, base=base, reduced_base=reduced_base,
+        trigger=budget.trigger, target=budget.target,
+    )
+    assigned: list[list[int]] = [[] for _ in steps]
+    for u in range(len(ctx.units)):
+        covering = [k for k, h in enumerate(horizons) if h > u]
+        if covering:
+            assigned[max(covering, key=lambda k: steps[k].rank)].append(u)
+    return [(step, step.rewrite(ctx, units)) for step, units in zip(steps, assigned, strict=True)
+            if units]
+
+
+async def store_and_apply(
+    ctx: PrepareContext,
+    outputs: list[tuple[Step, StepOutput]],
+    store: ArtifactStore,
+    scope: str,
+) -> Reduction:
+    wanted: dict[str, NewArtifact] = {}
+    for _, out in outputs:
+        wanted.update(out.artifacts)
+    confirmed = await _store(ctx.policy, store, scope, wanted)
+    reduction = Reduction(messages=[])
+    edits: list[Edit] = []
+    for step, out in outputs:
+        kept = [e for e in out.edits if e.artifact_id in confirmed]
+        if not kept:
+            continue
+        edits.extend(kept)
+        ids = sorted({e.artifact_id for e in kept})
+        indices = sorted({e.index for e in kept if e.kind != "insert_before"})
+        reduction.actions.append(
+            Action(step.name, "over trigger: reduced toward target", indices, out.tokens_freed, ids)
+        )
+        reduction.referenced.extend(ids)
+    reduction.unconfirmed = len(wanted) - len(confirmed)
+    reduction.messages = _apply(ctx.messages, edits)
+    return reduction
+
+
+async def _store(
+    policy: Policy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
+) -> set[str]:
+    limits = policy.artifacts
+    ids = [i for i, a in wanted.items() if len(a.content) <= limits.max_chars]
+    if not ids:
+        return set()
+    results = await store.put_many(
+        scope, [wanted[i] for i in ids], ttl_seconds=limits.ttl_seconds,
+        max_per_scope=limits.max_per_scope,
+    )
+    return {i for i, ok in zip(ids, results, strict=True) if ok}
+
+
+def _apply(messages: list[Any], edits: list[Edit]) -> list[Any]:
+    replaced = {e.index: e.message for e in edits if e.kind == "replace"}
+    removed = {e.index for e in edits if e.kind == "remove"}
+    inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
+    out: list[Any] = []
+    for index, message in enumerate(messages):
+        if index in inserted:
+            out.append(inserted[index])
+        if index not in removed:
+            out.append(replaced.get(index, message))
+    return out

@@ -1,0 +1,107 @@
+"""The upstream client: raw aiohttp against an OpenAI-compatible base URL.
+
+One pooled `ClientSession` per app (owned by app.py); this module only opens requests on it and
+turns transport failures into typed errors. Relaying the answer is the caller's job, chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import aiohttp
+from multidict import CIMultiDict
+
+from proxy.errors import ErrorCode, ProxyError
+from proxy.settings import UpstreamSettings
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
+# upstream answers uncompressed and the proxy can read what it relays.
+_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
+_RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+
+
+def forward_request_headers(
+    incoming: Mapping[str, str], authorization: str | None
+) -> CIMultiDict[str]:
+    """Client headers minus hop-by-hop ones; `authorization` replaces the client's when given."""
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in incoming.items():
+        lower = name.lower()
+        if lower in _REQUEST_DROP or lower.startswith("x-ctxproxy-"):
+            continue
+        if authorization is not None and lower in ("authorization", "api-key"):
+            continue
+        out.add(name, value)
+    if authorization is not None:
+        out["Authorization"] = authorization
+    return out
+
+
+def relay_response_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in upstream.items():
+        if name.lower() not in _RESPONSE_DROP:
+            out.add(name, value)
+    return out
+
+
+class OpenAIHttpUpstream:
+    """Sends requests to one configured upstream; the URL never comes from the request."""
+
+    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._session = session
+        self._base = settings.base_url.rstrip("/")
+        t = settings.timeouts
+        self._timeout = aiohttp.ClientTimeout(
+            total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_read_s
+        )
+
+    def url(self, path: str) -> str:
+        """`path` is relative to the API root (`/chat/completions`); `..` never escapes it."""
+        clean = "/".join(p for p in path.split("/") if p not in ("", ".", ".."))
+        return f"{self._base}/{clean}"
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        query: str = "",
+    ) -> aiohttp.ClientResponse:
+        """Open a request and wait for the response headers (the first-byte timeout)."""
+        url = self.url(path) + (f"?{query}" if query else "")
+        request = self._session.request(
+            method, url, data=body, headers=headers, timeout=self._timeout,
+            allow_redirects=False, auto_decompress=True,
+        )
+        try:
+            return await asyncio.wait_for(request, self.settings.timeouts.first_byte_s)
+        except TimeoutError as exc:
+            raise ProxyError(
+                ErrorCode.upstream_timeout,
+                f"Upstream {self.name!r} did not answer within "
+                f"{self.settings.timeouts.first_byte_s:g}s",
+            ) from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+            raise ProxyError(
+                ErrorCode.upstream_unavailable,
+                f"Upstream {self.name!r} is unreachable: {type(exc).__name__}",
+            ) from exc
