@@ -57,7 +57,8 @@ def _store_secret(settings: Settings) -> bytes:
 
 
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
-    from proxy.artifacts import MemoryStore, RedisStore
+    from proxy.artifacts import MemoryStore
+    from proxy.redis_store import RedisStore
 
     services = app[SERVICES]
     store_settings = services.settings.store
