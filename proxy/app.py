@@ -80,14 +80,13 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
 
 async def _policies(app: web.Application) -> AsyncIterator[None]:
     from proxy.models import ModelCatalog
-    from proxy.policy_store import PolicyStore, bundled_policies_dir
+    from proxy.policy_store import PolicyStore
     from proxy.tokens import TokenCounters
 
     services = app[SERVICES]
     directory = services.settings.policies_dir
-    services.policies = PolicyStore.load(
-        bundled_policies_dir() if directory is None else Path(directory)
-    )
+    services.policies = PolicyStore.load(None if directory is None else Path(directory))
+    _check_tenant_policies(services)
     services.preparer = Preparer(
         policies=services.policies,
         counters=TokenCounters(),
@@ -100,3 +99,11 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
 
+
+
+def _check_tenant_policies(services: Services) -> None:
+    settings = services.settings
+    wanted = {t.policy for t in settings.tenants} | {"default"}
+    missing = sorted(name for name in wanted if name not in services.policies)
+    if missing:
+        raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")

@@ -152,6 +152,6 @@ class Policy(StrictModel):
     read_tool: ReadToolPolicy = Field(default_factory=ReadToolPolicy)
     models: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Per-model overrides: glob on the request's model -> partial policy, "
-        "deep-merged over this one (first matching glob wins).",
+        description="Per-model overrides: glob on the request's model (fnmatch, case-insensitive) "
+        "-> partial policy, deep-merged over this one (first matching glob wins).",
     )
