@@ -1,0 +1,29 @@
+"""Shared fixtures: the fake upstream and the recorded provider wire data."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from fakes import FakeUpstream
+from fakes.wire import PARALLEL_TOOL_CALLS_SSE, wire_file
+
+
+@pytest.fixture
+def wire_path() -> Callable[[str], Path]:
+    """Resolves a recorded wire file by name (shared copy preferred, vendored fallback)."""
+    return wire_file
+
+
+@pytest.fixture
+def parallel_tool_calls_sse() -> Path:
+    """The recorded gpt-4o stream with two parallel tool calls, `finish_reason` and usage chunks."""
+    return wire_file(PARALLEL_TOOL_CALLS_SSE)
+
+
+@pytest.fixture
+async def fake_upstream() -> AsyncIterator[FakeUpstream]:
+    """A started FakeUpstream, stopped (running handlers cancelled) after the test."""
+    async with FakeUpstream() as fake:
+        yield fake
