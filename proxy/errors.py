@@ -7,31 +7,31 @@ from typing import Any
 
 
 class ErrorCode(Enum):
-    """Each code maps to one HTTP status and one OpenAI error `type`."""
+    """Each code maps to one HTTP status and one OpenAI error `type` (values are unique)."""
 
-    invalid_json = (400, "invalid_request_error")
-    invalid_request = (400, "invalid_request_error")
-    invalid_messages = (400, "invalid_request_error")
-    unsupported_media_type = (415, "invalid_request_error")
-    context_length_exceeded = (400, "invalid_request_error")
-    invalid_api_key = (401, "invalid_request_error")
-    not_found = (404, "invalid_request_error")
-    method_not_allowed = (405, "invalid_request_error")
-    artifact_not_found = (404, "invalid_request_error")
-    request_too_large = (413, "invalid_request_error")
-    upstream_unavailable = (502, "api_error")
-    upstream_invalid_response = (502, "api_error")
-    upstream_timeout = (504, "api_error")
-    artifact_store_unavailable = (503, "api_error")
-    internal_error = (500, "api_error")
+    invalid_json = ("invalid_json", 400, "invalid_request_error")
+    invalid_request = ("invalid_request", 400, "invalid_request_error")
+    invalid_messages = ("invalid_messages", 400, "invalid_request_error")
+    context_length_exceeded = ("context_length_exceeded", 400, "invalid_request_error")
+    invalid_api_key = ("invalid_api_key", 401, "invalid_request_error")
+    not_found = ("not_found", 404, "invalid_request_error")
+    artifact_not_found = ("artifact_not_found", 404, "invalid_request_error")
+    method_not_allowed = ("method_not_allowed", 405, "invalid_request_error")
+    request_too_large = ("request_too_large", 413, "invalid_request_error")
+    unsupported_media_type = ("unsupported_media_type", 415, "invalid_request_error")
+    upstream_unavailable = ("upstream_unavailable", 502, "api_error")
+    upstream_invalid_response = ("upstream_invalid_response", 502, "api_error")
+    artifact_store_unavailable = ("artifact_store_unavailable", 503, "api_error")
+    upstream_timeout = ("upstream_timeout", 504, "api_error")
+    internal_error = ("internal_error", 500, "api_error")
 
     @property
     def status(self) -> int:
-        return self.value[0]
+        return self.value[1]
 
     @property
     def error_type(self) -> str:
-        return self.value[1]
+        return self.value[2]
 
 
 class ProxyError(Exception):

@@ -11,7 +11,7 @@ from proxy.completion import request_model, run_completion
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads_object
 from proxy.relay import relay
-from proxy.services import SERVICES
+from proxy.services import REQUEST_ID, SERVICES, TENANT
 from proxy.upstream.openai_http import forward_request_headers
 
 _JSON_TYPES = ("application/json", "text/json")
@@ -35,15 +35,15 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    tenant: Tenant = request["tenant"]
-    prepared = await services.preparer.prepare(body, raw, tenant, request["request_id"])
+    tenant: Tenant = request[TENANT]
+    prepared = await services.preparer.prepare(body, raw, tenant, request[REQUEST_ID])
     return await run_completion(request, services, prepared, tenant)
 
 
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.preparer.prepare(body, raw, request["tenant"], request["request_id"])
+    prepared = await services.preparer.prepare(body, raw, request[TENANT], request[REQUEST_ID])
     payload = {
         "changed": prepared.changed,
         "body": prepared.parsed,
@@ -55,7 +55,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
 async def passthrough(request: web.Request) -> web.StreamResponse:
     """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
     services = request.app[SERVICES]
-    tenant: Tenant = request["tenant"]
+    tenant: Tenant = request[TENANT]
     body = await request.read() if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body))
     headers = forward_request_headers(

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError, error_envelope
 from proxy.jsonio import dumps
-from proxy.services import SERVICES
+from proxy.services import REQUEST_ID, SERVICES, TENANT
 
 log = logging.getLogger("ctxproxy.http")
 
@@ -39,10 +39,10 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = uuid.uuid4().hex
-    request["request_id"] = request_id
+    request[REQUEST_ID] = request_id
     try:
         if request.path not in _UNAUTHENTICATED:
-            request["tenant"] = request.app[SERVICES].tenants.resolve(request.headers)
+            request[TENANT] = request.app[SERVICES].tenants.resolve(request.headers)
         response = await handler(request)
     except ProxyError as exc:
         return json_error(exc, request_id)

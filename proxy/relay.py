@@ -10,6 +10,7 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.middleware import error_event
+from proxy.services import REQUEST_ID
 from proxy.upstream.openai_http import relay_response_headers
 
 
@@ -55,7 +56,7 @@ async def _relay_stream(
 ) -> web.StreamResponse:
     headers = relay_response_headers(upstream.headers)
     headers.update(extra_headers)
-    headers["x-ctxproxy-request-id"] = request["request_id"]
+    headers["x-ctxproxy-request-id"] = request[REQUEST_ID]
     response = web.StreamResponse(status=upstream.status, headers=headers)
     await response.prepare(request)
     chunks = upstream.content.iter_any().__aiter__()
@@ -66,7 +67,7 @@ async def _relay_stream(
             break
         except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
             error = _read_error(exc, upstream_name)
-            await _write_or_gone(response, error_event(error, request["request_id"]))
+            await _write_or_gone(response, error_event(error, request[REQUEST_ID]))
             return response
         if not await _write_or_gone(response, chunk):
             return response

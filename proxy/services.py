@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from proxy.auth import TenantResolver
+from proxy.auth import Tenant, TenantResolver
 from proxy.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,3 +28,5 @@ class Services:
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+TENANT: web.RequestKey[Tenant] = web.RequestKey("tenant", Tenant)
