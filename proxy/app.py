@@ -100,7 +100,6 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         await watcher
 
 
-
 def _check_tenant_policies(services: Services) -> None:
     settings = services.settings
     wanted = {t.policy for t in settings.tenants} | {"default"}

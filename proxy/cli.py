@@ -47,8 +47,12 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.server.host
     port = settings.server.port if args.port is None else args.port
     web.run_app(
-        create_app(settings), host=host, port=port, handler_cancellation=True,
-        access_log=None, print=lambda _: print(f"ctxproxy listening on http://{host}:{port}"),
+        create_app(settings),
+        host=host,
+        port=port,
+        handler_cancellation=True,
+        access_log=None,
+        print=lambda _: print(f"ctxproxy listening on http://{host}:{port}"),
     )
     return 0
 

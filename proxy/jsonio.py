@@ -18,7 +18,9 @@ def loads(raw: bytes | str) -> Any:
         try:
             return json.loads(raw)
         except (ValueError, RecursionError):
-            raise ProxyError(ErrorCode.invalid_json, f"Request body is not valid JSON: {exc}") from exc
+            raise ProxyError(
+                ErrorCode.invalid_json, f"Request body is not valid JSON: {exc}"
+            ) from exc
     except RecursionError as exc:
         raise ProxyError(ErrorCode.invalid_json, "Request body is nested too deeply") from exc
 

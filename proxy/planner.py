@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, pairwise
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class _Totals:
         out = self.reduced_base if reduced else self.base
         out += sum(s.extra_cost for s, h in zip(self.steps, horizons, strict=True) if h > 0)
         bounds = sorted({0, end, *(min(h, end) for h in horizons)})
-        for a, b in zip(bounds, bounds[1:], strict=False):
+        for a, b in pairwise(bounds):
             out += self._segment(a, b, horizons)
         return out
 

@@ -1,4 +1,4 @@
-"""Window mode: plan the horizons, let the steps rewrite, store what they remove, apply the edits."""
+"""Window mode: plan horizons, let the steps rewrite, store what they remove, apply the edits."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from proxy.artifacts import ArtifactStore, NewArtifact
 from proxy.budget import Budget
-from proxy.conversation import Conversation
+from proxy.conversation import Conversation, Unit
 from proxy.manifest import Action
 from proxy.planner import plan_horizons
 from proxy.policy import Policy, ProtectPolicy
@@ -32,7 +32,9 @@ def build_context(
     costs: list[int],
     artifact_id: Any,
 ) -> PrepareContext:
-    units, unit_turn, turn_first_unit = [], [], []
+    units: list[Unit] = []
+    unit_turn: list[int] = []
+    turn_first_unit: list[int] = []
     for turn_index, turn in enumerate(conversation.turns):
         turn_first_unit.append(len(units))
         units.extend(turn.units)
@@ -69,8 +71,11 @@ def _message_text(message: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict)
-                       and isinstance(p.get("text"), str))
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -86,13 +91,17 @@ def _pinned(messages: list[Any], units: list[Any], protect: ProtectPolicy) -> fr
             for rule in protect.pinned
         )
 
-    return frozenset(u for u, unit in enumerate(units)
-                     if any(matches(messages[i]) for i in range(unit.start, unit.end)))
+    return frozenset(
+        u
+        for u, unit in enumerate(units)
+        if any(matches(messages[i]) for i in range(unit.start, unit.end))
+    )
 
 
 def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
-    return next((u for u, unit in enumerate(units) if messages[unit.start].get("role") == "user"),
-                None)
+    return next(
+        (u for u, unit in enumerate(units) if messages[unit.start].get("role") == "user"), None
+    )
 
 
 def protected_unit_tokens(ctx: PrepareContext) -> int:
@@ -113,16 +122,23 @@ def plan_and_rewrite(
     plans = [step.plan(ctx) for step in steps]
     full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
     horizons = plan_horizons(
-        full, plans, base=base, reduced_base=reduced_base,
-        trigger=budget.trigger, target=budget.target,
+        full,
+        plans,
+        base=base,
+        reduced_base=reduced_base,
+        trigger=budget.trigger,
+        target=budget.target,
     )
     assigned: list[list[int]] = [[] for _ in steps]
     for u in range(len(ctx.units)):
         covering = [k for k, h in enumerate(horizons) if h > u]
         if covering:
             assigned[max(covering, key=lambda k: steps[k].rank)].append(u)
-    return [(step, step.rewrite(ctx, units)) for step, units in zip(steps, assigned, strict=True)
-            if units]
+    return [
+        (step, step.rewrite(ctx, units))
+        for step, units in zip(steps, assigned, strict=True)
+        if units
+    ]
 
 
 async def store_and_apply(
@@ -161,7 +177,9 @@ async def _store(
     if not ids:
         return set()
     results = await store.put_many(
-        scope, [wanted[i] for i in ids], ttl_seconds=limits.ttl_seconds,
+        scope,
+        [wanted[i] for i in ids],
+        ttl_seconds=limits.ttl_seconds,
         max_per_scope=limits.max_per_scope,
     )
     return {i for i, ok in zip(ids, results, strict=True) if ok}

@@ -40,7 +40,9 @@ class StoreSettings(_Strict):
     kind: Literal["memory", "redis"] = "memory"
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "ctxproxy:"
-    secret: str = Field("", description="HMAC secret for artifact ids; random per process if empty.")
+    secret: str = Field(
+        default="", description="HMAC secret for artifact ids; random per process if empty."
+    )
     pool_size: Annotated[int, Field(gt=0)] = 64
     pool_timeout_s: Annotated[float, Field(gt=0)] = 2.0
     socket_timeout_s: Annotated[float, Field(gt=0)] = 2.0
@@ -56,7 +58,9 @@ class TimeoutSettings(_Strict):
 class UpstreamSettings(_Strict):
     name: str
     base_url: str
-    api_key: str | None = Field(None, description="Sent when the tenant has no key of its own.")
+    api_key: str | None = Field(
+        default=None, description="Sent when the tenant has no key of its own."
+    )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
 
@@ -75,7 +79,9 @@ class TenantSettings(_Strict):
 
 class AuthSettings(_Strict):
     mode: Literal["passthrough", "keys"] = "passthrough"
-    passthrough_tenant: str = Field("default", description="Tenant used in passthrough mode.")
+    passthrough_tenant: str = Field(
+        default="default", description="Tenant used in passthrough mode."
+    )
 
 
 class Settings(_Strict):
@@ -85,8 +91,8 @@ class Settings(_Strict):
     routes: list[RouteSettings] = Field(default_factory=list)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: list[TenantSettings] = Field(default_factory=list)
-    policies_dir: str | None = Field(None, description="Directory of policy YAML files.")
-    source: str = Field("<embedded default>", exclude=True)
+    policies_dir: str | None = Field(default=None, description="Directory of policy YAML files.")
+    source: str = Field(default="<embedded default>", exclude=True)
 
     @model_validator(mode="after")
     def _references_exist(self) -> Settings:
@@ -108,7 +114,9 @@ class Settings(_Strict):
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
     """Replace `${NAME}` / `${NAME:-default}` in every string of a parsed YAML tree."""
     if isinstance(value, dict):
-        return {k: expand_env(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {
+            k: expand_env(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [expand_env(v, env, f"{where}.{i}") for i, v in enumerate(value)]
     if isinstance(value, str):

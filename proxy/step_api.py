@@ -1,4 +1,4 @@
-"""What a reduction step sees and returns. Steps do no I/O: artifacts are written by the pipeline."""
+"""What a reduction step sees and returns. Steps do no I/O: the pipeline writes artifacts."""
 
 from __future__ import annotations
 

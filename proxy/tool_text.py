@@ -45,7 +45,7 @@ def preview(
         f'read_context_artifact(artifact_id="{artifact_id}", offset={len(head)}) pages through '
         "the rest; search_context_artifact finds text in it"
         if read_tool
-        else "the operator can read it at /v1/context/artifacts/{id}".format(id=artifact_id)
+        else f"the operator can read it at /v1/context/artifacts/{artifact_id}"
     )
     header = (
         f"{MARKER}: tool result offloaded as artifact {artifact_id}; {len(text)} chars, "

@@ -18,8 +18,13 @@ REPO = Path(__file__).resolve().parents[1]
 def make_settings(upstream_url: str, **overrides: Any) -> Settings:
     """Settings for a test: one upstream (the fake), memory store, the repo's policies."""
     data: dict[str, Any] = {
-        "upstreams": [{"name": "fake", "base_url": upstream_url,
-                       "timeouts": {"first_byte_s": 5, "idle_read_s": 5, "total_s": 30}}],
+        "upstreams": [
+            {
+                "name": "fake",
+                "base_url": upstream_url,
+                "timeouts": {"first_byte_s": 5, "idle_read_s": 5, "total_s": 30},
+            }
+        ],
         "policies_dir": str(REPO / "policies"),
         "store": {"secret": "test-secret"},
     }

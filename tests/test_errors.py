@@ -11,12 +11,19 @@ def test_every_code_is_distinct_and_named_by_its_value() -> None:
 
 
 def test_envelope_shape_with_details() -> None:
-    error = ProxyError(ErrorCode.context_length_exceeded, "too long", param="messages",
-                       details={"reason": "r"})
+    error = ProxyError(
+        ErrorCode.context_length_exceeded, "too long", param="messages", details={"reason": "r"}
+    )
     body = error.envelope("rid")
-    assert body == {"error": {"message": "too long", "type": "invalid_request_error",
-                              "param": "messages", "code": "context_length_exceeded",
-                              "ctxproxy": {"reason": "r", "request_id": "rid"}}}
+    assert body == {
+        "error": {
+            "message": "too long",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+            "ctxproxy": {"reason": "r", "request_id": "rid"},
+        }
+    }
 
 
 def test_envelope_without_details_has_no_extension() -> None:

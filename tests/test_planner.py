@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,14 +12,17 @@ from proxy.planner import StepPlan, plan_horizons
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
     return StepPlan(
-        rank=3, costs=[0] * n, limits=[max(t - keep_last + 1, 0) for t in range(n)],
+        rank=3,
+        costs=[0] * n,
+        limits=[max(t - keep_last + 1, 0) for t in range(n)],
         extra_cost=extra,
     )
 
 
 def test_nothing_happens_under_trigger() -> None:
-    assert plan_horizons([100] * 5, [drop_step(5)], base=0, reduced_base=0,
-                         trigger=1000, target=500) == [0]
+    assert plan_horizons(
+        [100] * 5, [drop_step(5)], base=0, reduced_base=0, trigger=1000, target=500
+    ) == [0]
 
 
 def test_reduces_to_target_when_over_trigger() -> None:
@@ -37,9 +42,12 @@ def test_later_growth_stays_between_target_and_trigger() -> None:
 def test_horizon_moves_only_when_trigger_is_crossed_again() -> None:
     seen = []
     for n in range(10, 30):
-        seen.append(plan_horizons([100] * n, [drop_step(n)], base=50, reduced_base=60,
-                                  trigger=1000, target=700)[0])
-    changes = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a != b)
+        seen.append(
+            plan_horizons(
+                [100] * n, [drop_step(n)], base=50, reduced_base=60, trigger=1000, target=700
+            )[0]
+        )
+    changes = sum(1 for a, b in itertools.pairwise(seen) if a != b)
     assert seen == sorted(seen)  # never moves back
     assert changes <= 6  # 20 turns of 100 tokens, 300 tokens of slack: a move every ~4 turns
 
@@ -62,8 +70,9 @@ def test_stronger_step_wins_where_horizons_overlap() -> None:
     n = 6
     offload = StepPlan(rank=1, costs=[50] * n, limits=[t + 1 for t in range(n)])
     drop = StepPlan(rank=3, costs=[0] * n, limits=[t + 1 for t in range(n)])
-    horizons = plan_horizons([100] * n, [offload, drop], base=0, reduced_base=0,
-                             trigger=350, target=300)
+    horizons = plan_horizons(
+        [100] * n, [offload, drop], base=0, reduced_base=0, trigger=350, target=300
+    )
     # offload first: 6 x 50 = 300 fits, so drop is never advanced
     assert horizons[1] == 0 and horizons[0] > 0
 
@@ -81,9 +90,11 @@ def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
     """Planning a prefix of the history gives horizons <= those of the whole history."""
     target = trigger * 7 // 10
     n = len(costs)
-    whole = plan_horizons(costs, [drop_step(n)], base=0, reduced_base=0,
-                          trigger=trigger, target=target)
+    whole = plan_horizons(
+        costs, [drop_step(n)], base=0, reduced_base=0, trigger=trigger, target=target
+    )
     for m in range(1, n):
-        part = plan_horizons(costs[:m], [drop_step(m)], base=0, reduced_base=0,
-                             trigger=trigger, target=target)
+        part = plan_horizons(
+            costs[:m], [drop_step(m)], base=0, reduced_base=0, trigger=trigger, target=target
+        )
         assert part[0] <= whole[0]

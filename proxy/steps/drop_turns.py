@@ -27,7 +27,9 @@ class DropTurns:
     def __init__(self, config: DropTurnsConfig, ctx: PrepareContext) -> None:
         self._config = config
 
-    def notice(self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str) -> dict[str, Any]:
+    def notice(
+        self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
+    ) -> dict[str, Any]:
         how = (
             "search_context_artifact or read_context_artifact with this id"
             if ctx.policy.read_tool.enabled

@@ -34,8 +34,12 @@ class OffloadToolResults:
             return None
         tokens = ctx.counter.count_text(text)
         return preview(
-            ctx.artifact_id(text), text, tokens, settings.preview_head_chars,
-            settings.preview_tail_chars, ctx.policy.read_tool.enabled,
+            ctx.artifact_id(text),
+            text,
+            tokens,
+            settings.preview_head_chars,
+            settings.preview_tail_chars,
+            ctx.policy.read_tool.enabled,
         )
 
     def plan(self, ctx: PrepareContext) -> StepPlan:

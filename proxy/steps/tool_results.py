@@ -18,7 +18,9 @@ def matches_any(name: str | None, globs: list[str]) -> bool:
     return name is not None and any(fnmatchcase(name, g) for g in globs)
 
 
-def tool_results(ctx: PrepareContext, u: int) -> Iterator[tuple[int, dict[str, Any], str, str | None]]:
+def tool_results(
+    ctx: PrepareContext, u: int
+) -> Iterator[tuple[int, dict[str, Any], str, str | None]]:
     """(index, message, text, tool name) of each reducible tool result in unit u."""
     unit = ctx.units[u]
     if unit.kind != "tool_exchange" or u in ctx.pinned_units:

@@ -89,8 +89,13 @@ class OpenAIHttpUpstream:
         """Open a request and wait for the response headers (the first-byte timeout)."""
         url = self.url(path) + (f"?{query}" if query else "")
         request = self._session.request(
-            method, url, data=body, headers=headers, timeout=self._timeout,
-            allow_redirects=False, auto_decompress=True,
+            method,
+            url,
+            data=body,
+            headers=headers,
+            timeout=self._timeout,
+            allow_redirects=False,
+            auto_decompress=True,
         )
         try:
             return await asyncio.wait_for(request, self.settings.timeouts.first_byte_s)

@@ -17,18 +17,24 @@ BODY = (
 )
 
 
-async def post(url: str, body: bytes, headers: dict[str, str] | None = None
-               ) -> tuple[int, CIMultiDict[str], bytes]:
-    async with aiohttp.ClientSession() as session, session.post(
-        url, data=body, headers={"Content-Type": "application/json", **(headers or {})}
-    ) as response:
+async def post(
+    url: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, CIMultiDict[str], bytes]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            url, data=body, headers={"Content-Type": "application/json", **(headers or {})}
+        ) as response,
+    ):
         return response.status, CIMultiDict(response.headers), await response.read()
 
 
-async def test_upstream_receives_original_bytes(proxy: RunningProxy, fake_upstream: FakeUpstream
-                                                ) -> None:
-    status, headers, _ = await post(f"{proxy.base_url}/chat/completions", BODY,
-                                    {"Authorization": "Bearer sk-client"})
+async def test_upstream_receives_original_bytes(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    status, headers, _ = await post(
+        f"{proxy.base_url}/chat/completions", BODY, {"Authorization": "Bearer sk-client"}
+    )
     assert status == 200
     assert fake_upstream.last.body == BODY
     assert fake_upstream.last.headers["Authorization"] == "Bearer sk-client"
@@ -37,8 +43,9 @@ async def test_upstream_receives_original_bytes(proxy: RunningProxy, fake_upstre
     assert int(headers["x-ctxproxy-tokens-before"]) > 0
 
 
-async def test_sdk_sees_same_answer_as_direct(proxy: RunningProxy, fake_upstream: FakeUpstream
-                                              ) -> None:
+async def test_sdk_sees_same_answer_as_direct(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
     messages = [{"role": "user", "content": "same answer please"}]
     async with (
         openai.AsyncOpenAI(base_url=fake_upstream.base_url, api_key="k", max_retries=0) as direct,
@@ -50,8 +57,9 @@ async def test_sdk_sees_same_answer_as_direct(proxy: RunningProxy, fake_upstream
     assert fake_upstream.received[0].body == fake_upstream.received[1].body
 
 
-async def test_stream_events_arrive_unchanged(proxy: RunningProxy, fake_upstream: FakeUpstream,
-                                              parallel_tool_calls_sse: object) -> None:
+async def test_stream_events_arrive_unchanged(
+    proxy: RunningProxy, fake_upstream: FakeUpstream, parallel_tool_calls_sse: object
+) -> None:
     fake_upstream.enqueue(replay_file(parallel_tool_calls_sse, chunk_size=97))  # type: ignore[arg-type]
     body = b'{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"weather"}]}'
     status, headers, data = await post(f"{proxy.base_url}/chat/completions", body)
@@ -60,13 +68,16 @@ async def test_stream_events_arrive_unchanged(proxy: RunningProxy, fake_upstream
     assert data == parallel_tool_calls_sse.read_bytes()  # type: ignore[attr-defined]
 
 
-async def test_sdk_streaming_through_proxy(proxy: RunningProxy, fake_upstream: FakeUpstream
-                                           ) -> None:
+async def test_sdk_streaming_through_proxy(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
     fake_upstream.enqueue(stream_completion(["Hel", "lo", "!"], include_usage=True))
     text, usage = "", None
     async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client:
         stream = await client.chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "x"}], stream=True,
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
             stream_options={"include_usage": True},
         )
         async for chunk in stream:
@@ -78,8 +89,9 @@ async def test_sdk_streaming_through_proxy(proxy: RunningProxy, fake_upstream: F
 
 
 @pytest.mark.parametrize("status", [400, 429, 500, 503])
-async def test_upstream_errors_pass_through(proxy: RunningProxy, fake_upstream: FakeUpstream,
-                                            status: int) -> None:
+async def test_upstream_errors_pass_through(
+    proxy: RunningProxy, fake_upstream: FakeUpstream, status: int
+) -> None:
     error = b'{"error": {"message": "nope",  "code": "x"}}'
     fake_upstream.enqueue(json_reply(error, status=status, headers={"retry-after": "7"}))
     got, headers, data = await post(f"{proxy.base_url}/chat/completions", BODY)
@@ -92,32 +104,41 @@ async def test_sync_sdk(proxy: RunningProxy) -> None:
     def call() -> str:
         with openai.OpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client:
             reply = client.chat.completions.create(
-                model="gpt-4o", messages=[{"role": "user", "content": "sync hello"}])
+                model="gpt-4o", messages=[{"role": "user", "content": "sync hello"}]
+            )
         return reply.choices[0].message.content or ""
+
     assert (await asyncio.to_thread(call)) == "echo: sync hello"
 
 
-async def test_models_and_other_routes_forwarded(proxy: RunningProxy, fake_upstream: FakeUpstream
-                                                 ) -> None:
+async def test_models_and_other_routes_forwarded(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
     async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client:
         models = await client.models.list()
     assert len(models.data) > 0
-    async with aiohttp.ClientSession() as session, session.delete(
-        f"{proxy.base_url}/files/file-1?purpose=x") as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.delete(f"{proxy.base_url}/files/file-1?purpose=x") as response,
+    ):
         assert response.status == 200
         body = await response.json()
     assert body["method"] == "DELETE" and body["query"] == "purpose=x"
     assert fake_upstream.last.path == "/v1/files/file-1"
 
 
-async def test_client_disconnect_frees_upstream(proxy: RunningProxy, fake_upstream: FakeUpstream
-                                                ) -> None:
+async def test_client_disconnect_frees_upstream(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
     fake_upstream.enqueue(never_reply())
     async with aiohttp.ClientSession() as session:
         with pytest.raises(asyncio.TimeoutError):
-            async with session.post(f"{proxy.base_url}/chat/completions", data=BODY,
-                                    headers={"Content-Type": "application/json"},
-                                    timeout=aiohttp.ClientTimeout(total=0.5)):
+            async with session.post(
+                f"{proxy.base_url}/chat/completions",
+                data=BODY,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=0.5),
+            ):
                 pass
     await fake_upstream.wait_idle(timeout=5)
     assert fake_upstream.cancelled == 1
@@ -128,10 +149,14 @@ async def test_client_disconnect_mid_stream_frees_upstream(
 ) -> None:
     fake_upstream.enqueue(stream_completion([f"w{i} " for i in range(200)], delay_s=0.02))
     body = b'{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]}'
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{proxy.base_url}/chat/completions", data=body,
-        headers={"Content-Type": "application/json"},
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{proxy.base_url}/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        ) as response,
+    ):
         await response.content.readany()
     await fake_upstream.wait_idle(timeout=5)
     assert fake_upstream.cancelled == 1

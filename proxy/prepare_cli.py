@@ -1,0 +1,84 @@
+"""`ctxproxy prepare request.json`: the dry run offline, with the manifest as a readable table."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from proxy.artifacts import MemoryStore
+from proxy.auth import Tenant
+from proxy.errors import ProxyError
+from proxy.jsonio import dumps, loads_object
+from proxy.manifest import Manifest, Prepared
+from proxy.models import ModelCatalog
+from proxy.pipeline import Preparer
+from proxy.policy_store import DEFAULT_POLICY, PolicyLoadError, PolicyStore
+from proxy.tokens import TokenCounters
+
+
+def render_manifest(manifest: Manifest, out: TextIO) -> None:
+    rows = [
+        ("policy", manifest.policy),
+        ("model", manifest.model),
+        ("mode", manifest.mode),
+        ("counting", manifest.counting_method),
+        ("context window", manifest.context_window),
+        ("reserved output", manifest.reserved_output),
+        ("allowance", manifest.allowance),
+        ("trigger / target", f"{manifest.trigger} / {manifest.target}"),
+        ("tokens before", manifest.tokens_before),
+        ("tokens after", manifest.tokens_after),
+        ("outcome", manifest.outcome),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        out.write(f"{name:<{width}}  {value}\n")
+    if manifest.actions:
+        out.write("\nstep                   messages  tokens freed  artifacts\n")
+    for action in manifest.actions:
+        out.write(
+            f"{action.step:<22} {len(action.message_indices):>8}  {action.tokens_freed:>12}"
+            f"  {len(action.artifact_ids)}\n"
+        )
+    for note in manifest.notes:
+        out.write(f"note: {note}\n")
+
+
+async def _prepare(body: dict[str, Any], raw: bytes, store: PolicyStore, name: str) -> Prepared:
+    secret = secrets.token_bytes(32)
+    preparer = Preparer(
+        policies=store, counters=TokenCounters(), catalog=ModelCatalog(), store=MemoryStore(secret)
+    )
+    tenant = Tenant(name="local", policy=name, scope="local", upstream_key=None, passthrough=True)
+    return await preparer.prepare(body, raw, tenant, "offline")
+
+
+def run_prepare(request: str, policy: str | None, model: str | None, out_path: str | None) -> int:
+    try:
+        raw = Path(request).read_bytes()
+        body = loads_object(raw)
+        if model:
+            body["model"] = model
+            raw = dumps(body)
+        store = PolicyStore.load(Path(policy).parent if policy else None)
+        prepared = asyncio.run(
+            _prepare(body, raw, store, Path(policy).stem if policy else DEFAULT_POLICY)
+        )
+    except OSError as exc:
+        print(f"{request}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except PolicyLoadError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except ProxyError as exc:
+        print(dumps(exc.envelope()).decode(), file=sys.stderr)
+        return 1
+    render_manifest(prepared.manifest, sys.stderr)
+    if out_path:
+        Path(out_path).write_bytes(prepared.body)
+    else:
+        sys.stdout.write(prepared.body.decode() + "\n")
+    return 0
