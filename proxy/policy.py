@@ -37,7 +37,7 @@ class BudgetPolicy(StrictModel):
         "max_completion_tokens/max_tokens, else `default_reserved_output`.",
     )
     default_reserved_output: Annotated[int, Field(ge=0)] = 4096
-    safety_margin: FractionOrTokens = Field(
+    safety_margin: Annotated[float, Field(ge=0)] = Field(
         default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
     )
     trigger: FractionOrTokens = Field(
