@@ -11,7 +11,7 @@ from proxy.conversation import Conversation, Unit
 from proxy.manifest import Action
 from proxy.planner import plan_horizons
 from proxy.policy import Policy, ProtectPolicy
-from proxy.step_api import Edit, PrepareContext, Step, StepOutput
+from proxy.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
 from proxy.steps import build_steps
 from proxy.tokens import TokenCounter
 
@@ -79,22 +79,22 @@ def _message_text(message: Any) -> str:
     return ""
 
 
-def _pinned(messages: list[Any], units: list[Any], protect: ProtectPolicy) -> frozenset[int]:
-    if not protect.pinned:
-        return frozenset()
+def _pinned(messages: list[Any], units: list[Unit], protect: ProtectPolicy) -> frozenset[int]:
+    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing)."""
 
     def matches(message: Any) -> bool:
+        text = _message_text(message)
+        if message.get("role") != "tool" and text.startswith(MARKER):
+            return True
         return any(
             (rule.role is None or message.get("role") == rule.role)
             and (rule.name is None or message.get("name") == rule.name)
-            and (rule.contains is None or rule.contains in _message_text(message))
+            and (rule.contains is None or rule.contains in text)
             for rule in protect.pinned
         )
 
     return frozenset(
-        u
-        for u, unit in enumerate(units)
-        if any(matches(messages[i]) for i in range(unit.start, unit.end))
+        u for u, unit in enumerate(units) if any(matches(messages[i]) for i in unit.indices)
     )
 
 

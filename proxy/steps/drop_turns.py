@@ -14,6 +14,23 @@ from proxy.step_api import MARKER, Edit, PrepareContext, StepOutput
 _WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
 
 
+def notice_message(
+    role: str, read_tool: bool, turns: int, tokens: int, artifact_id: str
+) -> dict[str, Any]:
+    """The one message that stands where dropped turns were."""
+    how = (
+        "search_context_artifact or read_context_artifact with this id"
+        if read_tool
+        else "the operator's artifact endpoint"
+    )
+    text = (
+        f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were removed from this "
+        f"conversation to fit the context window. They are archived as artifact "
+        f"{artifact_id} (one JSON message per line); use {how} to look things up.]"
+    )
+    return {"role": role, "content": text}
+
+
 class DropTurnsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["drop_turns"] = "drop_turns"
@@ -27,30 +44,21 @@ class DropTurns:
     def __init__(self, config: DropTurnsConfig, ctx: PrepareContext) -> None:
         self._config = config
 
-    def notice(
-        self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
-    ) -> dict[str, Any]:
-        how = (
-            "search_context_artifact or read_context_artifact with this id"
-            if ctx.policy.read_tool.enabled
-            else "the operator's artifact endpoint"
-        )
-        text = (
-            f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were removed from this "
-            f"conversation to fit the context window. They are archived as artifact "
-            f"{artifact_id} (one JSON message per line); use {how} to look things up.]"
-        )
-        return {"role": self._config.notice_role, "content": text}
-
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)
         keep = max(ctx.policy.protect.recent_turns, 1)
         costs = [ctx.unit_cost(u) if ctx.is_protected(u) else 0 for u in range(n)]
         limits = [ctx.turn_first_unit[max(ctx.unit_turn[t] - keep + 1, 0)] for t in range(n)]
         cuts = sorted(set(ctx.turn_first_unit[1:]))
-        sized = self.notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
+        sized = self._notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
         extra = ctx.counter.count_message(sized)
         return StepPlan(rank=self.rank, costs=costs, limits=limits, cuts=cuts, extra_cost=extra)
+
+    def _notice(
+        self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
+    ) -> dict[str, Any]:
+        read_tool = ctx.policy.read_tool.enabled
+        return notice_message(self._config.notice_role, read_tool, turns, tokens, artifact_id)
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
         dropped = [u for u in units if not ctx.is_protected(u)]
@@ -64,7 +72,7 @@ class DropTurns:
         out = StepOutput(units=dropped, tokens_freed=tokens)
         meta = {"turns": turns, "messages": len(indices), "first_index": indices[0]}
         out.artifacts[artifact_id] = NewArtifact(content=archive, kind="dropped_turns", meta=meta)
-        notice = self.notice(ctx, turns, tokens, artifact_id)
+        notice = self._notice(ctx, turns, tokens, artifact_id)
         out.edits.append(Edit("insert_before", indices[0], notice, artifact_id))
         out.edits.extend(Edit("remove", i, None, artifact_id) for i in indices)
         out.tokens_freed -= ctx.counter.count_message(notice)
