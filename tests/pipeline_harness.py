@@ -34,11 +34,14 @@ def write_policy(directory: Path, text: str, name: str = "test") -> None:
     (directory / f"{name}.yaml").write_text(text)
 
 
-def make_harness(directory: Path, counters: TokenCounters, store: MemoryStore | None = None
-                 ) -> Harness:
+def make_harness(
+    directory: Path, counters: TokenCounters, store: MemoryStore | None = None
+) -> Harness:
     store = store or MemoryStore(b"test-secret")
     preparer = Preparer(
-        policies=PolicyStore.load(directory), counters=counters, catalog=ModelCatalog(),
+        policies=PolicyStore.load(directory),
+        counters=counters,
+        catalog=ModelCatalog(),
         store=store,
     )
     return Harness(preparer, store, counters)
@@ -54,11 +57,26 @@ def agent_history(turns: int, result_chars: int = 6000, seed: int = 0) -> list[d
         if i:
             messages.append({"role": "user", "content": f"Next step {i}, please."})
         call_id = f"call_{seed}_{i}"
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function",
-             "function": {"name": "read_file", "arguments": f'{{"path": "src/f{i}.py"}}'}}]})
-        body = "".join(f"line {n} of file {i}: value={(n * 7919 + i) % 10007}\n"
-                       for n in range(result_chars // 32))
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": f'{{"path": "src/f{i}.py"}}',
+                        },
+                    }
+                ],
+            }
+        )
+        body = "".join(
+            f"line {n} of file {i}: value={(n * 7919 + i) % 10007}\n"
+            for n in range(result_chars // 32)
+        )
         messages.append({"role": "tool", "tool_call_id": call_id, "content": body})
         messages.append({"role": "assistant", "content": f"File {i} looks fine."})
     return messages

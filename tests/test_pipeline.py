@@ -65,8 +65,11 @@ async def test_over_trigger_reduces_within_allowance(harness: Harness) -> None:
 async def test_offloaded_preview_names_a_stored_original(harness: Harness) -> None:
     messages = agent_history(3, result_chars=20_000)
     prepared = await harness.prepare(body(messages))
-    previews = [m for m in prepared.parsed["messages"]
-                if m["role"] == "tool" and "offloaded as artifact" in m["content"]]
+    previews = [
+        m
+        for m in prepared.parsed["messages"]
+        if m["role"] == "tool" and "offloaded as artifact" in m["content"]
+    ]
     assert previews
     for message in previews:
         original = next(m for m in messages if m.get("tool_call_id") == message["tool_call_id"])
@@ -99,8 +102,11 @@ async def test_drop_turns_archives_span_behind_one_notice(harness: Harness) -> N
     prepared = await harness.prepare(body(messages))
     out = prepared.parsed["messages"]
     assert out[:2] == messages[:2]  # system prefix and the task
-    notices = [m for m in out if str(m.get("content", "")).startswith("[ctxproxy: ")
-               and "earlier turn(s)" in m["content"]]
+    notices = [
+        m
+        for m in out
+        if str(m.get("content", "")).startswith("[ctxproxy: ") and "earlier turn(s)" in m["content"]
+    ]
     assert len(notices) == 1
     artifact_id = notices[0]["content"].split("archived as artifact ", 1)[1].split(" ", 1)[0]
     archive = await harness.store.get(TENANT.scope, artifact_id)
@@ -142,8 +148,9 @@ async def test_reserved_output_comes_from_request(tmp_path: Path, counters: Toke
 
 
 @pytest.mark.parametrize(("mode", "outcome"), [("inspect", "inspected"), ("off", "unchanged")])
-async def test_passive_modes_change_nothing(tmp_path: Path, counters: TokenCounters, mode: str,
-                                           outcome: str) -> None:
+async def test_passive_modes_change_nothing(
+    tmp_path: Path, counters: TokenCounters, mode: str, outcome: str
+) -> None:
     write_policy(tmp_path, SMALL + f"mode: {mode}\n")
     h = make_harness(tmp_path, counters)
     request = body(agent_history(30))
@@ -152,8 +159,9 @@ async def test_passive_modes_change_nothing(tmp_path: Path, counters: TokenCount
     assert prepared.body == orjson.dumps(request)
 
 
-async def test_reject_mode_refuses_only_over_allowance(tmp_path: Path, counters: TokenCounters
-                                                      ) -> None:
+async def test_reject_mode_refuses_only_over_allowance(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
     write_policy(tmp_path, SMALL + "mode: reject\n")
     h = make_harness(tmp_path, counters)
     assert not (await h.prepare(body(agent_history(1, 500)))).changed
@@ -164,8 +172,15 @@ async def test_reject_mode_refuses_only_over_allowance(tmp_path: Path, counters:
 
 
 def orphaned(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    broken = [m for m in messages if not (m["role"] == "assistant" and m.get("tool_calls")
-                                          and m["tool_calls"][0]["id"] == "call_0_3")]
+    broken = [
+        m
+        for m in messages
+        if not (
+            m["role"] == "assistant"
+            and m.get("tool_calls")
+            and m["tool_calls"][0]["id"] == "call_0_3"
+        )
+    ]
     return broken
 
 
@@ -176,8 +191,9 @@ async def test_invalid_messages_forwarded_untouched_by_default(harness: Harness)
     assert prepared.body == orjson.dumps(request)
 
 
-async def test_invalid_messages_rejected_with_index_and_id(tmp_path: Path, counters: TokenCounters
-                                                           ) -> None:
+async def test_invalid_messages_rejected_with_index_and_id(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
     write_policy(tmp_path, SMALL + "on_invalid: reject\n")
     h = make_harness(tmp_path, counters)
     messages = orphaned(agent_history(5))
@@ -190,8 +206,9 @@ async def test_invalid_messages_rejected_with_index_and_id(tmp_path: Path, count
 
 
 class FailingStore(MemoryStore):
-    async def put_many(self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int,
-                       max_per_scope: int) -> list[bool]:
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]:
         return [False] * len(items)
 
 

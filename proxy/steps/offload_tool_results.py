@@ -32,7 +32,7 @@ class OffloadToolResults:
             return None
         if settings.preview_head_chars + settings.preview_tail_chars >= len(text):
             return None
-        tokens = ctx.counter.count_text(text)
+        tokens = ctx.message_costs[index]  # the whole message's count: cached, never recounted
         return preview(
             ctx.artifact_id(text),
             text,

@@ -1,0 +1,128 @@
+"""Preparation through the real server: reduced requests upstream, typed refusals, dry run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from fakes import FakeUpstream
+from pipeline_harness import agent_history, write_policy
+from proxy_harness import RunningProxy, make_settings, start_proxy
+
+from proxy.conversation import parse_conversation
+from proxy.tokens import TokenCounters
+
+SMALL = """
+budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0}
+tool_results: {offload_threshold_chars: 3000}
+"""
+
+
+@pytest.fixture
+async def small_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncIterator[RunningProxy]:
+    write_policy(tmp_path, SMALL, name="default")
+    running = await start_proxy(make_settings(fake_upstream.base_url, policies_dir=str(tmp_path)))
+    yield running
+    await running.stop()
+
+
+async def test_over_budget_history_reaches_upstream_within_budget(
+    small_proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    messages: list[Any] = agent_history(30, result_chars=2500)
+    async with openai.AsyncOpenAI(
+        base_url=small_proxy.base_url, api_key="k", max_retries=0
+    ) as client:
+        raw = await client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=messages
+        )
+        reply = raw.parse()
+    assert reply.choices[0].message.content == "echo: Next step 29, please."
+    sent = fake_upstream.last.json()
+    assert parse_conversation(sent["messages"]).problems == ()
+    tokens = TokenCounters().for_model("gpt-4o").count_request(sent)
+    assert tokens <= 7000
+    assert int(raw.headers["x-ctxproxy-tokens-after"]) == tokens
+    assert int(raw.headers["x-ctxproxy-tokens-before"]) > 7000
+    assert raw.headers["x-ctxproxy-actions"] != "none"
+    assert raw.headers["x-ctxproxy-request-id"]
+
+
+async def test_refusal_is_a_bad_request_the_sdk_recognises(
+    small_proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    messages = [{"role": "user", "content": "remember this: " + "lorem ipsum " * 5000}]
+    async with openai.AsyncOpenAI(
+        base_url=small_proxy.base_url, api_key="k", max_retries=0
+    ) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    error = caught.value
+    assert error.code == "context_length_exceeded"
+    assert error.status_code == 400
+    assert "maximum context length is" in error.message
+    assert "context_length_exceeded" in error.message
+    details = error.body["ctxproxy"]  # type: ignore[index]
+    assert details["reason"] == "protected_content_exceeds_allowance"
+    assert details["request_id"]
+    assert fake_upstream.received == []
+
+
+async def test_refusal_in_a_stream_request_comes_before_the_stream(
+    small_proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    body = {
+        "model": "gpt-4o",
+        "stream": True,
+        "messages": [{"role": "user", "content": "x " * 20000}],
+    }
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{small_proxy.base_url}/chat/completions", json=body) as response,
+    ):
+        assert response.status == 400
+        assert response.content_type == "application/json"
+        payload = await response.json()
+    assert payload["error"]["code"] == "context_length_exceeded"
+    assert fake_upstream.received == []
+
+
+async def test_dry_run_shows_the_exact_upstream_body(
+    small_proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    body = {"model": "gpt-4o", "messages": agent_history(30, result_chars=2500), "x_keep": 1}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{small_proxy.base_url}/context/prepare", json=body) as response:
+            assert response.status == 200
+            dry = await response.json()
+        async with session.post(f"{small_proxy.base_url}/chat/completions", json=body) as response:
+            assert response.status == 200
+    assert fake_upstream.received[-1].json() == dry["body"]
+    assert len(fake_upstream.received) == 1  # the dry run never called upstream
+    manifest = dry["manifest"]
+    assert dry["changed"] is True and dry["body"]["x_keep"] == 1
+    assert manifest["policy"] == "default" and manifest["outcome"].startswith("reduced")
+    assert manifest["tokens_after"] <= manifest["allowance"] < manifest["tokens_before"]
+    for action in manifest["actions"]:
+        assert action["step"] and action["message_indices"] and action["artifact_ids"]
+
+
+async def test_passthrough_mode_scopes_artifacts_by_client_key(
+    small_proxy: RunningProxy,
+) -> None:
+    body = {"model": "gpt-4o", "messages": agent_history(30, result_chars=2500)}
+    ids = []
+    async with aiohttp.ClientSession() as session:
+        for key in ("sk-one", "sk-two"):
+            async with session.post(
+                f"{small_proxy.base_url}/context/prepare",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
+            ) as response:
+                dry = await response.json()
+            ids.append(set(dry["manifest"]["actions"][0]["artifact_ids"]))
+    assert ids[0] and ids[1] and not ids[0] & ids[1]
