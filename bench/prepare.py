@@ -24,9 +24,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from pipeline_harness import Harness, agent_history, make_harness, write_policy  # noqa: E402
+from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
-from proxy.tokens import TokenCounters  # noqa: E402
+from proxy.tokens import TokenCounters
 
 SIZES = {"10 KB": 10_000, "100 KB": 100_000, "1 MB": 1_000_000, "5 MB": 5_000_000}
 LOOSE = "extends: default\nbudget: {context_window: 10000000}\n"
