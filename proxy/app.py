@@ -15,9 +15,11 @@ from aiohttp import web
 from proxy.auth import TenantResolver
 from proxy.handlers import add_routes
 from proxy.middleware import edge_middleware
+from proxy.models import ModelCatalog
 from proxy.pipeline import Preparer
 from proxy.services import SERVICES, Services
 from proxy.settings import Settings
+from proxy.tokens import TokenCounters
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 log = logging.getLogger("ctxproxy")
@@ -79,19 +81,17 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _policies(app: web.Application) -> AsyncIterator[None]:
-    from proxy.models import ModelCatalog
     from proxy.policy_store import PolicyStore
-    from proxy.tokens import TokenCounters
 
     services = app[SERVICES]
     directory = services.settings.policies_dir
     services.policies = PolicyStore.load(None if directory is None else Path(directory))
     _check_tenant_policies(services)
+    counters, catalog = TokenCounters(), ModelCatalog()
+    # Load the common encoding and the model map now, not on the first request.
+    await asyncio.to_thread(_warm_up, counters, catalog)
     services.preparer = Preparer(
-        policies=services.policies,
-        counters=TokenCounters(),
-        catalog=ModelCatalog(),
-        store=services.store,
+        policies=services.policies, counters=counters, catalog=catalog, store=services.store
     )
     watcher = asyncio.create_task(services.policies.watch(2.0))
     yield
@@ -106,3 +106,8 @@ def _check_tenant_policies(services: Services) -> None:
     missing = sorted(name for name in wanted if name not in services.policies)
     if missing:
         raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")
+
+
+def _warm_up(counters: TokenCounters, catalog: ModelCatalog) -> None:
+    counters.for_model("gpt-4o").count_text("warm up")
+    catalog.lookup("gpt-4o")

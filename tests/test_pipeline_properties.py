@@ -96,7 +96,8 @@ def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
             cost = min(cost, counter.count_message(cleared))
         total += cost
     if len(set(keep)) < len(messages):  # something must go: its notice stays
-        wide = notice_message("user", True, 10**9, 10**9, "art_" + "0" * 32)
+        realistic_id = harness.store.artifact_id("p:scope", "any content")
+        wide = notice_message("user", True, 10**9, 10**9, realistic_id)
         total += counter.count_message(wide)
     return total + counter.count_tools(tool_definitions(20_000), None) + 3
 

@@ -131,15 +131,23 @@ async def test_client_disconnect_frees_upstream(
     proxy: RunningProxy, fake_upstream: FakeUpstream
 ) -> None:
     fake_upstream.enqueue(never_reply())
-    async with aiohttp.ClientSession() as session:
-        with pytest.raises(asyncio.TimeoutError):
-            async with session.post(
+
+    async def call() -> None:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
                 f"{proxy.base_url}/chat/completions",
                 data=BODY,
                 headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=0.5),
-            ):
-                pass
+            ),
+        ):
+            pass
+
+    client = asyncio.create_task(call())
+    await fake_upstream.wait_for_requests(1, timeout=10)
+    client.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await client
     await fake_upstream.wait_idle(timeout=5)
     assert fake_upstream.cancelled == 1
 
