@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 from fakes import FakeUpstream
 from fakes.wire import PARALLEL_TOOL_CALLS_SSE, wire_file
+from hypothesis import settings
+
+# CI runs the property tests on a fixed sequence of examples (reproducible red or green);
+# developers' runs explore new random examples every time.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture
