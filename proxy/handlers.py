@@ -6,10 +6,12 @@ from typing import Any
 
 from aiohttp import web
 
+from proxy.artifacts import StoreUnavailable
 from proxy.auth import Tenant
 from proxy.completion import request_model, run_completion
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads_object
+from proxy.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.relay import relay
 from proxy.services import REQUEST_ID, SERVICES, TENANT
 from proxy.upstream.openai_http import forward_request_headers
@@ -50,6 +52,40 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
         "manifest": prepared.manifest.as_dict(),
     }
     return web.Response(body=dumps(payload), content_type="application/json")
+
+
+async def read_artifact(request: web.Request) -> web.Response:
+    """One page of an artifact of the caller's tenant: the read tool's result as JSON."""
+    services = request.app[SERVICES]
+    artifact_id = request.match_info["artifact_id"]
+    offset = _query_int(request, "offset", 0, minimum=0)
+    max_chars = min(_query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1),
+                    HARD_MAX_PAGE_CHARS)
+    try:
+        artifact = await services.store.get(request[TENANT].scope, artifact_id)
+    except StoreUnavailable as exc:
+        raise ProxyError(
+            ErrorCode.artifact_store_unavailable, "The artifact store is temporarily unavailable"
+        ) from exc
+    if artifact is None:
+        raise ProxyError(
+            ErrorCode.artifact_not_found, f"No artifact {artifact_id!r} (unknown or expired)"
+        )
+    return web.Response(
+        body=dumps(read_result(artifact, offset, max_chars)), content_type="application/json"
+    )
+
+
+def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    value = int(raw) if raw.isascii() and raw.isdigit() else minimum - 1
+    if value < minimum:
+        raise ProxyError(
+            ErrorCode.invalid_request, f"'{name}' must be an integer >= {minimum}", param=name
+        )
+    return value
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
@@ -94,6 +130,7 @@ async def readyz(request: web.Request) -> web.Response:
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
+    app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)

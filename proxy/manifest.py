@@ -41,6 +41,15 @@ class Manifest:
         return ",".join(steps) or "none"
 
 
+@dataclass(frozen=True)
+class SyntheticTools:
+    """The read tools were appended to the prepared `tools`; the proxy executes their calls."""
+
+    max_rounds: int
+    """Rounds of synthetic execution per request; the call after the last one has no read tools."""
+    max_page_chars: int
+
+
 @dataclass
 class Prepared:
     body: bytes
@@ -49,6 +58,8 @@ class Prepared:
     manifest: Manifest
     parsed: dict[str, Any]
     """The request as a dict (the prepared one when changed)."""
+    synthetic: SyntheticTools | None = None
+    """Set only when preparation appended the synthetic tools (never for a client's own tools)."""
 
     def headers(self) -> dict[str, str]:
         m = self.manifest

@@ -14,7 +14,7 @@ from proxy.budget import Budget, compute_budget
 from proxy.conversation import Conversation, parse_conversation
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps
-from proxy.manifest import Manifest, Prepared
+from proxy.manifest import Manifest, Prepared, SyntheticTools
 from proxy.models import ModelCatalog
 from proxy.policy import Policy
 from proxy.policy_store import PolicyStore
@@ -176,7 +176,10 @@ class Preparer:
         if not reduction.actions:
             return request.unchanged("store_unavailable_kept")
         manifest.outcome = "reduced" if after <= request.budget.target else "reduced_above_target"
-        return Prepared(dumps(body), True, manifest, body)
+        read = request.policy.read_tool
+        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
+        return Prepared(dumps(body), True, manifest, body,
+                        synthetic=tools_added if reduction.referenced and synthetic else None)
 
     def _refusal(
         self, request: _Request, final: int, protected: int, request_id: str,
