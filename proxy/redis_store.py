@@ -155,13 +155,13 @@ class RedisStore(_Ids):
         try:
             existing, evicted = await self._refresh(tag, list(unique), ttl_seconds, max_per_scope)
         except _FAILURES as exc:
-            self._went_unhealthy(exc)
+            self._failed(exc)
             return [False] * len(items)
         missing = {aid: it for aid, it in unique.items() if not existing[aid]}
         try:
             stored = await self._write(tag, missing, evicted, ttl_seconds)
         except _FAILURES as exc:  # the refreshed ones stay confirmed
-            self._went_unhealthy(exc)
+            self._failed(exc)
             stored = {}
         confirmed = {
             aid: (existing[aid] or stored.get(aid, False)) and aid not in evicted for aid in unique
@@ -174,7 +174,7 @@ class RedisStore(_Ids):
         try:
             raw = await self._redis.get(self._payload_key(self._tag(scope), artifact_id))
         except _FAILURES as exc:
-            self._went_unhealthy(exc)
+            self._failed(exc)
             raise StoreUnavailable(f"artifact store at {self._where} is unavailable") from exc
         self._recovered()
         if not isinstance(raw, bytes):  # None (missing); str cannot occur: no decode_responses
@@ -193,7 +193,7 @@ class RedisStore(_Ids):
         try:
             await self._redis.ping()
         except _FAILURES as exc:
-            self._went_unhealthy(exc)
+            self._failed(exc)
             return False
         self._recovered()
         return True
@@ -261,6 +261,19 @@ class RedisStore(_Ids):
         return values
 
     # -- health logging: once per incident -----------------------------------------------------
+
+    def _failed(self, exc: BaseException) -> None:
+        """A Redis call failed: re-raise a cancellation it swallowed, else note the outage.
+
+        On Python 3.11 a cancellation that races the socket timeout can leave redis-py as a
+        TimeoutError with the cancel request consumed (the task still reports `cancelling()`).
+        Treating it as a store failure would let an abandoned request go on, e.g. call the
+        upstream for a client that has disconnected, so the cancellation is restored instead.
+        """
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError() from exc
+        self._went_unhealthy(exc)
 
     def _note_errors(self, results: list[Any]) -> None:
         errors = [r for r in results if isinstance(r, Exception)]
