@@ -17,6 +17,7 @@ from proxy.handlers import add_routes
 from proxy.middleware import edge_middleware
 from proxy.models import ModelCatalog
 from proxy.pipeline import Preparer
+from proxy.policy_store import PolicyStore
 from proxy.services import SERVICES, Services
 from proxy.settings import Settings
 from proxy.tokens import TokenCounters
@@ -25,11 +26,22 @@ from proxy.upstream.openai_http import OpenAIHttpUpstream
 log = logging.getLogger("ctxproxy")
 
 
-def create_app(settings: Settings) -> web.Application:
+def create_app(
+    settings: Settings,
+    *,
+    counters: TokenCounters | None = None,
+    catalog: ModelCatalog | None = None,
+) -> web.Application:
+    """The app. `counters` and `catalog` may be shared by apps in one process (tests do)."""
     app = web.Application(
         middlewares=[edge_middleware], client_max_size=settings.server.max_body_bytes
     )
-    services = Services(settings=settings, tenants=TenantResolver(settings))
+    services = Services(
+        settings=settings,
+        tenants=TenantResolver(settings),
+        counters=counters or TokenCounters(),
+        catalog=catalog or ModelCatalog(),
+    )
     app[SERVICES] = services
     app.cleanup_ctx.append(_upstream_session)
     app.cleanup_ctx.append(_artifact_store)
@@ -81,29 +93,27 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _policies(app: web.Application) -> AsyncIterator[None]:
-    from proxy.policy_store import PolicyStore
-
     services = app[SERVICES]
     directory = services.settings.policies_dir
-    services.policies = PolicyStore.load(None if directory is None else Path(directory))
-    _check_tenant_policies(services)
-    counters, catalog = TokenCounters(), ModelCatalog()
+    policies = PolicyStore.load(None if directory is None else Path(directory))
+    _check_tenant_policies(services.settings, policies)
+    counters, catalog = services.counters, services.catalog
     # Load the common encoding and the model map now, not on the first request.
     await asyncio.to_thread(_warm_up, counters, catalog)
+    services.policies = policies
     services.preparer = Preparer(
-        policies=services.policies, counters=counters, catalog=catalog, store=services.store
+        policies=policies, counters=counters, catalog=catalog, store=services.started_store()
     )
-    watcher = asyncio.create_task(services.policies.watch(2.0))
+    watcher = asyncio.create_task(policies.watch(2.0))
     yield
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
 
 
-def _check_tenant_policies(services: Services) -> None:
-    settings = services.settings
+def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:
     wanted = {t.policy for t in settings.tenants} | {"default"}
-    missing = sorted(name for name in wanted if name not in services.policies)
+    missing = sorted(name for name in wanted if name not in policies)
     if missing:
         raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")
 

@@ -50,13 +50,20 @@ async def run_completion(
         )
         return await relay(request, answer, prepared.headers(), upstream.name)
     rounds = SyntheticRounds(
-        request, upstream, headers, services.store, tenant.scope, prepared.synthetic,
+        request,
+        upstream,
+        headers,
+        services.started_store(),
+        tenant.scope,
+        prepared.synthetic,
         prepared.parsed,
     )
     try:
         answer = await rounds.open(rounds.first_body(prepared.body))
-        if prepared.parsed.get("stream") is True and answer.status == 200 and is_event_stream(
-            answer
+        if (
+            prepared.parsed.get("stream") is True
+            and answer.status == 200
+            and is_event_stream(answer)
         ):
             return await stream_rounds(rounds, answer, prepared.headers())
         return await complete_json(rounds, answer, prepared.headers())

@@ -38,14 +38,16 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT]
-    prepared = await services.preparer.prepare(body, raw, tenant, request[REQUEST_ID])
+    prepared = await services.started_preparer().prepare(body, raw, tenant, request[REQUEST_ID])
     return await run_completion(request, services, prepared, tenant)
 
 
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.preparer.prepare(body, raw, request[TENANT], request[REQUEST_ID])
+    prepared = await services.started_preparer().prepare(
+        body, raw, request[TENANT], request[REQUEST_ID]
+    )
     payload = {
         "changed": prepared.changed,
         "body": prepared.parsed,
@@ -59,10 +61,11 @@ async def read_artifact(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     artifact_id = request.match_info["artifact_id"]
     offset = _query_int(request, "offset", 0, minimum=0)
-    max_chars = min(_query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1),
-                    HARD_MAX_PAGE_CHARS)
+    max_chars = min(
+        _query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1), HARD_MAX_PAGE_CHARS
+    )
     try:
-        artifact = await services.store.get(request[TENANT].scope, artifact_id)
+        artifact = await services.started_store().get(request[TENANT].scope, artifact_id)
     except StoreUnavailable as exc:
         raise ProxyError(
             ErrorCode.artifact_store_unavailable, "The artifact store is temporarily unavailable"
@@ -98,7 +101,10 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         request.headers, tenant.upstream_authorization(upstream.settings)
     )
     answer = await upstream.open(
-        request.method, request.match_info["tail"], headers=headers, body=body,
+        request.method,
+        request.match_info["tail"],
+        headers=headers,
+        body=body,
         query=request.query_string,
     )
     return await relay(request, answer, {}, upstream.name)
@@ -122,8 +128,11 @@ async def readyz(request: web.Request) -> web.Response:
     store_ok = bool(await services.store.ping()) if services.store is not None else True
     policies_ok = services.policies is not None
     status = 200 if store_ok and policies_ok else 503
-    body = {"status": "ready" if status == 200 else "not_ready", "store": store_ok,
-            "policies": policies_ok}
+    body = {
+        "status": "ready" if status == 200 else "not_ready",
+        "store": store_ok,
+        "policies": policies_ok,
+    }
     return web.json_response(body, status=status)
 
 

@@ -3,25 +3,49 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from proxy.auth import Tenant, TenantResolver
 from proxy.settings import Settings
 
+from proxy.models import ModelCatalog
+from proxy.tokens import TokenCounters
+
 if TYPE_CHECKING:
+    from proxy.artifacts import ArtifactStore
+    from proxy.pipeline import Preparer
+    from proxy.policy_store import PolicyStore
     from proxy.upstream.openai_http import OpenAIHttpUpstream
+
+
+class NotStarted(RuntimeError):
+    """A service was used before the app's start-up built it."""
 
 
 @dataclass
 class Services:
+    """Built in `create_app`; the store, policies and preparer are filled in at start-up."""
+
     settings: Settings
     tenants: TenantResolver
+    counters: TokenCounters
+    catalog: ModelCatalog
     upstreams: dict[str, OpenAIHttpUpstream] = field(default_factory=dict)
-    preparer: Any = None
-    store: Any = None
-    policies: Any = None
+    store: ArtifactStore | None = None
+    policies: PolicyStore | None = None
+    preparer: Preparer | None = None
+
+    def started_store(self) -> ArtifactStore:
+        if self.store is None:
+            raise NotStarted("artifact store")
+        return self.store
+
+    def started_preparer(self) -> Preparer:
+        if self.preparer is None:
+            raise NotStarted("preparer")
+        return self.preparer
 
     def upstream_for(self, model: str) -> OpenAIHttpUpstream:
         return self.upstreams[self.settings.upstream_for(model).name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,8 +10,10 @@ from typing import Any
 from aiohttp import web
 
 from proxy.app import create_app
+from proxy.models import ModelCatalog
 from proxy.services import SERVICES, Services
 from proxy.settings import Settings
+from proxy.tokens import TokenCounters
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,8 +56,16 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
+@functools.cache
+def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
+    """One loaded tokenizer and model map for every proxy a test run starts (as one process)."""
+    return TokenCounters(), ModelCatalog()
+
+
 async def start_proxy(settings: Settings) -> RunningProxy:
-    runner = web.AppRunner(create_app(settings), handler_cancellation=True)
+    counters, catalog = shared_parts()
+    app = create_app(settings, counters=counters, catalog=catalog)
+    runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
