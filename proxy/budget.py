@@ -23,8 +23,11 @@ class Budget:
 
 
 def _scaled(value: float, whole: int) -> int:
-    """Numbers <= 1 are fractions of `whole`; larger ones are tokens (capped at `whole`)."""
-    return int(value * whole) if value <= 1 else min(int(value), whole)
+    """Numbers <= 1 are fractions of `whole`; larger ones are tokens, capped at `whole` before
+    any conversion (so 1e300 never overflows)."""
+    if value <= 1:
+        return int(value * whole)
+    return whole if value >= whole else int(value)
 
 
 def _requested_output(body: dict[str, Any]) -> int | None:

@@ -220,8 +220,10 @@ def _problem_index(problem: Problem) -> int:
     return problem.index
 
 
-def _role_of(message: Any) -> Any:
-    return message.get("role") if isinstance(message, dict) else None
+def _role_of(message: Any) -> str | None:
+    """The role when it is a string (a list or object role is never hashed or matched)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def _next_unit(messages: Sequence[Any], i: int, problems: list[Problem]) -> Unit:

@@ -1,36 +1,118 @@
-"""JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson refuses."""
+"""JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson refuses.
+
+Parsing is strict JSON (RFC 8259): UTF-8 only, no `NaN`/`Infinity`, no number that overflows a
+double. The stdlib parser takes over where orjson would refuse valid input (lone surrogate escapes
+such as `"\\ud800"`) or silently lose it (orjson turns integers beyond 64 bits into floats).
+Serialising never fails on anything `loads` returned: lone surrogates are written back as
+`\\udXXX` escapes and nesting deeper than the stdlib's recursion limit is written iteratively.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, NoReturn
 
 import orjson
 
 from proxy.errors import ErrorCode, ProxyError
 
+_INT64_FLOAT = 9.2e18
+"""orjson parses integers beyond 64 bits as floats at least this large: re-parse losslessly."""
+
 
 def loads(raw: bytes | str) -> Any:
-    """Parse JSON; integers beyond 64 bits (which orjson rejects) fall back to the stdlib."""
+    """Parse JSON; integers beyond 64 bits and lone surrogate escapes go through the stdlib."""
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            raise ProxyError(
-                ErrorCode.invalid_json, f"Request body is not valid JSON: {exc}"
-            ) from exc
+        return _stdlib_loads(raw, str(exc))
+    return _stdlib_loads(raw, None) if _has_huge_float(value) else value
+
+
+def _has_huge_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif type(item) is float and abs(item) >= _INT64_FLOAT:
+            return True
+    return False
+
+
+def _stdlib_loads(raw: bytes | str, orjson_error: str | None) -> Any:
+    try:
+        text = raw if isinstance(raw, str) else raw.decode("utf-8")  # no UTF-16/32 guessing
+        return json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
     except RecursionError as exc:
         raise ProxyError(ErrorCode.invalid_json, "Request body is nested too deeply") from exc
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, too many integer digits
+        reason = orjson_error or str(exc)
+        raise ProxyError(
+            ErrorCode.invalid_json, f"Request body is not valid JSON: {reason}"
+        ) from exc
+
+
+def _not_json(literal: str) -> NoReturn:
+    raise ValueError(f"{literal} is not a JSON value")
+
+
+def _finite_float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise ValueError(f"number {literal[:40]} is out of range")
+    return number
 
 
 def dumps(value: Any) -> bytes:
-    """Serialise, keeping key order; falls back to the stdlib for integers orjson cannot hold."""
+    """Serialise, keeping key order; the stdlib writes what orjson refuses (integers beyond
+    64 bits, lone surrogates, nesting deeper than 255)."""
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        pass
+    text = _stdlib_dumps(value, ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # lone surrogates: written as the escapes the client sent
+        return _stdlib_dumps(value, ensure_ascii=True).encode()
+
+
+def _stdlib_dumps(value: Any, *, ensure_ascii: bool) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=ensure_ascii, separators=(",", ":"))
+    except RecursionError:
+        return _dumps_iteratively(value, ensure_ascii=ensure_ascii)
+
+
+class _Text(str):
+    """Punctuation already written as JSON, on `_dumps_iteratively`'s work stack."""
+
+
+def _dumps_iteratively(value: Any, *, ensure_ascii: bool) -> str:
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Text:
+            out.append(item)
+        elif isinstance(item, dict):
+            seq: list[Any] = [_Text("{")]
+            for n, (key, child) in enumerate(item.items()):
+                name = json.dumps(str(key), ensure_ascii=ensure_ascii)
+                seq += [_Text(f"{',' if n else ''}{name}:"), child]
+            stack.extend(reversed([*seq, _Text("}")]))
+        elif isinstance(item, list | tuple):
+            seq = [_Text("[")]
+            for n, child in enumerate(item):
+                seq += [_Text(","), child] if n else [child]
+            stack.extend(reversed([*seq, _Text("]")]))
+        else:
+            out.append(json.dumps(item, ensure_ascii=ensure_ascii))
+    return "".join(out)
 
 
 def loads_object(raw: bytes) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from proxy.steps.offload_tool_results import OffloadToolResultsConfig
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 Mode = Literal["off", "inspect", "reject", "window"]

@@ -102,8 +102,8 @@ def read_policy_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
         where = f"line {mark.line + 1}" if mark is not None else "YAML"
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
         return None, [f"{label}: {where}: {problem or 'invalid YAML'}"]
-    except yaml.YAMLError as exc:
-        return None, [f"{label}: YAML: {exc}"]
+    except yaml.YAMLError as exc:  # e.g. a control character: one line, like every problem
+        return None, [f"{label}: YAML: {' '.join(str(exc).split())}"]
     if data is None:  # an empty file is a policy with every default
         data = {}
     if not isinstance(data, dict):
@@ -118,6 +118,11 @@ def read_policy_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     if parent is not None and not isinstance(parent, str):
         problems.append(f"{label}: extends: must be the name of a policy (a string)")
     return (None, problems) if problems else (data, [])
+
+
+def _key_text(key: Any) -> str:
+    """A key as shown in a problem line: as written, or quoted if it holds a line break etc."""
+    return key if isinstance(key, str) and key.isprintable() else repr(key)
 
 
 def format_validation_error(error: ValidationError, data: Any) -> list[str]:
@@ -145,7 +150,7 @@ def _loc_path(loc: Sequence[int | str], data: Any) -> str:
         elif isinstance(node, Mapping):
             if item not in node and item == node.get("kind"):
                 continue  # discriminated union tag, e.g. steps[0].<kind>.key
-            path += f".{item}"
+            path += f".{_key_text(item)}"
             node = node.get(item)
         else:
             break  # a scalar: what follows names union members (e.g. `literal['auto']`)

@@ -41,3 +41,13 @@ def test_unknown_model_uses_fallback_and_bad_max_tokens_is_ignored() -> None:
 def test_reserved_output_above_window_leaves_no_allowance() -> None:
     b = budget({"context_window": 1000}, {"max_tokens": 5000})
     assert b.allowance == 0 and b.trigger == 0 and b.target == 0
+
+
+def test_huge_numbers_are_capped_at_the_whole() -> None:
+    b = budget(
+        {"context_window": 10_000, "safety_margin": 0, "trigger": 1e300},
+        {"model": "x", "max_tokens": 1000},
+    )
+    assert (b.allowance, b.trigger) == (9000, 9000)
+    b = budget({"context_window": 10_000, "safety_margin": 1e300}, {"model": "x"})
+    assert (b.safety_margin, b.allowance, b.trigger, b.target) == (10_000, 0, 0, 0)

@@ -467,3 +467,13 @@ def test_arbitrary_input_never_raises_and_still_partitions(messages: list[Any]) 
     for p in conv.problems:
         assert 0 <= p.index < len(messages) and p.reason.startswith(f"messages[{p.index}]: ")
     assert list(conv.problems) == sorted(conv.problems, key=lambda p: p.index)
+
+
+def test_a_list_or_object_role_is_a_problem_not_a_crash() -> None:
+    messages: list[Any] = [{"role": ["system"]}, {"role": {"r": 1}}, {"role": "user"}]
+    conversation = parse_conversation(messages)
+    assert conversation.system_end == 0
+    assert [(p.index, p.reason) for p in conversation.problems] == [
+        (0, "messages[0]: 'role' is not a string"),
+        (1, "messages[1]: 'role' is not a string"),
+    ]
