@@ -14,6 +14,7 @@ from aiohttp import web
 
 from proxy.auth import TenantResolver
 from proxy.handlers import add_routes
+from proxy.metrics import Metrics
 from proxy.middleware import edge_middleware
 from proxy.models import ModelCatalog
 from proxy.pipeline import Preparer
@@ -41,6 +42,7 @@ def create_app(
         tenants=TenantResolver(settings),
         counters=counters or TokenCounters(),
         catalog=catalog or ModelCatalog(),
+        metrics=Metrics(),
     )
     app[SERVICES] = services
     app.cleanup_ctx.append(_upstream_session)
@@ -88,6 +90,8 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
         )
     else:
         services.store = MemoryStore(secret)
+    store = services.store
+    services.metrics.watch_store(lambda: int(getattr(store, "failed_operations", 0)))
     yield
     await services.store.close()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -35,15 +34,14 @@ def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from proxy.app import create_app
+    from proxy.logs import configure_logging
 
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.server.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    configure_logging(settings.server.log_level, settings.server.log_format)
     host = args.host or settings.server.host
     port = settings.server.port if args.port is None else args.port
     web.run_app(

@@ -23,7 +23,7 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads
 from proxy.manifest import Prepared
 from proxy.relay import is_event_stream, relay
-from proxy.services import Services
+from proxy.services import STATS, Services
 from proxy.sse import add_usage
 from proxy.synthetic import SyntheticRounds, strip_synthetic_calls, synthetic_only
 from proxy.synthetic_stream import stream_rounds, upstream_read_error
@@ -46,7 +46,8 @@ async def run_completion(
     headers["Content-Type"] = "application/json"
     if prepared.synthetic is None:
         answer = await upstream.open(
-            "POST", "/chat/completions", headers=headers, body=prepared.body
+            "POST", "/chat/completions", headers=headers, body=prepared.body,
+            stats=request[STATS],
         )
         return await relay(request, answer, prepared.headers(), upstream.name)
     rounds = SyntheticRounds(
@@ -57,6 +58,7 @@ async def run_completion(
         tenant.scope,
         prepared.synthetic,
         prepared.parsed,
+        services.metrics,
     )
     try:
         answer = await rounds.open(rounds.first_body(prepared.body))

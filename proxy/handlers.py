@@ -11,9 +11,11 @@ from proxy.auth import Tenant
 from proxy.completion import request_model, run_completion
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads_object
+from proxy.manifest import Prepared
+from proxy.metrics import CONTENT_TYPE_LATEST
 from proxy.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.relay import relay
-from proxy.services import REQUEST_ID, SERVICES, TENANT
+from proxy.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.upstream.openai_http import forward_request_headers
 
 _JSON_TYPES = ("application/json", "text/json")
@@ -39,7 +41,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT]
     prepared = await services.started_preparer().prepare(body, raw, tenant, request[REQUEST_ID])
+    _note_prepared(request, prepared)
+    services.metrics.record_preparation(prepared.manifest)
     return await run_completion(request, services, prepared, tenant)
+
+
+def _note_prepared(request: web.Request, prepared: Prepared) -> None:
+    stats = request[STATS]
+    stats.manifest = prepared.manifest
+    stats.policy = prepared.manifest.policy
 
 
 async def prepare_dry_run(request: web.Request) -> web.Response:
@@ -48,6 +58,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     prepared = await services.started_preparer().prepare(
         body, raw, request[TENANT], request[REQUEST_ID]
     )
+    _note_prepared(request, prepared)
     payload = {
         "changed": prepared.changed,
         "body": prepared.parsed,
@@ -67,9 +78,11 @@ async def read_artifact(request: web.Request) -> web.Response:
     try:
         artifact = await services.started_store().get(request[TENANT].scope, artifact_id)
     except StoreUnavailable as exc:
+        services.metrics.record_endpoint_read("artifact_store_unavailable")
         raise ProxyError(
             ErrorCode.artifact_store_unavailable, "The artifact store is temporarily unavailable"
         ) from exc
+    services.metrics.record_endpoint_read("found" if artifact is not None else "artifact_not_found")
     if artifact is None:
         raise ProxyError(
             ErrorCode.artifact_not_found, f"No artifact {artifact_id!r} (unknown or expired)"
@@ -105,7 +118,8 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         request.match_info["tail"],
         headers=headers,
         body=body,
-        query=request.query_string,
+        query=request.rel_url.raw_query_string,
+        stats=request[STATS],
     )
     return await relay(request, answer, {}, upstream.name)
 
@@ -121,6 +135,12 @@ def _model_hint(request: web.Request, body: bytes | None) -> str:
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format; unauthenticated like /healthz (no keys or key hashes in labels)."""
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -142,4 +162,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -10,13 +11,18 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError, error_envelope
 from proxy.jsonio import dumps
-from proxy.services import REQUEST_ID, SERVICES, TENANT
+from proxy.logs import access_fields, access_log
+from proxy.metrics import RequestStats
+from proxy.services import REQUEST_ID, SERVICES, STATS, TENANT
 
 log = logging.getLogger("ctxproxy.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID_HEADER = "x-ctxproxy-request-id"
 _UNAUTHENTICATED = frozenset({"/healthz", "/readyz", "/metrics"})
+CHAT_ROUTE = "/v1/chat/completions"
+CLIENT_CLOSED = 499
+"""The status recorded when the client went away (or the handler was cancelled) mid-request."""
 
 
 def json_error(error: ProxyError, request_id: str) -> web.Response:
@@ -40,11 +46,27 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = uuid.uuid4().hex
     request[REQUEST_ID] = request_id
+    stats = request[STATS] = RequestStats()
+    status = CLIENT_CLOSED
+    try:
+        response = await _answer(request, handler, request_id, stats)
+        status = response.status
+        return response
+    finally:
+        _observe(request, request_id, status, stats)
+
+
+async def _answer(
+    request: web.Request, handler: Handler, request_id: str, stats: RequestStats
+) -> web.StreamResponse:
     try:
         if request.path not in _UNAUTHENTICATED:
-            request[TENANT] = request.app[SERVICES].tenants.resolve(request.headers)
+            tenant = request.app[SERVICES].tenants.resolve(request.headers)
+            request[TENANT] = tenant
+            stats.tenant, stats.policy = tenant.name, tenant.policy
         response = await handler(request)
     except ProxyError as exc:
+        _note_refusal(request, exc)
         return json_error(exc, request_id)
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -59,6 +81,34 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if not response.prepared:
         response.headers[REQUEST_ID_HEADER] = request_id
     return response
+
+
+def route_label(request: web.Request) -> str:
+    """The matched route's pattern (`/v1/{tail}`), never the raw path: low cardinality."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _note_refusal(request: web.Request, error: ProxyError) -> None:
+    """A chat completion refused by preparation (dry runs are not counted)."""
+    if route_label(request) != CHAT_ROUTE:
+        return
+    reason = (error.details or {}).get("reason")
+    if reason is None and error.code is ErrorCode.invalid_messages:
+        reason = "invalid_messages"
+    if isinstance(reason, str):
+        request.app[SERVICES].metrics.record_refusal(reason)
+
+
+def _observe(request: web.Request, request_id: str, status: int, stats: RequestStats) -> None:
+    """Request metrics and the access line; never lets a failure here replace the answer."""
+    try:
+        route = route_label(request)
+        request.app[SERVICES].metrics.record_request(route, status, stats)
+        duration = time.perf_counter() - stats.started
+        access_log(access_fields(request_id, request.method, route, status, stats, duration))
+    except Exception:
+        log.exception("recording request metrics failed", extra={"request_id": request_id})
 
 
 def error_event(error: ProxyError, request_id: str) -> bytes:

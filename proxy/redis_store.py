@@ -118,6 +118,8 @@ class RedisStore(_Ids):
         self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # no credentials
         self._password = parts.password
         self._healthy = True
+        self.failed_operations = 0
+        """Store operations that failed since start (read by /metrics at scrape time)."""
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=pool_size,
@@ -273,11 +275,13 @@ class RedisStore(_Ids):
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError() from exc
+        self.failed_operations += 1
         self._went_unhealthy(exc)
 
     def _note_errors(self, results: list[Any]) -> None:
         errors = [r for r in results if isinstance(r, Exception)]
         if errors:
+            self.failed_operations += 1
             self._went_unhealthy(errors[0])
         else:
             self._recovered()

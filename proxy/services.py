@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from proxy.auth import Tenant, TenantResolver
-from proxy.settings import Settings
-
+from proxy.metrics import Metrics, RequestStats
 from proxy.models import ModelCatalog
+from proxy.settings import Settings
 from proxy.tokens import TokenCounters
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class Services:
     tenants: TenantResolver
     counters: TokenCounters
     catalog: ModelCatalog
+    metrics: Metrics = field(default_factory=Metrics)
     upstreams: dict[str, OpenAIHttpUpstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
     policies: PolicyStore | None = None
@@ -54,3 +55,4 @@ class Services:
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 TENANT: web.RequestKey[Tenant] = web.RequestKey("tenant", Tenant)
+STATS: web.RequestKey[RequestStats] = web.RequestKey("stats", RequestStats)

@@ -34,6 +34,9 @@ class ServerSettings(_Strict):
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     max_body_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one JSON object per line; text: plain lines."
+    )
 
 
 class StoreSettings(_Strict):

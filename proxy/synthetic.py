@@ -21,8 +21,9 @@ from multidict import CIMultiDict
 from proxy.artifacts import ArtifactStore
 from proxy.jsonio import dumps
 from proxy.manifest import SyntheticTools
+from proxy.metrics import Metrics
 from proxy.read_tool import execute, is_synthetic
-from proxy.services import REQUEST_ID
+from proxy.services import REQUEST_ID, STATS
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 log = logging.getLogger("ctxproxy.synthetic")
@@ -41,6 +42,7 @@ class SyntheticRounds:
     tools: SyntheticTools
     body: dict[str, Any]
     """The prepared request; its `messages` grow by one exchange per executed round."""
+    metrics: Metrics
     messages: list[Any] = field(default_factory=list)
     rounds: int = 0
     """Rounds of synthetic calls executed so far."""
@@ -75,7 +77,8 @@ class SyntheticRounds:
 
     async def open(self, body: bytes) -> aiohttp.ClientResponse:
         return await self.upstream.open(
-            "POST", "/chat/completions", headers=self.upstream_headers, body=body
+            "POST", "/chat/completions", headers=self.upstream_headers, body=body,
+            stats=self.request[STATS],
         )
 
     async def execute(self, content: str | None, calls: list[dict[str, Any]]) -> None:
@@ -94,6 +97,9 @@ class SyntheticRounds:
         )
         self.rounds += 1
         self.reads += len(calls)
+        self.metrics.record_round(results)
+        stats = self.request[STATS]
+        stats.synthetic_rounds, stats.artifact_reads = self.rounds, self.reads
 
     def response_headers(self) -> dict[str, str]:
         return {ROUNDS_HEADER: str(self.rounds), READS_HEADER: str(self.reads)}

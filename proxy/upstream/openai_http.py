@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import aiohttp
 from multidict import CIMultiDict
+from yarl import URL
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
+
+if TYPE_CHECKING:
+    from proxy.metrics import RequestStats
 
 HOP_BY_HOP = frozenset(
     {
@@ -32,6 +38,10 @@ HOP_BY_HOP = frozenset(
 # upstream answers uncompressed and the proxy can read what it relays.
 _REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
 _RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+# RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
+_SEGMENT_SAFE = "!$&'()*+,;=:@~"
+# An already-encoded query keeps its escapes; only characters never valid in a query are escaped.
+_QUERY_SAFE = "/?:@!$&'()*+,;=%~"
 
 
 def forward_request_headers(
@@ -66,15 +76,21 @@ class OpenAIHttpUpstream:
         self.settings = settings
         self.name = settings.name
         self._session = session
-        self._base = settings.base_url.rstrip("/")
+        self._base = str(URL(settings.base_url)).rstrip("/")
         t = settings.timeouts
         self._timeout = aiohttp.ClientTimeout(
             total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_read_s
         )
 
     def url(self, path: str) -> str:
-        """`path` is relative to the API root (`/chat/completions`); `..` never escapes it."""
-        clean = "/".join(p for p in path.split("/") if p not in ("", ".", ".."))
+        """The encoded URL of `path` (decoded, relative to the API root: `/chat/completions`).
+
+        `..` never escapes the root: dot segments are dropped and every segment is
+        percent-encoded, so an encoded dot (`%2e`) or `%2f` in a segment stays literal.
+        """
+        clean = "/".join(
+            quote(p, safe=_SEGMENT_SAFE) for p in path.split("/") if p not in ("", ".", "..")
+        )
         return f"{self._base}/{clean}"
 
     async def open(
@@ -85,9 +101,16 @@ class OpenAIHttpUpstream:
         headers: CIMultiDict[str],
         body: bytes | None,
         query: str = "",
+        stats: RequestStats | None = None,
     ) -> aiohttp.ClientResponse:
-        """Open a request and wait for the response headers (the first-byte timeout)."""
-        url = self.url(path) + (f"?{query}" if query else "")
+        """Open a request and wait for the response headers (the first-byte timeout).
+
+        `query` is the raw (encoded) query string; `stats` records when the request was sent and
+        how long its response headers took.
+        """
+        target = self.url(path) + (f"?{quote(query, safe=_QUERY_SAFE)}" if query else "")
+        url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+        sent = stats.upstream_started() if stats is not None else 0.0
         request = self._session.request(
             method,
             url,
@@ -98,7 +121,7 @@ class OpenAIHttpUpstream:
             auto_decompress=True,
         )
         try:
-            return await asyncio.wait_for(request, self.settings.timeouts.first_byte_s)
+            response = await asyncio.wait_for(request, self.settings.timeouts.first_byte_s)
         except TimeoutError as exc:
             raise ProxyError(
                 ErrorCode.upstream_timeout,
@@ -110,3 +133,6 @@ class OpenAIHttpUpstream:
                 ErrorCode.upstream_unavailable,
                 f"Upstream {self.name!r} is unreachable: {type(exc).__name__}",
             ) from exc
+        if stats is not None:
+            stats.upstream_answered(self.name, sent)
+        return response

@@ -1,0 +1,142 @@
+"""Logging for `ctxproxy serve`: JSON or text lines, access logs, and key redaction.
+
+* `JsonFormatter`: one JSON object per record (`ts`, `level`, `logger`, `message`, every `extra`
+  field, `exc` when there is a traceback).
+* `RedactingFilter`: defence in depth. The proxy never logs keys or Authorization headers on
+  purpose; this filter (installed on the root handler) still masks `sk-...`-like tokens,
+  `Bearer ...` values and `Authorization`/`api-key` header values in every record's message,
+  arguments, string `extra` fields and traceback text.
+* `access_log(...)`: the one line per request on the `ctxproxy.access` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+from proxy.metrics import RequestStats
+
+ACCESS_LOGGER = "ctxproxy.access"
+_access = logging.getLogger(ACCESS_LOGGER)
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+MASK = "***"
+
+_SECRETS = (
+    # Authorization / api-key header values, in reprs of headers or dicts as well.
+    re.compile(
+        r"(?i)((?:proxy-)?authorization|x?-?api[-_]key|upstream_key)(['\"]?\s*[:=]\s*['\"]?)"
+        r"(?:bearer\s+|basic\s+)?[^\s'\",;}\]]+"
+    ),
+    re.compile(r"(?i)\b(bearer)(\s+)[^\s'\",;}\]]+"),
+    # OpenAI-style keys (sk-..., sk-proj-...) and similar.
+    re.compile(r"\b(sk)(-)[A-Za-z0-9_\-]{6,}"),
+)
+# Everything a LogRecord has without `extra`; the rest are extra fields.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "taskName",
+}
+
+
+def redact(text: str) -> str:
+    """`text` with keys and Authorization values masked."""
+    for pattern in _SECRETS:
+        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in a record before any handler formats it (never drops a record)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: leave it to logging's own error report
+            return True
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        for key, value in list(vars(record).items()):
+            if key not in _STANDARD and isinstance(value, str):
+                setattr(record, key, redact(value))
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; `extra` fields become top-level keys."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in out:
+                out[key] = value
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out["exc"] = record.exc_text
+        if record.stack_info:
+            out["stack"] = record.stack_info
+        return orjson.dumps(out, default=str).decode()
+
+
+def configure_logging(level: str, log_format: Literal["json", "text"]) -> logging.Handler:
+    """The root handler of `ctxproxy serve` (stderr), replacing any handler already there."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(
+        _TEXT_FORMAT
+    ))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler
+
+
+def access_fields(
+    request_id: str, method: str, route: str, status: int, stats: RequestStats, duration_s: float
+) -> dict[str, Any]:
+    """The access line's fields (all JSON scalars)."""
+    manifest = stats.manifest
+    upstream = stats.upstream_seconds
+    fields: dict[str, Any] = {
+        "request_id": request_id,
+        "method": method,
+        "route": route,
+        "status": status,
+        "tenant": stats.tenant,
+        "policy": stats.policy,
+        "tokens_before": manifest.tokens_before if manifest is not None else None,
+        "tokens_after": manifest.tokens_after if manifest is not None else None,
+        "actions": manifest.action_summary() if manifest is not None else None,
+        "duration_ms": round(duration_s * 1000, 2),
+        "upstream_ms": None if upstream is None else round(upstream * 1000, 2),
+    }
+    if stats.synthetic_rounds:
+        fields["synthetic_rounds"] = stats.synthetic_rounds
+        fields["artifact_reads"] = stats.artifact_reads
+    return fields
+
+
+def access_log(fields: dict[str, Any]) -> None:
+    """One INFO line; the message reads well as text, the fields are there for JSON."""
+    _access.info(
+        "%s %s %s %d %.1fms tenant=%s policy=%s tokens=%s->%s actions=%s",
+        fields["request_id"], fields["method"], fields["route"], fields["status"],
+        fields["duration_ms"], fields["tenant"], fields["policy"], fields["tokens_before"],
+        fields["tokens_after"], fields["actions"], extra=fields,
+    )

@@ -1,0 +1,208 @@
+"""Prometheus metrics of one app: built in `create_app`, held by `Services`, scraped at /metrics.
+
+Every metric lives in the app's own `CollectorRegistry` (no module-level state, no global default
+registry), so several apps in one process (the tests) never share counters. Labels are kept
+low-cardinality: route *patterns* (`/v1/{tail}`), tenant and policy *names* (never keys or key
+hashes), closed sets of steps, reasons and outcomes.
+
+Per-request facts (tenant, manifest, upstream timings, synthetic rounds) are collected in one
+`RequestStats` that the edge middleware creates and reads back when the response is done; it
+feeds both the request metrics and the access log line (`proxy.logs`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from proxy.manifest import Manifest
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "RequestStats", "read_outcome"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                    60, 120)
+_OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+_TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000,
+                  1_000_000)
+NO_LABEL = "-"
+
+
+@dataclass
+class UpstreamCall:
+    upstream: str
+    seconds: float
+    """From sending the request to its response headers."""
+
+
+@dataclass
+class RequestStats:
+    """What one request did; filled in by whoever knows, read by the middleware at the end."""
+
+    started: float = field(default_factory=time.perf_counter)
+    tenant: str = NO_LABEL
+    policy: str = NO_LABEL
+    manifest: Manifest | None = None
+    upstream_sent: float | None = None
+    """perf_counter() when the first upstream request was sent."""
+    upstream_calls: list[UpstreamCall] = field(default_factory=list)
+    synthetic_rounds: int = 0
+    artifact_reads: int = 0
+
+    def upstream_started(self) -> float:
+        now = time.perf_counter()
+        if self.upstream_sent is None:
+            self.upstream_sent = now
+        return now
+
+    def upstream_answered(self, upstream: str, sent: float) -> None:
+        self.upstream_calls.append(UpstreamCall(upstream, time.perf_counter() - sent))
+
+    @property
+    def overhead_seconds(self) -> float | None:
+        """The proxy's own latency before the upstream call (reading, auth, preparation)."""
+        return None if self.upstream_sent is None else self.upstream_sent - self.started
+
+    @property
+    def upstream_seconds(self) -> float | None:
+        if not self.upstream_calls:
+            return None
+        return sum(call.seconds for call in self.upstream_calls)
+
+
+def read_outcome(result: str) -> str:
+    """`found` or the error code of a synthetic tool result (a JSON string from `read_tool`)."""
+    if not result.startswith('{"error"'):
+        return "found"
+    try:
+        error = orjson.loads(result).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "error"
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if code in _READ_OUTCOMES else "error"
+
+
+_READ_OUTCOMES = frozenset({
+    "found", "artifact_not_found", "invalid_arguments", "artifact_store_unavailable"
+})
+
+
+class _StoreErrors(Collector):
+    """Failed store operations, read from the store at scrape time (`failed_operations`)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "ctxproxy_store_errors", "Artifact store operations that failed.", value=self.source()
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()
+
+
+class Metrics:
+    """The metric objects of one app (see the README's "Metrics and logs" for the list)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "ctxproxy_requests", "HTTP requests answered.",
+            ["route", "status", "tenant", "policy"], registry=r,
+        )
+        self.request_seconds = Histogram(
+            "ctxproxy_request_duration_seconds", "Whole request time, streams included.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.overhead_seconds = Histogram(
+            "ctxproxy_proxy_overhead_seconds",
+            "From request arrival to the upstream request being sent (reading, auth, "
+            "preparation).", buckets=_OVERHEAD_BUCKETS, registry=r,
+        )
+        self.upstream_seconds = Histogram(
+            "ctxproxy_upstream_latency_seconds", "From sending to the upstream's response headers.",
+            ["upstream"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.tokens_before = Histogram(
+            "ctxproxy_tokens_before_preparation", "Prompt tokens as the client sent them.",
+            ["policy"], buckets=_TOKEN_BUCKETS, registry=r,
+        )
+        self.tokens_after = Histogram(
+            "ctxproxy_tokens_after_preparation", "Prompt tokens as sent upstream.",
+            ["policy"], buckets=_TOKEN_BUCKETS, registry=r,
+        )
+        self.outcomes = Counter(
+            "ctxproxy_preparations", "Chat completions prepared, by manifest outcome.",
+            ["policy", "outcome"], registry=r,
+        )
+        self.actions = Counter(
+            "ctxproxy_actions", "Preparation actions applied, by step.", ["step"], registry=r,
+        )
+        self.tokens_freed = Counter(
+            "ctxproxy_tokens_freed", "Prompt tokens freed by preparation, by step.", ["step"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            "ctxproxy_refusals", "Chat completions refused before any upstream call.",
+            ["reason"], registry=r,
+        )
+        self.synthetic_rounds = Counter(
+            "ctxproxy_synthetic_rounds", "Rounds of synthetic read-tool calls executed.",
+            registry=r,
+        )
+        self.artifact_reads = Counter(
+            "ctxproxy_artifact_reads",
+            "Artifact reads (synthetic tool calls and the artifacts endpoint), by outcome.",
+            ["source", "outcome"], registry=r,
+        )
+        self._store_errors = _StoreErrors()
+        r.register(self._store_errors)
+
+    def watch_store(self, failed_operations: Callable[[], int]) -> None:
+        """Where `ctxproxy_store_errors` reads its value (set once the store is built)."""
+        self._store_errors.source = failed_operations
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # -- recording ------------------------------------------------------------------------------
+
+    def record_request(self, route: str, status: int, stats: RequestStats) -> None:
+        self.requests.labels(route, str(status), stats.tenant, stats.policy).inc()
+        self.request_seconds.labels(route).observe(time.perf_counter() - stats.started)
+        overhead = stats.overhead_seconds
+        if overhead is not None:
+            self.overhead_seconds.observe(overhead)
+        for call in stats.upstream_calls:
+            self.upstream_seconds.labels(call.upstream).observe(call.seconds)
+
+    def record_preparation(self, manifest: Manifest) -> None:
+        """A chat completion's manifest (not refused; dry runs are not counted)."""
+        self.outcomes.labels(manifest.policy, manifest.outcome).inc()
+        if not manifest.counting_method:
+            return  # mode: off counts nothing
+        self.tokens_before.labels(manifest.policy).observe(manifest.tokens_before)
+        self.tokens_after.labels(manifest.policy).observe(manifest.tokens_after)
+        for action in manifest.actions:
+            self.actions.labels(action.step).inc()
+            self.tokens_freed.labels(action.step).inc(max(0, action.tokens_freed))
+
+    def record_refusal(self, reason: str) -> None:
+        self.refusals.labels(reason).inc()
+
+    def record_round(self, results: list[str]) -> None:
+        """One executed round of synthetic calls and each call's result."""
+        self.synthetic_rounds.inc()
+        for result in results:
+            self.artifact_reads.labels("tool", read_outcome(result)).inc()
+
+    def record_endpoint_read(self, outcome: str) -> None:
+        self.artifact_reads.labels("endpoint", outcome).inc()

@@ -1,0 +1,148 @@
+"""`proxy.logs`: redaction, the JSON formatter, `ctxproxy serve`'s set-up, and access lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from fakes import FakeUpstream, completion
+from synthetic_harness import SyntheticProxies, calling, conversation, read_call
+
+from proxy import cli
+from proxy.logs import ACCESS_LOGGER, JsonFormatter, RedactingFilter, configure_logging, redact
+
+KEY = "sk-proj-AbC123xyz789DEF"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"key={KEY}", "key=sk-***"),
+        (f"Authorization: Bearer {KEY}", "Authorization: ***"),
+        ("authorization='Basic dXNlcjpwdw=='", "authorization='***'"),
+        ("{'Authorization': 'Bearer abc', 'x': 1}", "{'Authorization': '***', 'x': 1}"),
+        ("got bearer tok.en-123 back", "got bearer *** back"),
+        ('{"api-key": "abcdef"}', '{"api-key": "***"}'),
+        ("upstream_key=xyz123", "upstream_key=***"),
+        ("task-abcdefgh risk-assessment sk-short", "task-abcdefgh risk-assessment sk-short"),
+        ("nothing secret here", "nothing secret here"),
+    ],
+)
+def test_redact(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def record(msg: str, *args: Any, **extra: Any) -> logging.LogRecord:
+    rec = logging.LogRecord("ctxproxy.test", logging.WARNING, __file__, 1, msg, args or None,
+                            None)
+    for key, val in extra.items():
+        setattr(rec, key, val)
+    return rec
+
+
+def test_filter_masks_message_args_extras_and_tracebacks() -> None:
+    flt = RedactingFilter()
+    rec = record("headers %s, count %d", {"Authorization": f"Bearer {KEY}"}, 3, note=KEY)
+    assert flt.filter(rec) is True
+    assert KEY not in rec.getMessage() and "count 3" in rec.getMessage()
+    assert rec.note == "sk-***"  # type: ignore[attr-defined]
+    kept = record("count %d", 5)
+    flt.filter(kept)
+    assert kept.args == (5,)  # nothing to mask: the record is left as it was
+    try:
+        raise RuntimeError(f"upstream said Bearer {KEY}")
+    except RuntimeError:
+        rec = record("failed")
+        rec.exc_info = sys.exc_info()
+    flt.filter(rec)
+    assert rec.exc_text is not None and KEY not in rec.exc_text
+    assert KEY not in logging.Formatter().format(rec)
+
+
+def test_json_formatter() -> None:
+    rec = record("hello %s", "world", request_id="abc", status=200)
+    line = json.loads(JsonFormatter().format(rec))
+    assert line["message"] == "hello world" and line["level"] == "WARNING"
+    assert line["logger"] == "ctxproxy.test" and line["ts"].endswith("+00:00")
+    assert line["request_id"] == "abc" and line["status"] == 200
+    assert "args" not in line and "msg" not in line
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        rec = record("failed")
+        rec.exc_info = sys.exc_info()
+    assert "ValueError: boom" in json.loads(JsonFormatter().format(rec))["exc"]
+
+
+@pytest.fixture
+def root_handlers() -> Iterator[None]:
+    root = logging.getLogger()
+    saved, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in saved:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_configure_logging_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
+    handler = configure_logging("INFO", "json")
+    assert isinstance(handler.formatter, JsonFormatter)
+    assert any(isinstance(f, RedactingFilter) for f in handler.filters)
+    logging.getLogger("ctxproxy.x").info("key %s", KEY)
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["message"] == "key sk-***"
+    configure_logging("WARNING", "text")
+    logging.getLogger("ctxproxy.x").warning("Authorization: Bearer %s", KEY)
+    err = capsys.readouterr().err
+    assert "WARNING ctxproxy.x Authorization: ***" in err and KEY not in err
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_serve_configures_json_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiohttp import web
+
+    monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: None)
+    assert cli.main(["serve"]) == 0
+    [handler] = logging.getLogger().handlers
+    assert isinstance(handler.formatter, JsonFormatter)
+
+
+async def test_one_access_line_per_request(
+    fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    proxies = SyntheticProxies(fake_upstream, tmp_path)
+    proxy = await proxies.start()
+    fake_upstream.enqueue_many(calling(read_call(0, 30)), completion("ok"))
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{proxy.base_url}/chat/completions", json=conversation(),
+                                    headers={"Authorization": f"Bearer {KEY}"}) as response:
+                assert response.status == 200
+                request_id = response.headers["x-ctxproxy-request-id"]
+            async with session.get(f"{proxy.url}/healthz") as response:
+                health_id = response.headers["x-ctxproxy-request-id"]
+    finally:
+        await proxies.stop_all()
+    lines = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    assert len(lines) == 2
+    chat, health = (json.loads(JsonFormatter().format(r)) for r in lines)
+    assert chat["request_id"] == request_id and health["request_id"] == health_id
+    assert chat["method"] == "POST" and chat["route"] == "/v1/chat/completions"
+    assert (chat["status"], chat["tenant"], chat["policy"]) == (200, "default", "small")
+    assert chat["tokens_before"] > chat["tokens_after"] > 0
+    assert chat["actions"] == "offload_tool_results:1"
+    assert chat["synthetic_rounds"] == 1 and chat["artifact_reads"] == 1
+    assert chat["duration_ms"] >= chat["upstream_ms"] > 0
+    assert health["route"] == "/healthz" and health["upstream_ms"] is None
+    assert "synthetic_rounds" not in health and health["tenant"] == "-"
+    assert all(KEY not in json.dumps(line) for line in (chat, health))
