@@ -1,0 +1,207 @@
+"""Policy quality: how well each ctxproxy preset (and three baselines) prepares long agent
+conversations at small, medium and large budgets.
+
+    python -m bench.quality            # 3 seeds, budgets 900 / 4,000 / 16,000; updates RESULTS.md
+    python -m bench.quality --quick    # 1 seed, E shortened to 80 turns; prints only
+
+Scenarios come from a seeded generator (`bench.quality_gen`); every request is judged by
+`bench.quality_eval` and the tables are built by `bench.quality_report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/quality.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.quality_eval import Judge
+from bench.quality_gen import TITLES, generate
+from bench.quality_methods import all_methods, derived_policies
+from bench.quality_report import (
+    DEFAULT_METHOD,
+    Record,
+    goals,
+    goals_text,
+    main_table,
+    misses,
+    outcome_notes,
+    scenario_table,
+    write_section,
+)
+from bench.quality_text import MODEL, Scenario
+from proxy.jsonio import dumps
+from proxy.models import ModelCatalog
+from proxy.tokens import TokenCounters
+
+BUDGETS = [900, 4_000, 16_000]
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="1 seed, E with 80 turns; prints only (no RESULTS.md update)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (default 3)")
+    parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
+                        default=BUDGETS, help="comma-separated token budgets")
+    parser.add_argument("--turns", type=int, default=200, help="turns of scenario E")
+    parser.add_argument("--policies", type=Path, default=None,
+                        help="directory of extra policy files to evaluate as presets "
+                        "(they may extend the bundled ones)")
+    parser.add_argument("--no-litellm", action="store_true", help="skip the litellm baseline")
+    parser.add_argument("--detail", action="store_true",
+                        help="also print the per-scenario table of every method")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="RESULTS.md to update")
+    parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write every judged request as one JSON line to this file")
+    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+                        help="worker processes (default: CPUs, at most 4)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.turns, args.no_write = 1, 80, True
+    return args
+
+
+async def evaluate(
+    scenarios: list[Scenario], budgets: list[int], counters: TokenCounters,
+    catalog: ModelCatalog, *, litellm: bool = True, extra: Path | None = None,
+) -> tuple[list[Record], list[str]]:
+    """Every method x budget x scenario; each scenario's requests run as one session."""
+    counter = counters.for_model(MODEL)
+    records: list[Record] = []
+    with derived_policies(budgets, catalog, extra) as (policies, presets):
+        methods = all_methods(counters, catalog, policies, presets, litellm=litellm)
+        for budget in budgets:
+            for method in methods:
+                for scenario in scenarios:
+                    session = method.session(budget)
+                    judge = Judge(counter, budget)
+                    for request in scenario.requests:
+                        result = await session.prepare(request.body)
+                        outcome = await judge.judge(request.body, result, request.probes)
+                        records.append(
+                            Record(scenario.key, scenario.seed, method.name, budget, outcome)
+                        )
+    return records, [m.name for m in methods]
+
+
+@dataclass(frozen=True)
+class Task:
+    seed: int
+    budget: int
+    turns: int
+    litellm: bool
+    extra: Path | None
+
+
+def run_task(task: Task) -> tuple[list[Record], list[str]]:
+    """One seed at one budget, self-contained so that it can run in a worker process."""
+    scenarios = generate(task.seed, growing_turns=task.turns)
+    return asyncio.run(evaluate(scenarios, [task.budget], TokenCounters(), ModelCatalog(),
+                                litellm=task.litellm, extra=task.extra))
+
+
+def run_all(args: argparse.Namespace) -> tuple[list[Record], list[str]]:
+    tasks = [Task(seed, budget, args.turns, not args.no_litellm, args.policies)
+             for seed in range(1, args.seeds + 1) for budget in args.budgets]
+    if args.jobs > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(run_task, tasks))
+    else:
+        results = [run_task(task) for task in tasks]
+    return [r for records, _ in results for r in records], results[0][1]
+
+
+def sizes_table(scenarios: list[Scenario], counters: TokenCounters) -> str:
+    counter = counters.for_model(MODEL)
+    lines = ["| scenario | what | requests per seed | messages (last request) | "
+             "tokens (last request, mean over seeds) | probes (last request) |",
+             "|---|---|---:|---:|---:|---:|"]
+    for key, title in TITLES.items():
+        group = [s for s in scenarios if s.key == key]
+        if not group:
+            continue
+        last = [s.requests[-1] for s in group]
+        tokens = sum(counter.count_request(r.body) for r in last) // len(last)
+        lines.append(f"| {key} | {title} | {len(group[0].requests)} | "
+                     f"{len(last[0].body['messages'])} | {tokens:,} | {len(last[0].probes)} |")
+    return "\n".join(lines)
+
+
+def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[Record],
+            methods: list[str], counters: TokenCounters, seconds: float) -> str:
+    keys = list(TITLES)
+    command = "python -m bench.quality" + (" --quick" if args.quick else "")
+    return "\n\n".join([
+        f"Command: `{command}` (seeds 1-{args.seeds}, budgets "
+        f"{' / '.join(f'{b:,}' for b in args.budgets)} tokens, E with {args.turns} turns, "
+        f"model `{MODEL}` counted with o200k_base). Run on {date.today().isoformat()} in "
+        f"{seconds:.0f} s.",
+        METHOD_NOTES,
+        "### Scenarios\n\n" + sizes_table(scenarios, counters),
+        "### All methods\n\n" + main_table(records, methods, args.budgets),
+        f"### Goals for `{DEFAULT_METHOD}`\n\n" + goals_text(goals(records, args.budgets)),
+        f"### `{DEFAULT_METHOD}` per scenario\n\n"
+        + scenario_table(records, DEFAULT_METHOD, args.budgets, keys),
+        "### Where it falls short\n\n" + misses(records, DEFAULT_METHOD),
+        "### How requests ended (all budgets)\n\n" + outcome_notes(records, methods),
+    ])
+
+
+METHOD_NOTES = """\
+How to read it. Each budget is an exact allowance (context window - reserved output - safety
+margin): presets get it from a policy file that `extends:` the preset (loaded with the real
+`PolicyStore`); the baselines get the same number. *requests*: A-D have one request per seed (the
+end of the conversation, probe questions last); E has one request per turn. *refused*: the
+method declined to send (ctxproxy's `context_length_exceeded`). *over budget*: sent but larger than
+the allowance (tools block included). *broken pairs*: requests whose messages have a tool call
+without its result or the reverse. *evidence reachable*: the exact answer string (the current
+value, never a superseded one) is in the prepared messages (*inline*), or in an artifact those
+messages reference that the offered `read_context_artifact` tool returns for the tenant's scope
+(read page by page through `read_tool.execute`); a refused request reaches nothing. On E every
+turn checks every fact stated so far. *stale only*: probes where a superseded value is visible
+and the current one is not. *saved B-D*: 1 - Σ tokens sent / Σ full-history tokens over the
+requests that were sent. *cached prefix E*: tokens of each prompt (tools block, then messages)
+that are byte-identical, whole element by element from the start, to the previous sent prompt,
+over all tokens of the prompts that have a previous one. Baselines: *sliding window* keeps the
+system prompt and drops the oldest other messages until the request fits (naive: may split
+tool exchanges); *litellm trim_messages* is `litellm.utils.trim_messages` with `max_tokens` =
+allowance - tools block."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    records, methods = run_all(args)
+    counters = TokenCounters()
+    scenarios = [s for seed in range(1, args.seeds + 1)
+                 for s in generate(seed, growing_turns=args.turns)]
+    seconds = time.perf_counter() - started
+    section = compose(args, scenarios, records, methods, counters, seconds)
+    print(section)
+    if args.detail:
+        for method in methods:
+            print(f"\n### {method} per scenario\n")
+            print(scenario_table(records, method, args.budgets, list(TITLES)))
+    if args.json:
+        with args.json.open("wb") as out:
+            out.writelines(dumps(asdict(r)) + b"\n" for r in records)
+    if not args.no_write:
+        write_section(args.results, section)
+        print(f"\nupdated {args.results}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
