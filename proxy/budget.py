@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from proxy.policy import BudgetPolicy
+if TYPE_CHECKING:
+    from proxy.policy import BudgetPolicy
+
 
 
 class ModelLookup(Protocol):
@@ -22,7 +24,7 @@ class Budget:
     target: int
 
 
-def _scaled(value: float, whole: int) -> int:
+def scaled(value: float, whole: int) -> int:
     """Numbers <= 1 are fractions of `whole`; larger ones are tokens, capped at `whole` before
     any conversion (so 1e300 never overflows)."""
     if value <= 1:
@@ -48,8 +50,8 @@ def compute_budget(policy: BudgetPolicy, body: dict[str, Any], models: ModelLook
     if reserved == "auto":
         requested = _requested_output(body)
         reserved = policy.default_reserved_output if requested is None else requested
-    margin = _scaled(policy.safety_margin, window)
+    margin = scaled(policy.safety_margin, window)
     allowance = max(window - reserved - margin, 0)
-    trigger = _scaled(policy.trigger, allowance)
-    target = min(_scaled(policy.target, allowance), trigger)
+    trigger = scaled(policy.trigger, allowance)
+    target = min(scaled(policy.target, allowance), trigger)
     return Budget(window, reserved, margin, allowance, trigger, target)

@@ -19,13 +19,8 @@ from proxy.models import ModelCatalog
 from proxy.policy import Policy
 from proxy.policy_store import PolicyStore
 from proxy.read_tool import tool_definitions
-from proxy.reducer import (
-    Reduction,
-    build_context,
-    plan_and_rewrite,
-    protected_unit_tokens,
-    store_and_apply,
-)
+from proxy.reducer import Plan, Reduction, build_context, plan_reduction, store_and_apply
+from proxy.step_api import PrepareContext
 from proxy.tokens import REPLY_PRIMER, TokenCounter, TokenCounters
 
 
@@ -93,7 +88,8 @@ class Preparer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ProxyError(
-                ErrorCode.invalid_request, "'messages' must be a non-empty array",
+                ErrorCode.invalid_request,
+                "'messages' must be a non-empty array",
                 param="messages",
             )
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
@@ -114,11 +110,15 @@ class Preparer:
         first = conversation.problems[0]
         if request.policy.on_invalid == "reject":
             raise ProxyError(
-                ErrorCode.invalid_messages, first.reason, param=first.param,
-                details={"problems": [
-                    {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
-                    for p in conversation.problems
-                ]},
+                ErrorCode.invalid_messages,
+                first.reason,
+                param=first.param,
+                details={
+                    "problems": [
+                        {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
+                        for p in conversation.problems
+                    ]
+                },
             )
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
         return request.unchanged("invalid_forwarded")
@@ -133,9 +133,11 @@ class Preparer:
             tool_definitions(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
         )
         base = sum(request.costs[: conversation.system_end]) + request.fixed
-        tool_choice = request.body.get("tool_choice")
-        reduced_base = base - request.fixed + REPLY_PRIMER + counter.count_tools(
-            client_tools + synthetic, tool_choice
+        reduced_base = (
+            base
+            - request.fixed
+            + REPLY_PRIMER
+            + counter.count_tools(client_tools + synthetic, request.body.get("tool_choice"))
         )
         ids: dict[str, str] = {}
 
@@ -144,12 +146,28 @@ class Preparer:
                 ids[text] = self._store.artifact_id(tenant.scope, text)
             return ids[text]
 
-        ctx = build_context(
-            request.messages, conversation, policy, counter, request.costs, artifact_id
-        )
-        outputs = plan_and_rewrite(ctx, request.budget, base, reduced_base)
-        reduction = await store_and_apply(ctx, outputs, self._store, tenant.scope)
-        request.manifest.protected_tokens = base + protected_unit_tokens(ctx)
+        def plan(policy: Policy) -> tuple[PrepareContext, Plan]:
+            ctx = build_context(
+                request.messages,
+                conversation,
+                policy,
+                counter,
+                request.costs,
+                artifact_id,
+                request.budget.allowance,
+            )
+            return ctx, plan_reduction(ctx, request.budget, base, reduced_base)
+
+        ctx, planned = plan(policy)
+        relaxed = _relaxed(policy)
+        if planned.total > request.budget.allowance and relaxed is not None:
+            ctx, planned = plan(relaxed)
+            request.manifest.notes.append(
+                "last resort before refusing: tool results of the protected recent exchanges "
+                "were cleared too (stored, readable with the read tool)"
+            )
+        reduction = await store_and_apply(ctx, planned.outputs, self._store, tenant.scope)
+        request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic, request_id)
 
     def _finish(
@@ -171,29 +189,51 @@ class Preparer:
         after += counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
         manifest.tokens_after = after
         if after > request.budget.allowance:
-            raise self._refusal(request, after, manifest.protected_tokens, request_id,
-                                store_failed=bool(reduction.unconfirmed))
+            raise self._refusal(
+                request,
+                after,
+                manifest.protected_tokens,
+                request_id,
+                store_failed=bool(reduction.unconfirmed),
+            )
         if not reduction.actions:
             return request.unchanged("store_unavailable_kept")
         manifest.outcome = "reduced" if after <= request.budget.target else "reduced_above_target"
         read = request.policy.read_tool
         tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
-        return Prepared(dumps(body), True, manifest, body,
-                        synthetic=tools_added if reduction.referenced and synthetic else None)
+        return Prepared(
+            dumps(body),
+            True,
+            manifest,
+            body,
+            synthetic=tools_added if reduction.referenced and synthetic else None,
+        )
 
     def _refusal(
-        self, request: _Request, final: int, protected: int, request_id: str,
-        *, store_failed: bool = False,
+        self,
+        request: _Request,
+        final: int,
+        protected: int,
+        request_id: str,
+        *,
+        store_failed: bool = False,
     ) -> ProxyError:
         budget, manifest = request.budget, request.manifest
         manifest.outcome = "refused"
-        reason = "artifact_store_unavailable" if store_failed else (
-            "protected_content_exceeds_allowance" if request.policy.mode == "window"
-            else "input_exceeds_allowance"
-        )
+        if store_failed:
+            reason = "artifact_store_unavailable"
+        elif request.policy.mode != "window":
+            reason = "input_exceeds_allowance"
+        elif protected > budget.allowance:
+            reason = "protected_content_exceeds_allowance"
+        else:
+            reason = "policy_steps_exhausted"
         details = {
-            "reason": reason, "allowance_tokens": budget.allowance, "final_tokens": final,
-            "protected_tokens": protected, "reserved_output_tokens": budget.reserved_output,
+            "reason": reason,
+            "allowance_tokens": budget.allowance,
+            "final_tokens": final,
+            "protected_tokens": protected,
+            "reserved_output_tokens": budget.reserved_output,
             "policy": request.policy.name,
         }
         message = (
@@ -205,5 +245,18 @@ class Preparer:
         )
         if store_failed:
             return ProxyError(ErrorCode.artifact_store_unavailable, message, details=details)
-        return ProxyError(ErrorCode.context_length_exceeded, message, param="messages",
-                          details=details)
+        return ProxyError(
+            ErrorCode.context_length_exceeded, message, param="messages", details=details
+        )
+
+
+def _relaxed(policy: Policy) -> Policy | None:
+    """The policy without protection of recent tool exchanges, if that could still help."""
+    protect = policy.protect
+    if not protect.clear_recent_before_refusing or protect.recent_tool_exchanges == 0:
+        return None
+    if not any(step.kind == "clear_tool_results" for step in policy.steps):
+        return None
+    return policy.model_copy(
+        update={"protect": protect.model_copy(update={"recent_tool_exchanges": 0})}
+    )

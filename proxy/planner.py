@@ -33,6 +33,8 @@ class StepPlan:
     """An advance must free at least this many tokens, or it does not happen."""
     extra_cost: int = 0
     """Tokens added once this horizon is above zero (e.g. the notice replacing dropped turns)."""
+    target: int | None = None
+    """When this step has to act, it reduces to this (below the budget's target) if set."""
 
 
 @dataclass
@@ -93,9 +95,20 @@ def _candidates(step: StepPlan, low: int, high: int) -> list[int]:
     return step.cuts[bisect_right(step.cuts, low) : bisect_right(step.cuts, high)]
 
 
+def total_after(
+    full: list[int], steps: list[StepPlan], horizons: list[int], *, base: int, reduced_base: int
+) -> int:
+    """The planned tokens of the whole conversation under `horizons`."""
+    if not full:
+        return base
+    return _Totals(full, steps, base, reduced_base).total(len(full) - 1, horizons)
+
+
 def _advance(totals: _Totals, t: int, horizons: list[int], k: int, target: int) -> int:
     step = totals.steps[k]
     current = horizons[k]
+    if step.target is not None:
+        target = min(target, step.target)
     options = _candidates(step, current, min(step.limits[t], t + 1))
     if not options:
         return current

@@ -85,6 +85,11 @@ class ProtectPolicy(StrictModel):
         default=2, description="The most recent N tool exchanges are never cleared."
     )
     pinned: list[PinRule] = Field(default_factory=list)
+    clear_recent_before_refusing: bool = Field(
+        default=True,
+        description="Last resort before a refusal: clear the recent tool exchanges' results too "
+        "(they stay readable through the read tool).",
+    )
 
 
 class ToolResultsPolicy(StrictModel):

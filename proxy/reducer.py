@@ -9,7 +9,7 @@ from proxy.artifacts import ArtifactStore, NewArtifact
 from proxy.budget import Budget
 from proxy.conversation import Conversation, Unit
 from proxy.manifest import Action
-from proxy.planner import plan_horizons
+from proxy.planner import plan_horizons, total_after
 from proxy.policy import Policy, ProtectPolicy
 from proxy.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
 from proxy.steps import build_steps
@@ -31,6 +31,7 @@ def build_context(
     counter: TokenCounter,
     costs: list[int],
     artifact_id: Any,
+    allowance: int,
 ) -> PrepareContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -52,6 +53,7 @@ def build_context(
         pinned_units=_pinned(messages, units, policy.protect),
         first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
         artifact_id=artifact_id,
+        allowance=allowance,
     )
 
 
@@ -104,40 +106,46 @@ def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
     )
 
 
-def protected_unit_tokens(ctx: PrepareContext) -> int:
-    """Tokens of the units no step may remove: the task, pinned ones and the recent turns."""
-    keep = max(ctx.policy.protect.recent_turns, 1)
-    first_recent_turn = max(len(ctx.turn_first_unit) - keep, 0)
-    return sum(
-        ctx.unit_cost(u)
-        for u in range(len(ctx.units))
-        if ctx.is_protected(u) or ctx.unit_turn[u] >= first_recent_turn
-    )
+@dataclass
+class Plan:
+    outputs: list[tuple[Step, StepOutput]]
+    total: int
+    """Planned tokens of the prepared request."""
+    protected: int
+    """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
 
 
-def plan_and_rewrite(
-    ctx: PrepareContext, budget: Budget, base: int, reduced_base: int
-) -> list[tuple[Step, StepOutput]]:
+def plan_reduction(ctx: PrepareContext, budget: Budget, base: int, reduced_base: int) -> Plan:
     steps = build_steps(list(ctx.policy.steps), ctx)
     plans = [step.plan(ctx) for step in steps]
     full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
-    horizons = plan_horizons(
-        full,
-        plans,
-        base=base,
-        reduced_base=reduced_base,
-        trigger=budget.trigger,
-        target=budget.target,
-    )
+    kwargs = {"base": base, "reduced_base": reduced_base}
+    horizons = plan_horizons(full, plans, trigger=budget.trigger, target=budget.target, **kwargs)
     assigned: list[list[int]] = [[] for _ in steps]
+    cost = list(full)
     for u in range(len(ctx.units)):
         covering = [k for k, h in enumerate(horizons) if h > u]
         if covering:
-            assigned[max(covering, key=lambda k: steps[k].rank)].append(u)
-    return [
+            k = max(covering, key=lambda k: steps[k].rank)
+            assigned[k].append(u)
+            cost[u] = plans[k].costs[u]
+    outputs = [
         (step, step.rewrite(ctx, units))
         for step, units in zip(steps, assigned, strict=True)
         if units
+    ]
+    total = total_after(full, plans, horizons, **kwargs)
+    fixed = total - sum(cost)  # base (or reduced base) plus notices
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx)))
+
+
+def _protected_units(ctx: PrepareContext) -> list[int]:
+    keep = max(ctx.policy.protect.recent_turns, 1)
+    first_recent_turn = max(len(ctx.turn_first_unit) - keep, 0)
+    return [
+        u
+        for u in range(len(ctx.units))
+        if ctx.is_protected(u) or ctx.unit_turn[u] >= first_recent_turn
     ]
 
 

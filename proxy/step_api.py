@@ -51,6 +51,8 @@ class PrepareContext:
     first_user_unit: int | None
     artifact_id: Any
     """`(content) -> id` for this request's scope (pure HMAC, no I/O)."""
+    allowance: int
+    """The request's token allowance (steps scale their fractions by it)."""
 
     def unit_cost(self, u: int) -> int:
         unit = self.units[u]

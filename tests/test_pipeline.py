@@ -270,3 +270,51 @@ async def test_prefix_stays_stable_as_the_conversation_grows(harness: Harness) -
         previous = messages
     assert reduced > 80  # the window is really exercised
     assert kept / total >= 0.85
+
+
+async def test_last_resort_clears_protected_recent_results(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    write_policy(
+        tmp_path,
+        "budget: {context_window: 2600, reserved_output: 200, safety_margin: 0}\n"
+        "protect: {recent_tool_exchanges: 4}\ntool_results: {offload_threshold_chars: 3000}\n",
+    )
+    h = make_harness(tmp_path, counters)
+    messages = agent_history(1, result_chars=100)
+    for i in range(4):  # four results in the current turn, each under the offload threshold
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "data " * 580})
+    prepared = await h.prepare(body(messages))
+    assert prepared.manifest.tokens_after <= prepared.manifest.allowance
+    assert any("last resort" in note for note in prepared.manifest.notes)
+    cleared = [
+        m
+        for m in prepared.parsed["messages"]
+        if str(m.get("content")).startswith("[ctxproxy: tool result cleared")
+    ]
+    assert cleared
+
+
+async def test_refusal_reason_names_exhausted_steps(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    write_policy(tmp_path, SMALL + "steps: []\n")
+    h = make_harness(tmp_path, counters)
+    with pytest.raises(ProxyError) as caught:
+        await h.prepare(body(agent_history(30)))
+    details = caught.value.details or {}
+    assert details["reason"] == "policy_steps_exhausted"
+    assert details["protected_tokens"] <= details["allowance_tokens"] < details["final_tokens"]

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.planner import StepPlan, plan_horizons
+from proxy.planner import StepPlan, plan_horizons, total_after
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
@@ -98,3 +98,23 @@ def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
             costs[:m], [drop_step(m)], base=0, reduced_base=0, trigger=trigger, target=target
         )
         assert part[0] <= whole[0]
+
+
+def test_a_step_with_its_own_target_reduces_deeper_when_it_acts() -> None:
+    n = 11  # the trigger is crossed at the last unit
+    limits = [t + 1 for t in range(n)]
+    shallow = StepPlan(rank=3, costs=[0] * n, limits=limits)
+    deep = StepPlan(rank=3, costs=[0] * n, limits=limits, target=400)
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 700}
+    [h_shallow] = plan_horizons([100] * n, [shallow], **kwargs)
+    [h_deep] = plan_horizons([100] * n, [deep], **kwargs)
+    assert sum([100] * n) - 100 * h_shallow <= 700
+    assert sum([100] * n) - 100 * h_deep <= 400 < sum([100] * n) - 100 * (h_deep - 1)
+
+
+def test_total_after_matches_the_plan() -> None:
+    n = 10
+    step = drop_step(n)
+    [h] = plan_horizons([100] * n, [step], base=50, reduced_base=60, trigger=1000, target=700)
+    assert total_after([100] * n, [step], [h], base=50, reduced_base=60) == 60 + 10 + 100 * (n - h)
+    assert total_after([100] * n, [step], [0], base=50, reduced_base=60) == 50 + 100 * n

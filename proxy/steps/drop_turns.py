@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from proxy.artifacts import NewArtifact
+from proxy.budget import scaled
 from proxy.jsonio import dumps
 from proxy.planner import StepPlan
 from proxy.step_api import MARKER, Edit, PrepareContext, StepOutput
@@ -35,6 +36,12 @@ class DropTurnsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["drop_turns"] = "drop_turns"
     notice_role: Literal["user", "system", "developer"] = "user"
+    target: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=0.5,
+        description="When turns must be dropped, drop down to this (fraction of the allowance "
+        "when <= 1, else tokens), below the budget's target: drops then come rarely and each "
+        "keeps the prompt prefix stable for longer. null = the budget's target.",
+    )
 
 
 class DropTurns:
@@ -52,7 +59,12 @@ class DropTurns:
         cuts = sorted(set(ctx.turn_first_unit[1:]))
         sized = self._notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
         extra = ctx.counter.count_message(sized)
-        return StepPlan(rank=self.rank, costs=costs, limits=limits, cuts=cuts, extra_cost=extra)
+        target = None
+        if self._config.target is not None:
+            target = scaled(self._config.target, ctx.allowance)
+        return StepPlan(
+            rank=self.rank, costs=costs, limits=limits, cuts=cuts, extra_cost=extra, target=target
+        )
 
     def _notice(
         self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
