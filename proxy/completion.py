@@ -26,8 +26,12 @@ from proxy.relay import is_event_stream, relay
 from proxy.services import STATS, Services
 from proxy.sse import add_usage
 from proxy.synthetic import SyntheticRounds, strip_synthetic_calls, synthetic_only
-from proxy.synthetic_stream import stream_rounds, upstream_read_error
-from proxy.upstream.openai_http import forward_request_headers, relay_response_headers
+from proxy.synthetic_stream import stream_rounds
+from proxy.upstream.openai_http import (
+    forward_request_headers,
+    relay_response_headers,
+    upstream_read_error,
+)
 
 
 def request_model(body: dict[str, Any]) -> str:
@@ -46,7 +50,10 @@ async def run_completion(
     headers["Content-Type"] = "application/json"
     if prepared.synthetic is None:
         answer = await upstream.open(
-            "POST", "/chat/completions", headers=headers, body=prepared.body,
+            "POST",
+            "/chat/completions",
+            headers=headers,
+            body=prepared.body,
             stats=request[STATS],
         )
         return await relay(request, answer, prepared.headers(), upstream.name)

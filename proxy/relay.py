@@ -8,23 +8,13 @@ from collections.abc import Mapping
 import aiohttp
 from aiohttp import web
 
-from proxy.errors import ErrorCode, ProxyError
 from proxy.middleware import error_event
 from proxy.services import REQUEST_ID
-from proxy.upstream.openai_http import relay_response_headers
+from proxy.upstream.openai_http import relay_response_headers, upstream_read_error
 
 
 def is_event_stream(response: aiohttp.ClientResponse) -> bool:
     return response.headers.get("Content-Type", "").startswith("text/event-stream")
-
-
-def _read_error(exc: BaseException, name: str) -> ProxyError:
-    if isinstance(exc, TimeoutError):
-        return ProxyError(ErrorCode.upstream_timeout, f"Upstream {name!r} stopped sending")
-    return ProxyError(
-        ErrorCode.upstream_unavailable,
-        f"Upstream {name!r} broke the connection: {type(exc).__name__}",
-    )
 
 
 async def relay(
@@ -40,7 +30,7 @@ async def relay(
         try:
             body = await upstream.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _read_error(exc, upstream_name) from exc
+            raise upstream_read_error(exc, upstream_name) from exc
         headers = relay_response_headers(upstream.headers)
         headers.update(extra_headers)
         return web.Response(body=body, status=upstream.status, headers=headers)
@@ -66,7 +56,7 @@ async def _relay_stream(
         except StopAsyncIteration:
             break
         except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            error = _read_error(exc, upstream_name)
+            error = upstream_read_error(exc, upstream_name)
             await _write_or_gone(response, error_event(error, request[REQUEST_ID]))
             return response
         if not await _write_or_gone(response, chunk):

@@ -30,7 +30,7 @@ from proxy.relay import is_event_stream
 from proxy.services import REQUEST_ID
 from proxy.sse import DONE, SSEEvent, SSEParser, StreamFilter, encode_data, encode_event
 from proxy.synthetic import SyntheticRounds
-from proxy.upstream.openai_http import relay_response_headers
+from proxy.upstream.openai_http import relay_response_headers, upstream_read_error
 
 _DONE_EVENT = encode_data(DONE)
 
@@ -40,15 +40,6 @@ class _End(enum.Enum):
     """The round's stream ended normally."""
     stopped = "stopped"
     """An error was written to the client, or the client is gone: nothing more to send."""
-
-
-def upstream_read_error(exc: BaseException, name: str) -> ProxyError:
-    if isinstance(exc, TimeoutError):
-        return ProxyError(ErrorCode.upstream_timeout, f"Upstream {name!r} stopped sending")
-    return ProxyError(
-        ErrorCode.upstream_unavailable,
-        f"Upstream {name!r} broke the connection: {type(exc).__name__}",
-    )
 
 
 async def stream_rounds(

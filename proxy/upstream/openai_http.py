@@ -136,3 +136,12 @@ class OpenAIHttpUpstream:
         if stats is not None:
             stats.upstream_answered(self.name, sent)
         return response
+
+
+def upstream_read_error(exc: BaseException, name: str) -> ProxyError:
+    if isinstance(exc, TimeoutError):
+        return ProxyError(ErrorCode.upstream_timeout, f"Upstream {name!r} stopped sending")
+    return ProxyError(
+        ErrorCode.upstream_unavailable,
+        f"Upstream {name!r} broke the connection: {type(exc).__name__}",
+    )
