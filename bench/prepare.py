@@ -74,7 +74,7 @@ async def part_one(runs: int) -> None:
     print("|---|---|---|---|---|---|---|")
     for label, size in SIZES.items():
         body = {"model": "gpt-4o", "messages": history_of(size)}
-        for name, policy in (("under trigger", LOOSE), ("must reduce", TIGHT)):
+        for name, policy in (("10M window", LOOSE), ("32k window", TIGHT)):
             h = harness(policy)
             cold = await time_prepare(h, body, 1)
             warm = await time_prepare(h, body, runs)
