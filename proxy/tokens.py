@@ -135,8 +135,17 @@ def _load_tiktoken(name: str, directory: Path) -> Count:
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
     # Special tokens are left out: prompts are counted as ordinary text, as litellm does.
-    encoding = tiktoken.Encoding(name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
-    encode = encoding.encode_ordinary
+    # tiktoken's Encoding keeps its own Python copy of the 200k ranks (~25 MB for o200k) beside
+    # the Rust tables; counting needs only the Rust side, so build that alone when possible.
+    try:
+        from tiktoken import _tiktoken  # type: ignore[attr-defined]
+
+        encode = _tiktoken.CoreBPE(ranks, {}, pattern).encode_ordinary
+    except (ImportError, AttributeError, TypeError):
+        encoding = tiktoken.Encoding(
+            name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+        )
+        encode = encoding.encode_ordinary
     return lambda text: len(encode(text))
 
 
