@@ -132,9 +132,16 @@ def access_fields(
     return fields
 
 
+_PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
 def access_log(fields: dict[str, Any]) -> None:
-    """One INFO line; the message reads well as text, the fields are there for JSON."""
-    _access.info(
+    """One line: INFO, or DEBUG for successful probes (load balancers poll them every second).
+
+    The message reads well as text; the fields are there for JSON."""
+    quiet = fields["route"] in _PROBES and fields["status"] < 400
+    _access.log(
+        logging.DEBUG if quiet else logging.INFO,
         "%s %s %s %d %.1fms tenant=%s policy=%s tokens=%s->%s actions=%s",
         fields["request_id"], fields["method"], fields["route"], fields["status"],
         fields["duration_ms"], fields["tenant"], fields["policy"], fields["tokens_before"],

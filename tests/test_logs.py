@@ -119,7 +119,7 @@ def test_serve_configures_json_logs(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_one_access_line_per_request(
     fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    caplog.set_level(logging.DEBUG, logger=ACCESS_LOGGER)
     proxies = SyntheticProxies(fake_upstream, tmp_path)
     proxy = await proxies.start()
     fake_upstream.enqueue_many(calling(read_call(0, 30)), completion("ok"))
@@ -135,6 +135,8 @@ async def test_one_access_line_per_request(
         await proxies.stop_all()
     lines = [r for r in caplog.records if r.name == ACCESS_LOGGER]
     assert len(lines) == 2
+    # a successful probe is logged at DEBUG: load balancers poll it every second
+    assert [r.levelno for r in lines] == [logging.INFO, logging.DEBUG]
     chat, health = (json.loads(JsonFormatter().format(r)) for r in lines)
     assert chat["request_id"] == request_id and health["request_id"] == health_id
     assert chat["method"] == "POST" and chat["route"] == "/v1/chat/completions"
