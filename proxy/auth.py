@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import Settings, TenantSettings, UpstreamSettings
 
+_SEEN_KEYS = 10_000
+
 
 @dataclass(frozen=True)
 class Tenant:
@@ -38,6 +40,7 @@ class TenantResolver:
     def __init__(self, settings: Settings) -> None:
         self._mode = settings.auth.mode
         self._by_key = {key: t for t in settings.tenants for key in t.keys}
+        self._seen: dict[str, Tenant] = {}  # client key -> its tenant, bounded by _SEEN_KEYS
         self._passthrough = next(
             (t for t in settings.tenants if t.name == settings.auth.passthrough_tenant),
             TenantSettings(name=settings.auth.passthrough_tenant),
@@ -57,6 +60,13 @@ class TenantResolver:
 
     def _passthrough_tenant(self, token: str | None) -> Tenant:
         # Artifacts are scoped by a hash of the client's own key: two keys never share artifacts.
-        key_hash = hashlib.sha256((token or "").encode()).hexdigest()[:16]
-        t = self._passthrough
-        return Tenant(t.name, t.policy, f"{t.name}:{key_hash}", t.upstream_key, True)
+        key = token or ""
+        tenant = self._seen.get(key)
+        if tenant is None:
+            key_hash = hashlib.sha256(key.encode()).hexdigest()[:16]
+            t = self._passthrough
+            tenant = Tenant(t.name, t.policy, f"{t.name}:{key_hash}", t.upstream_key, True)
+            if len(self._seen) >= _SEEN_KEYS:
+                self._seen.clear()
+            self._seen[key] = tenant
+        return tenant

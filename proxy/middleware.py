@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -44,7 +44,7 @@ def _http_exception_error(exc: web.HTTPException) -> ProxyError:
 
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = uuid.uuid4().hex
+    request_id = os.urandom(16).hex()
     request[REQUEST_ID] = request_id
     stats = request[STATS] = RequestStats()
     status = CLIENT_CLOSED

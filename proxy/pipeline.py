@@ -69,17 +69,23 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         request = self._count(body, raw, policy, manifest)
-        conversation = parse_conversation(request.messages)
-        if conversation.problems:
-            return self._invalid(request, conversation)
+        over = request.tokens > request.budget.trigger
+        conversation = None
+        # Structure matters only to refuse broken input or to reduce; a request forwarded
+        # untouched either way skips the parse (the passthrough path stays cheap).
+        if policy.on_invalid == "reject" or (policy.mode == "window" and over):
+            conversation = parse_conversation(request.messages)
+            if conversation.problems:
+                return self._invalid(request, conversation)
         if policy.mode == "inspect":
             return request.unchanged("inspected")
-        if request.tokens <= request.budget.trigger:
+        if not over:
             return request.unchanged("within_trigger")
         if policy.mode == "reject":
             if request.tokens <= request.budget.allowance:
                 return request.unchanged("within_allowance")
             raise self._refusal(request, request.tokens, request.tokens, request_id)
+        assert conversation is not None  # window mode over the trigger always parses
         return await self._reduce(request, conversation, tenant, request_id)
 
     def _count(

@@ -35,8 +35,10 @@ HOP_BY_HOP = frozenset(
     }
 )
 # Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
-# upstream answers uncompressed and the proxy can read what it relays.
-_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding"}
+# upstream answers uncompressed and the proxy can read what it relays; Expect is dropped because
+# the proxy has the whole body already (with `100-continue` the client session would wait for the
+# upstream's interim answer before sending it, and hang on upstreams that never send one).
+_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
 _RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 # RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
@@ -111,17 +113,17 @@ class OpenAIHttpUpstream:
         target = self.url(path) + (f"?{quote(query, safe=_QUERY_SAFE)}" if query else "")
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
         sent = stats.upstream_started() if stats is not None else 0.0
-        request = self._session.request(
-            method,
-            url,
-            data=body,
-            headers=headers,
-            timeout=self._timeout,
-            allow_redirects=False,
-            auto_decompress=True,
-        )
         try:
-            response = await asyncio.wait_for(request, self.settings.timeouts.first_byte_s)
+            async with asyncio.timeout(self.settings.timeouts.first_byte_s):
+                response = await self._session.request(
+                    method,
+                    url,
+                    data=body,
+                    headers=headers,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    auto_decompress=True,
+                )
         except TimeoutError as exc:
             raise ProxyError(
                 ErrorCode.upstream_timeout,
