@@ -174,13 +174,15 @@ async def test_expect_100_continue_is_not_forwarded(
     proxy: RunningProxy, fake_upstream: FakeUpstream
 ) -> None:
     """curl sends `Expect: 100-continue` for large bodies; the proxy has the body already."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-        async with session.post(
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.post(
             f"{proxy.base_url}/chat/completions",
             data=BODY,
             expect100=True,
             headers={"Content-Type": "application/json"},
-        ) as response:
-            assert response.status == 200
+        ) as response,
+    ):
+        assert response.status == 200
     assert "Expect" not in fake_upstream.last.headers
     assert fake_upstream.last.body == BODY
