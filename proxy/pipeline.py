@@ -191,7 +191,7 @@ class Preparer:
         if reduction.referenced and synthetic:
             tools = body.get("tools")
             body["tools"] = (tools if isinstance(tools, list) else []) + synthetic
-        after = sum(counter.count_message(m) for m in reduction.messages)
+        after = reduction.message_tokens
         after += counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
         manifest.tokens_after = after
         if after > request.budget.allowance:

@@ -19,6 +19,8 @@ from proxy.tokens import TokenCounter
 @dataclass
 class Reduction:
     messages: list[Any]
+    message_tokens: int = 0
+    """Tokens of `messages`: kept messages reuse their counts, only new ones are counted."""
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
@@ -173,7 +175,7 @@ async def store_and_apply(
         )
         reduction.referenced.extend(ids)
     reduction.unconfirmed = len(wanted) - len(confirmed)
-    reduction.messages = _apply(ctx.messages, edits)
+    reduction.messages, reduction.message_tokens = _apply(ctx, edits)
     return reduction
 
 
@@ -193,14 +195,22 @@ async def _store(
     return {i for i, ok in zip(ids, results, strict=True) if ok}
 
 
-def _apply(messages: list[Any], edits: list[Edit]) -> list[Any]:
+def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:
     replaced = {e.index: e.message for e in edits if e.kind == "replace"}
     removed = {e.index for e in edits if e.kind == "remove"}
     inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
     out: list[Any] = []
-    for index, message in enumerate(messages):
+    tokens = 0
+    for index, message in enumerate(ctx.messages):
         if index in inserted:
             out.append(inserted[index])
-        if index not in removed:
-            out.append(replaced.get(index, message))
-    return out
+            tokens += ctx.counter.count_message(inserted[index])
+        if index in removed:
+            continue
+        if index in replaced:
+            out.append(replaced[index])
+            tokens += ctx.counter.count_message(replaced[index])
+        else:
+            out.append(message)
+            tokens += ctx.message_costs[index]
+    return out, tokens
