@@ -58,6 +58,14 @@ class _Totals:
             out += self._segment(a, b, horizons)
         return out
 
+    def unit_cost(self, u: int, horizons: list[int]) -> int:
+        """Unit u's tokens under the strongest step whose horizon covers it."""
+        best = -1
+        for k, h in enumerate(horizons):
+            if h > u and (best < 0 or self.steps[k].rank > self.steps[best].rank):
+                best = k
+        return self.full[u] if best < 0 else self.steps[best].costs[u]
+
     def _segment(self, a: int, b: int, horizons: list[int]) -> int:
         best = -1
         for k, h in enumerate(horizons):
@@ -79,13 +87,16 @@ def plan_horizons(
     """Horizons per step (policy order) after replaying every unit of the conversation."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
+    running = base  # the total up to the previous unit: horizons only change on an advance
     for t in range(len(full)):
-        if totals.total(t, horizons) <= trigger:
+        running += totals.unit_cost(t, horizons)
+        if running <= trigger:
             continue
         for k in range(len(steps)):
             if totals.total(t, horizons) <= target:
                 break
             horizons[k] = _advance(totals, t, horizons, k, target)
+        running = totals.total(t, horizons)
     return horizons
 
 

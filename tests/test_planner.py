@@ -118,3 +118,42 @@ def test_total_after_matches_the_plan() -> None:
     [h] = plan_horizons([100] * n, [step], base=50, reduced_base=60, trigger=1000, target=700)
     assert total_after([100] * n, [step], [h], base=50, reduced_base=60) == 60 + 10 + 100 * (n - h)
     assert total_after([100] * n, [step], [0], base=50, reduced_base=60) == 50 + 100 * n
+
+
+def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) -> list[int]:
+    """The replay without the running total: every time point recomputed from scratch."""
+    from proxy.planner import _advance, _Totals
+
+    totals = _Totals(full, steps, 7, 11)
+    horizons = [0] * len(steps)
+    for t in range(len(full)):
+        if totals.total(t, horizons) <= trigger:
+            continue
+        for k in range(len(steps)):
+            if totals.total(t, horizons) <= target:
+                break
+            horizons[k] = _advance(totals, t, horizons, k, target)
+    return horizons
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 400), min_size=1, max_size=40),
+    st.integers(200, 3000),
+    st.integers(0, 3),
+)
+def test_incremental_replay_equals_naive_replay(costs: list[int], trigger: int, keep: int) -> None:
+    n = len(costs)
+    steps = [
+        StepPlan(rank=1, costs=[c // 2 for c in costs], limits=[t + 1 for t in range(n)]),
+        StepPlan(
+            rank=2,
+            costs=[c // 5 for c in costs],
+            limits=[max(t + 1 - keep, 0) for t in range(n)],
+            at_least=50,
+        ),
+        drop_step(n, keep_last=keep + 1),
+    ]
+    target = trigger * 6 // 10
+    got = plan_horizons(costs, steps, base=7, reduced_base=11, trigger=trigger, target=target)
+    assert got == _naive(costs, steps, trigger, target)
