@@ -29,7 +29,7 @@ async def relay(
             return await _relay_stream(request, upstream, extra_headers, upstream_name)
         try:
             body = await upstream.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise upstream_read_error(exc, upstream_name) from exc
         headers = relay_response_headers(upstream.headers)
         headers.update(extra_headers)

@@ -49,16 +49,20 @@ _QUERY_SAFE = "/?:@!$&'()*+,;=%~"
 def forward_request_headers(
     incoming: Mapping[str, str], authorization: str | None
 ) -> CIMultiDict[str]:
-    """Client headers minus hop-by-hop ones; `authorization` replaces the client's when given."""
+    """Client headers minus hop-by-hop ones (fixed, and those the client's `Connection` names).
+
+    `authorization`: None keeps the client's credentials, "" removes them, anything else
+    replaces them."""
+    named = {part.strip().lower() for part in incoming.get("Connection", "").split(",")}
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in incoming.items():
         lower = name.lower()
-        if lower in _REQUEST_DROP or lower.startswith("x-ctxproxy-"):
+        if lower in _REQUEST_DROP or lower in named or lower.startswith("x-ctxproxy-"):
             continue
         if authorization is not None and lower in ("authorization", "api-key"):
             continue
         out.add(name, value)
-    if authorization is not None:
+    if authorization:
         out["Authorization"] = authorization
     return out
 

@@ -1,0 +1,84 @@
+"""`proxy.app.create_app`: start-up checks and the wiring of shared parts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web
+from proxy_harness import make_settings, shared_parts, start_proxy
+
+from proxy.app import create_app
+from proxy.artifacts import MemoryStore
+from proxy.models import ModelCatalog
+from proxy.services import SERVICES
+from proxy.settings import Settings
+from proxy.tokens import TokenCounters
+
+UPSTREAM = "http://127.0.0.1:9/v1"
+
+
+def with_tenants(*policies: str, **extra: Any) -> Settings:
+    tenants = [{"name": f"t{i}", "policy": p} for i, p in enumerate(policies)]
+    return make_settings(UPSTREAM, tenants=tenants, **extra)
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ({"source": "/etc/ctxproxy/config.yaml"}, "/etc/ctxproxy/config.yaml"),
+        ({}, "<embedded default>"),
+    ],
+)
+async def test_unknown_tenant_policy_fails_start_up_naming_the_source(
+    source: dict[str, str], shown: str
+) -> None:
+    settings = with_tenants("default", "nope", "ghost", "nope", **source)
+    counters, catalog = shared_parts()
+    runner = web.AppRunner(create_app(settings, counters=counters, catalog=catalog))
+    try:
+        with pytest.raises(ValueError) as caught:
+            await runner.setup()
+    finally:
+        await runner.cleanup()
+    assert str(caught.value) == f"{shown}: tenants: unknown policy ghost, nope"
+    assert runner.app[SERVICES].preparer is None
+    assert runner.app[SERVICES].policies is None
+
+
+async def test_known_policies_start_and_build_every_service() -> None:
+    running = await start_proxy(with_tenants("default", "strict"))
+    try:
+        services = running.services
+        assert set(services.upstreams) == {"fake"}
+        assert services.upstreams["fake"].url("/models") == UPSTREAM + "/models"
+        assert isinstance(services.store, MemoryStore)
+        assert services.policies is not None and "strict" in services.policies
+        assert services.preparer is not None
+    finally:
+        await running.stop()
+
+
+async def test_one_shared_token_counter_set_serves_every_app() -> None:
+    counters, catalog = shared_parts()
+    first = await start_proxy(make_settings(UPSTREAM))
+    second = await start_proxy(make_settings(UPSTREAM))
+    try:
+        for running in (first, second):
+            services = running.services
+            assert services.counters is counters and services.catalog is catalog
+            # the preparer counts with the shared set, not with a copy of its own
+            assert services.preparer is not None
+            assert services.preparer._counters is counters
+            assert services.preparer._catalog is catalog
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+def test_without_shared_parts_each_app_gets_its_own() -> None:
+    settings = make_settings(UPSTREAM)
+    a, b = create_app(settings)[SERVICES], create_app(settings)[SERVICES]
+    assert isinstance(a.counters, TokenCounters) and isinstance(a.catalog, ModelCatalog)
+    assert a.counters is not b.counters and a.catalog is not b.catalog
+    assert a.metrics is not b.metrics
