@@ -51,22 +51,35 @@ def build_context(
         policy=policy,
         counter=counter,
         message_costs=costs,
-        tool_names=_tool_names(messages),
-        pinned_units=_pinned(messages, units, policy.protect),
+        result_names=(names := _result_names(messages, units)),
+        pinned_units=_pinned(messages, units, policy.protect, names),
         first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
         artifact_id=artifact_id,
         allowance=allowance,
     )
 
 
-def _tool_names(messages: list[Any]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for message in messages:
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
-        for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict) and isinstance(call.get("id"), str):
-                names[call["id"]] = str(function.get("name"))
+def _result_names(messages: list[Any], units: list[Unit]) -> dict[int, str]:
+    """Tool result index -> the tool's name, resolved inside its own exchange (call ids may
+    repeat across turns: some servers number them per response); else the message's `name`."""
+    names: dict[int, str] = {}
+    for unit in units:
+        if unit.kind != "tool_exchange":
+            continue
+        calls = messages[unit.start].get("tool_calls")
+        by_id = {
+            call["id"]: str(call["function"].get("name"))
+            for call in (calls if isinstance(calls, list) else ())
+            if isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(call.get("function"), dict)
+        }
+        for index in range(unit.start + 1, unit.end):
+            message = messages[index]
+            call_id = message.get("tool_call_id")
+            name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")
+            if isinstance(name, str):
+                names[index] = name
     return names
 
 
@@ -83,23 +96,26 @@ def _message_text(message: Any) -> str:
     return ""
 
 
-def _pinned(messages: list[Any], units: list[Unit], protect: ProtectPolicy) -> frozenset[int]:
-    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing)."""
+def _pinned(
+    messages: list[Any], units: list[Unit], protect: ProtectPolicy, result_names: dict[int, str]
+) -> frozenset[int]:
+    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing).
+    A rule's `name` matches a tool result's tool (through its call) or a message's own `name`."""
 
-    def matches(message: Any) -> bool:
+    def matches(index: int) -> bool:
+        message = messages[index]
         text = _message_text(message)
         if message.get("role") != "tool" and text.startswith(MARKER):
             return True
+        names = (result_names.get(index), message.get("name"))
         return any(
             (rule.role is None or message.get("role") == rule.role)
-            and (rule.name is None or message.get("name") == rule.name)
+            and (rule.name is None or rule.name in names)
             and (rule.contains is None or rule.contains in text)
             for rule in protect.pinned
         )
 
-    return frozenset(
-        u for u, unit in enumerate(units) if any(matches(messages[i]) for i in unit.indices)
-    )
+    return frozenset(u for u, unit in enumerate(units) if any(map(matches, unit.indices)))
 
 
 def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
@@ -160,7 +176,7 @@ async def store_and_apply(
     wanted: dict[str, NewArtifact] = {}
     for _, out in outputs:
         wanted.update(out.artifacts)
-    confirmed = await _store(ctx.policy, store, scope, wanted)
+    sent, confirmed = await _store(ctx.policy, store, scope, wanted)
     reduction = Reduction(messages=[])
     edits: list[Edit] = []
     for step, out in outputs:
@@ -170,29 +186,43 @@ async def store_and_apply(
         edits.extend(kept)
         ids = sorted({e.artifact_id for e in kept})
         indices = sorted({e.index for e in kept if e.kind != "insert_before"})
+        freed = _tokens_freed(ctx, kept)
         reduction.actions.append(
-            Action(step.name, "over trigger: reduced toward target", indices, out.tokens_freed, ids)
+            Action(step.name, "over trigger: reduced toward target", indices, freed, ids)
         )
         reduction.referenced.extend(ids)
-    reduction.unconfirmed = len(wanted) - len(confirmed)
+    # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
+    reduction.unconfirmed = sent - len(confirmed)
     reduction.messages, reduction.message_tokens = _apply(ctx, edits)
     return reduction
 
 
+def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
+    """What the applied edits free: removed or replaced counts minus what stands in their place."""
+    freed = 0
+    for edit in edits:
+        if edit.kind != "insert_before":
+            freed += ctx.message_costs[edit.index]
+        if edit.message is not None:
+            freed -= ctx.counter.count_message(edit.message)
+    return freed
+
+
 async def _store(
     policy: Policy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
-) -> set[str]:
+) -> tuple[int, set[str]]:
+    """(how many artifacts were sent, the ids the store confirmed)."""
     limits = policy.artifacts
     ids = [i for i, a in wanted.items() if len(a.content) <= limits.max_chars]
     if not ids:
-        return set()
+        return 0, set()
     results = await store.put_many(
         scope,
         [wanted[i] for i in ids],
         ttl_seconds=limits.ttl_seconds,
         max_per_scope=limits.max_per_scope,
     )
-    return {i for i, ok in zip(ids, results, strict=True) if ok}
+    return len(ids), {i for i, ok in zip(ids, results, strict=True) if ok}
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:

@@ -46,7 +46,8 @@ class PrepareContext:
     policy: Policy
     counter: TokenCounter
     message_costs: list[int]
-    tool_names: dict[str, str]
+    result_names: dict[int, str]
+    """Tool result message index -> its tool's name (resolved within its own exchange)."""
     pinned_units: frozenset[int]
     first_user_unit: int | None
     artifact_id: Any

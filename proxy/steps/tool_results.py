@@ -31,8 +31,7 @@ def tool_results(
         text = tool_result_text(message)
         if text is None or is_proxy_text(text):
             continue
-        call_id = message.get("tool_call_id")
-        name = ctx.tool_names.get(call_id) if isinstance(call_id, str) else message.get("name")
+        name = ctx.result_names.get(index)
         if matches_any(name, excluded):
             continue
         yield index, message, text, name
