@@ -32,13 +32,15 @@ def loads(raw: bytes | str) -> Any:
 
 def _has_huge_float(value: Any) -> bool:
     stack = [value]
+    pop, extend = stack.pop, stack.extend  # this walk runs on every request: keep it lean
     while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif type(item) is float and abs(item) >= _INT64_FLOAT:
+        item = pop()
+        kind = type(item)
+        if kind is dict:
+            extend(item.values())
+        elif kind is list:
+            extend(item)
+        elif kind is float and not -_INT64_FLOAT < item < _INT64_FLOAT:
             return True
     return False
 
