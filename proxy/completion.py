@@ -22,6 +22,7 @@ from proxy.auth import Tenant
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads
 from proxy.manifest import Prepared
+from proxy.pipeline import request_model
 from proxy.relay import is_event_stream, relay
 from proxy.services import STATS, Services
 from proxy.sse import add_usage
@@ -32,11 +33,6 @@ from proxy.upstream.openai_http import (
     relay_response_headers,
     upstream_read_error,
 )
-
-
-def request_model(body: dict[str, Any]) -> str:
-    model = body.get("model")
-    return model if isinstance(model, str) else ""
 
 
 async def run_completion(

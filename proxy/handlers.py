@@ -8,11 +8,12 @@ from aiohttp import web
 
 from proxy.artifacts import StoreUnavailable
 from proxy.auth import Tenant
-from proxy.completion import request_model, run_completion
+from proxy.completion import run_completion
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps, loads_object
 from proxy.manifest import Prepared
 from proxy.metrics import CONTENT_TYPE_LATEST
+from proxy.pipeline import request_model
 from proxy.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.relay import relay
 from proxy.services import REQUEST_ID, SERVICES, STATS, TENANT

@@ -24,6 +24,12 @@ from proxy.step_api import PrepareContext
 from proxy.tokens import REPLY_PRIMER, TokenCounter, TokenCounters
 
 
+def request_model(body: dict[str, Any]) -> str:
+    """The request's `model`, or "" when it is missing or not a string."""
+    model = body.get("model")
+    return model if isinstance(model, str) else ""
+
+
 @dataclass
 class _Request:
     body: dict[str, Any]
@@ -63,9 +69,9 @@ class Preparer:
     async def prepare(
         self, body: dict[str, Any], raw: bytes, tenant: Tenant, request_id: str
     ) -> Prepared:
-        model = body.get("model") if isinstance(body.get("model"), str) else ""
-        policy = self._policies.resolve(tenant.policy, str(model))
-        manifest = Manifest(policy=policy.name, model=str(model), mode=policy.mode)
+        model = request_model(body)
+        policy = self._policies.resolve(tenant.policy, model)
+        manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         request = self._count(body, raw, policy, manifest)

@@ -64,7 +64,7 @@ def _result_names(messages: list[Any], units: list[Unit]) -> dict[int, str]:
     repeat across turns: some servers number them per response); else the message's `name`."""
     names: dict[int, str] = {}
     for unit in units:
-        if unit.kind != "tool_exchange":
+        if not unit.is_tool_exchange:
             continue
         calls = messages[unit.start].get("tool_calls")
         by_id = {
@@ -74,7 +74,7 @@ def _result_names(messages: list[Any], units: list[Unit]) -> dict[int, str]:
             and isinstance(call.get("id"), str)
             and isinstance(call.get("function"), dict)
         }
-        for index in range(unit.start + 1, unit.end):
+        for index in unit.result_indices:
             message = messages[index]
             call_id = message.get("tool_call_id")
             name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")

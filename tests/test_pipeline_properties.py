@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +39,6 @@ tool_results: {{offload_threshold_chars: 2000, preview_head_chars: 200, preview_
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 @pytest.fixture(scope="module")

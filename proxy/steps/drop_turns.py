@@ -76,7 +76,7 @@ class DropTurns:
         dropped = [u for u in units if not ctx.is_protected(u)]
         if not dropped:
             return StepOutput()
-        indices = [i for u in dropped for i in range(ctx.units[u].start, ctx.units[u].end)]
+        indices = [i for u in dropped for i in ctx.units[u].indices]
         archive = b"\n".join(dumps(ctx.messages[i]) for i in indices).decode()
         artifact_id = ctx.artifact_id(archive)
         tokens = sum(ctx.message_costs[i] for i in indices)

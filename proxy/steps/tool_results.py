@@ -23,10 +23,10 @@ def tool_results(
 ) -> Iterator[tuple[int, dict[str, Any], str, str | None]]:
     """(index, message, text, tool name) of each reducible tool result in unit u."""
     unit = ctx.units[u]
-    if unit.kind != "tool_exchange" or u in ctx.pinned_units:
+    if not unit.is_tool_exchange or u in ctx.pinned_units:
         return
     excluded = ctx.policy.tool_results.exclude_tools
-    for index in range(unit.start + 1, unit.end):
+    for index in unit.result_indices:
         message = ctx.messages[index]
         text = tool_result_text(message)
         if text is None or is_proxy_text(text):
