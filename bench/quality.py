@@ -177,7 +177,12 @@ that are byte-identical, whole element by element from the start, to the previou
 over all tokens of the prompts that have a previous one. Baselines: *sliding window* keeps the
 system prompt and drops the oldest other messages until the request fits (naive: may split
 tool exchanges); *litellm trim_messages* is `litellm.utils.trim_messages` with `max_tokens` =
-allowance - tools block."""
+allowance - tools block; *fill-and-restart (reference)* is not a usable method but a yardstick
+for the cached-prefix share: it sends the whole history while it fits, then restarts from the
+system prompt and the current turn, losing everything older. Its prompts are either the previous
+prompt plus the new messages or as short as they can be, so its share is about the most that any
+reduction keeping every request within the budget reaches on E: every turn's new messages are
+uncached, and they are a larger part of a smaller budget."""
 
 
 def main(argv: list[str] | None = None) -> int:

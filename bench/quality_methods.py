@@ -106,6 +106,47 @@ class SlidingWindow:
 
 
 @dataclass
+class _Restart:
+    counter: TokenCounter
+    allowance: int
+    start: int = 0
+    """Index of the first non-system message still sent; only ever moves forward."""
+
+    async def prepare(self, body: dict[str, Any]) -> Result:
+        messages: list[Any] = body["messages"]
+        system_end = 0
+        while system_end < len(messages) and messages[system_end].get("role") == "system":
+            system_end += 1
+        self.start = max(self.start, system_end)
+        if self._tokens(body, messages[:system_end] + messages[self.start:]) > self.allowance:
+            last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
+                            default=system_end)
+            self.start = max(self.start, last_user)
+        return Result({**body, "messages": messages[:system_end] + messages[self.start:]})
+
+    def _tokens(self, body: dict[str, Any], messages: list[Any]) -> int:
+        fixed = self.counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        return fixed + sum(self.counter.count_message(m) for m in messages)
+
+
+@dataclass
+class FillAndRestart:
+    """A reference for the cached-prefix share, not a usable method: send the whole history
+    while it fits, and when it no longer does, restart from the system prompt and the current
+    turn (everything older is simply lost). Each prompt is then either the previous one plus the
+    new messages, or as short as it can be: about the best prefix share any reduction that keeps
+    each request within the budget can reach on a conversation growing turn by turn.
+    """
+
+    counter: TokenCounter
+    name: str = "fill-and-restart (reference)"
+    kind: str = "baseline"
+
+    def session(self, budget: int) -> Session:
+        return _Restart(self.counter, budget)
+
+
+@dataclass
 class _Litellm:
     trim: Any
     counter: TokenCounter
@@ -283,7 +324,7 @@ def derived_policies(budgets: list[int], catalog: ModelCatalog, extra: Path | No
 def all_methods(counters: TokenCounters, catalog: ModelCatalog, policies: PolicyStore,
                 presets: list[str], *, litellm: bool = True) -> list[Method]:
     counter = counters.for_model(MODEL)
-    methods: list[Method] = [FullHistory(), SlidingWindow(counter)]
+    methods: list[Method] = [FullHistory(), SlidingWindow(counter), FillAndRestart(counter)]
     if litellm:
         methods.append(LitellmTrim(counter))
     methods += [Preset(p, policies, counters, catalog) for p in presets]

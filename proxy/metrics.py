@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -165,6 +166,16 @@ class Metrics:
         )
         self._store_errors = _StoreErrors()
         r.register(self._store_errors)
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)`, remembered: `labels()` validates and locks on every call.
+        Bounded like prometheus' own children: label values come from config, not from clients."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def watch_store(self, failed_operations: Callable[[], int]) -> None:
         """Where `ctxproxy_store_errors` reads its value (set once the store is built)."""
@@ -176,24 +187,24 @@ class Metrics:
     # -- recording ------------------------------------------------------------------------------
 
     def record_request(self, route: str, status: int, stats: RequestStats) -> None:
-        self.requests.labels(route, str(status), stats.tenant, stats.policy).inc()
-        self.request_seconds.labels(route).observe(time.perf_counter() - stats.started)
+        self._child(self.requests, route, str(status), stats.tenant, stats.policy).inc()
+        self._child(self.request_seconds, route).observe(time.perf_counter() - stats.started)
         overhead = stats.overhead_seconds
         if overhead is not None:
             self.overhead_seconds.observe(overhead)
         for call in stats.upstream_calls:
-            self.upstream_seconds.labels(call.upstream).observe(call.seconds)
+            self._child(self.upstream_seconds, call.upstream).observe(call.seconds)
 
     def record_preparation(self, manifest: Manifest) -> None:
         """A chat completion's manifest (not refused; dry runs are not counted)."""
-        self.outcomes.labels(manifest.policy, manifest.outcome).inc()
+        self._child(self.outcomes, manifest.policy, manifest.outcome).inc()
         if not manifest.counting_method:
             return  # mode: off counts nothing
-        self.tokens_before.labels(manifest.policy).observe(manifest.tokens_before)
-        self.tokens_after.labels(manifest.policy).observe(manifest.tokens_after)
+        self._child(self.tokens_before, manifest.policy).observe(manifest.tokens_before)
+        self._child(self.tokens_after, manifest.policy).observe(manifest.tokens_after)
         for action in manifest.actions:
-            self.actions.labels(action.step).inc()
-            self.tokens_freed.labels(action.step).inc(max(0, action.tokens_freed))
+            self._child(self.actions, action.step).inc()
+            self._child(self.tokens_freed, action.step).inc(max(0, action.tokens_freed))
 
     def record_refusal(self, reason: str) -> None:
         self.refusals.labels(reason).inc()

@@ -63,6 +63,9 @@ def _candidates(model: str) -> Iterator[str]:
             yield undated
 
 
+MEMO_ENTRIES = 1024
+
+
 class ModelCatalog:
     """Context windows by model name; the map is read on first lookup, once per instance."""
 
@@ -70,10 +73,24 @@ class ModelCatalog:
         self._map_path = map_path
         self._entries: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._found: dict[str, ModelInfo | None] = {}
 
     def lookup(self, model: str) -> ModelInfo | None:
+        """The model's limits; answers for the most recent names are remembered (clients send
+        the same few names, and any name a client sends must not grow memory without bound)."""
         if not isinstance(model, str) or not model:
             return None
+        try:
+            return self._found[model]
+        except KeyError:
+            pass
+        info = self._search(model)
+        if len(self._found) >= MEMO_ENTRIES:
+            self._found.clear()
+        self._found[model] = info
+        return info
+
+    def _search(self, model: str) -> ModelInfo | None:
         entries = self._load()
         for name in _candidates(model):
             info = _model_info(entries.get(name))

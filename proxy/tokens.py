@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -201,6 +202,28 @@ def _leaves_text(value: Any) -> str:
     return " ".join(parts)
 
 
+# Python's str hash is SipHash under a random per-process key unless PYTHONHASHSEED fixes it:
+# then, and only then, it is a safe cache key that costs no serialisation.
+_RANDOMIZED_STR_HASH = bool(sys.flags.hash_randomization)
+
+
+def _flat_key(message: Any) -> tuple[Any, ...] | None:
+    """A cheap cache key for a message whose values are all strings or null (most messages):
+    per field its name, length and randomized hash, so no field's text is copied or serialised.
+    None for anything else (tool calls, content parts), which `_cache_digest` keys instead."""
+    if not _RANDOMIZED_STR_HASH or type(message) is not dict:
+        return None
+    fields: list[tuple[Any, ...]] = []
+    for name, value in message.items():
+        if type(value) is str:
+            fields.append((name, len(value), hash(value)))
+        elif value is None:
+            fields.append((name,))
+        else:
+            return None
+    return tuple(sorted(fields))  # field order does not change the count
+
+
 def _cache_digest(value: Any) -> bytes | None:
     try:
         data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
@@ -244,7 +267,8 @@ class Counter:
         self._cache = cache
 
     def count_message(self, message: Any) -> int:
-        digest = _cache_digest(message)
+        flat = _flat_key(message)
+        digest = _cache_digest(message) if flat is None else flat
         if digest is None:
             return self._message_tokens(message)
         key = (self.method, digest)

@@ -9,6 +9,7 @@ from typing import Any
 from bench.quality import evaluate
 from bench.quality_eval import Judge, Result
 from bench.quality_gen import generate, growing
+from bench.quality_methods import FillAndRestart
 from bench.quality_report import DEFAULT_METHOD, HEADING, aggregate, write_section
 from bench.quality_text import MODEL, Probe
 from proxy.artifacts import MemoryStore, NewArtifact
@@ -128,6 +129,25 @@ async def test_prefix_share_counts_whole_identical_messages() -> None:
     assert b.break_cause is None
     assert c.prefix_tokens == sum(COUNTER.count_message(m) for m in first["messages"][:3])
     assert c.break_cause == "clear_tool_results"
+
+
+async def test_fill_and_restart_appends_until_full_then_restarts_at_the_current_turn() -> None:
+    session = FillAndRestart(COUNTER).session(90)
+    system = {"role": "system", "content": "You are terse."}
+    messages: list[Any] = [system]
+    sent: list[list[Any]] = []
+    for turn in range(6):
+        messages = [*messages, {"role": "user", "content": f"question {turn} " + "word " * 12},
+                    {"role": "assistant", "content": f"answer {turn}"}]
+        result = await session.prepare(_body(messages))
+        assert result.body is not None
+        sent.append(result.body["messages"])
+    restarts = [i for i in range(1, len(sent)) if sent[i][: len(sent[i - 1])] != sent[i - 1]]
+    assert restarts, "the history outgrew 90 tokens, so it must have restarted"
+    for i in restarts:
+        assert sent[i] == [system, *messages[2 * i + 1: 2 * i + 3]]
+    for i in set(range(1, len(sent))) - set(restarts):
+        assert sent[i] == [*sent[i - 1], *messages[2 * i + 1: 2 * i + 3]]
 
 
 async def test_default_preset_smoke_run() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.models import ModelCatalog, ModelInfo, bundled_map_path
+from proxy.models import MEMO_ENTRIES, ModelCatalog, ModelInfo, bundled_map_path
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +74,15 @@ def test_map_is_read_once_and_lazily(tmp_path: Path) -> None:
     assert catalog.lookup("m") == ModelInfo(10, None)
     path.write_text(json.dumps({"m": {"max_input_tokens": 20}}))
     assert catalog.lookup("m") == ModelInfo(10, None)
+
+
+def test_lookups_are_remembered_within_a_bound(tmp_path: Path) -> None:
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"m-2024-01-01": {"max_input_tokens": 10}}))
+    catalog = ModelCatalog(path)
+    for n in range(MEMO_ENTRIES * 3):  # any name a client sends: memory must stay bounded
+        assert catalog.lookup(f"unknown-{n}") is None
+        assert len(catalog._found) <= MEMO_ENTRIES
+    assert catalog.lookup("m-2024-01-01") == ModelInfo(10, None)
+    assert catalog.lookup("m-2024-01-01") == ModelInfo(10, None)  # from the memo
+    assert catalog.lookup("M-2024-01-01") == ModelInfo(10, None)

@@ -193,6 +193,16 @@ def test_url_of_a_base_without_path() -> None:
     assert upstream_at("http://up.example").url("../models") == "http://up.example/models"
 
 
+def test_urls_are_remembered_within_a_bound() -> None:
+    up = upstream_at("http://up.example/v1")
+    for n in range(1000):  # paths come from clients (passthrough routes)
+        assert up.url(f"files/{n}/../x{n}") == f"http://up.example/v1/files/{n}/x{n}"
+        assert len(up._urls) <= 256
+    assert up.url("chat/completions") == up.url("chat/completions") == (
+        "http://up.example/v1/chat/completions"
+    )
+
+
 async def test_open_sends_the_encoded_url_literally(fake_upstream: FakeUpstream) -> None:
     async with aiohttp.ClientSession() as session:
         settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)

@@ -246,6 +246,34 @@ def test_message_counts_are_cached_by_content() -> None:
     assert len(calls) == 4
 
 
+@pytest.mark.parametrize("randomized", [True, False])
+def test_cache_keys_tell_equal_length_texts_apart(
+    randomized: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With PYTHONHASHSEED fixed (randomized False) str hashes are predictable, so every message is
+    # keyed by a sha256 of its JSON instead of by its fields' hashes.
+    monkeypatch.setattr("proxy.tokens._RANDOMIZED_STR_HASH", randomized)
+    calls: list[str] = []
+
+    def spy(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    counter = Counter("spy", spy, LruCache(100))
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": "hellp"},
+        {"role": "user", "content": "hello", "name": None},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    counts = [counter.count_message(m) for m in messages]
+    assert counts == [12, 12, 12, 3 + len("assistant") + len("{}")]
+    assert calls == ["user", "hello", "user", "hellp", "user", "hello", "assistant", "{}"]
+    assert [counter.count_message(dict(m)) for m in messages] == counts
+    assert len(calls) == 8  # all four served from the cache the second time
+
+
 def test_cache_key_includes_the_encoding() -> None:
     cache = LruCache(100)
     ones = Counter("ones", lambda text: 1, cache)

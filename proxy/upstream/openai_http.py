@@ -44,6 +44,7 @@ _RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
 # An already-encoded query keeps its escapes; only characters never valid in a query are escaped.
 _QUERY_SAFE = "/?:@!$&'()*+,;=%~"
+_URL_MEMO_ENTRIES = 256
 
 
 def forward_request_headers(
@@ -83,6 +84,7 @@ class OpenAIHttpUpstream:
         self.name = settings.name
         self._session = session
         self._base = str(URL(settings.base_url)).rstrip("/")
+        self._urls: dict[str, str] = {}
         t = settings.timeouts
         self._timeout = aiohttp.ClientTimeout(
             total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_read_s
@@ -94,10 +96,16 @@ class OpenAIHttpUpstream:
         `..` never escapes the root: dot segments are dropped and every segment is
         percent-encoded, so an encoded dot (`%2e`) or `%2f` in a segment stays literal.
         """
-        clean = "/".join(
-            quote(p, safe=_SEGMENT_SAFE) for p in path.split("/") if p not in ("", ".", "..")
-        )
-        return f"{self._base}/{clean}"
+        url = self._urls.get(path)
+        if url is None:
+            clean = "/".join(
+                quote(p, safe=_SEGMENT_SAFE) for p in path.split("/") if p not in ("", ".", "..")
+            )
+            url = f"{self._base}/{clean}"
+            if len(self._urls) >= _URL_MEMO_ENTRIES:  # paths come from clients: stay bounded
+                self._urls.clear()
+            self._urls[path] = url
+        return url
 
     async def open(
         self,
