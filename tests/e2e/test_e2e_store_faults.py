@@ -36,7 +36,7 @@ from proxy.redis_store import RedisStore
 from proxy.tokens import TokenCounters
 
 POLICY = """
-budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0}
+budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}
 tool_results: {offload_threshold_chars: 3000}
 """
 ALLOWANCE, TRIGGER = 7000, 6300  # 8000 - 1000 - 0, and 90% of it
