@@ -34,6 +34,7 @@ from bench.quality_report import (
     main_table,
     misses,
     outcome_notes,
+    prefix_ceiling_note,
     scenario_table,
     write_section,
 )
@@ -154,7 +155,8 @@ def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[R
         f"### Goals for `{DEFAULT_METHOD}`\n\n" + goals_text(goals(records, args.budgets)),
         f"### `{DEFAULT_METHOD}` per scenario\n\n"
         + scenario_table(records, DEFAULT_METHOD, args.budgets, keys),
-        "### Where it falls short\n\n" + misses(records, DEFAULT_METHOD),
+        "### Where it falls short\n\n" + misses(records, DEFAULT_METHOD) + "\n\n"
+        + prefix_ceiling_note(records, args.budgets),
         "### How requests ended (all budgets)\n\n" + outcome_notes(records, methods),
     ])
 

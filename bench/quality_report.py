@@ -148,6 +148,30 @@ def misses(records: list[Record], method: str) -> str:
     return "\n".join(out)
 
 
+def prefix_ceiling_note(records: list[Record], budgets: list[int],
+                        method: str = DEFAULT_METHOD) -> str:
+    """Why the cached-prefix share on E is bounded: each turn's new messages are never cached."""
+    full = sorted((r for r in records if r.method == "full history" and r.scenario == GROWING
+                   and r.budget == budgets[0]), key=lambda r: r.seed)
+    per_seed: dict[int, list[int]] = {}
+    for r in full:
+        per_seed.setdefault(r.seed, []).append(r.outcome.tokens_before)
+    growth = [(t[-1] - t[0]) / (len(t) - 1) for t in per_seed.values() if len(t) > 1]
+    if not growth:
+        return ""
+    turn = sum(growth) / len(growth)
+    rows = []
+    for b in budgets:
+        def share(m: str, budget: int = b) -> str:
+            return _pct(aggregate(r for r in records if r.method == m and r.scenario == GROWING
+                                  and r.budget == budget).prefix_share)
+        rows.append(f"{b:,}: {method} {share(method)}, reference {share(REFERENCE_METHOD)}, "
+                    f"one turn = {100 * turn / b:.1f}% of the budget")
+    return (f"Cached prefix on E: a turn adds {turn:,.0f} tokens on average (full history), and "
+            "a turn's new messages are never a cached prefix. The fill-and-restart reference "
+            "shows what that leaves at each budget: " + "; ".join(rows) + ".")
+
+
 @dataclass(frozen=True)
 class Goal:
     text: str

@@ -10,7 +10,13 @@ from bench.quality import evaluate
 from bench.quality_eval import Judge, Result
 from bench.quality_gen import generate, growing
 from bench.quality_methods import FillAndRestart
-from bench.quality_report import DEFAULT_METHOD, HEADING, aggregate, write_section
+from bench.quality_report import (
+    DEFAULT_METHOD,
+    HEADING,
+    aggregate,
+    prefix_ceiling_note,
+    write_section,
+)
 from bench.quality_text import MODEL, Probe
 from proxy.artifacts import MemoryStore, NewArtifact
 from proxy.conversation import parse_conversation
@@ -157,6 +163,8 @@ async def test_default_preset_smoke_run() -> None:
     assert "sliding window" in methods and DEFAULT_METHOD in methods
     row = aggregate(r for r in records if r.method == DEFAULT_METHOD)
     assert row.requests == 8 and row.over == 0 and row.broken == 0
+    note = prefix_ceiling_note(records, [900])
+    assert "900: ctxproxy default " in note and ", reference " in note
 
 
 def test_write_section_keeps_the_other_sections(tmp_path: Path) -> None:
