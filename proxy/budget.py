@@ -49,7 +49,10 @@ def compute_budget(policy: BudgetPolicy, body: dict[str, Any], models: ModelLook
     reserved = policy.reserved_output
     if reserved == "auto":
         requested = _requested_output(body)
-        reserved = policy.default_reserved_output if requested is None else requested
+        # Without max tokens in the request, never reserve more than half the window: a small
+        # local model (n_ctx 2048) must not have every request refused by a 4096 default.
+        default = min(policy.default_reserved_output, window // 2)
+        reserved = default if requested is None else requested
     margin = scaled(policy.safety_margin, window)
     allowance = max(window - reserved - margin, 0)
     trigger = scaled(policy.trigger, allowance)

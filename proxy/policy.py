@@ -34,7 +34,8 @@ class BudgetPolicy(StrictModel):
     reserved_output: Literal["auto"] | Annotated[int, Field(ge=0)] = Field(
         default="auto",
         description="Tokens kept free for the answer; `auto` takes the request's "
-        "max_completion_tokens/max_tokens, else `default_reserved_output`.",
+        "max_completion_tokens/max_tokens, else `default_reserved_output` "
+        "(at most half the window).",
     )
     default_reserved_output: Annotated[int, Field(ge=0)] = 4096
     safety_margin: Annotated[float, Field(ge=0)] = Field(

@@ -35,7 +35,18 @@ def test_unknown_model_uses_fallback_and_bad_max_tokens_is_ignored() -> None:
     b = budget(
         {"fallback_context_window": 5000, "safety_margin": 0}, {"model": 7, "max_tokens": -3}
     )
-    assert b.context_window == 5000 and b.reserved_output == 4096
+    assert b.context_window == 5000 and b.reserved_output == 2500  # the default, capped
+
+
+def test_default_reserved_output_is_at_most_half_the_window() -> None:
+    small = budget({"context_window": 2048, "safety_margin": 0}, {"model": "x"})
+    assert (small.reserved_output, small.allowance) == (1024, 1024)
+    asked = budget({"context_window": 2048, "safety_margin": 0}, {"model": "x", "max_tokens": 1500})
+    assert (asked.reserved_output, asked.allowance) == (1500, 548)  # the request's own number
+    fixed = budget({"context_window": 2048, "reserved_output": 1800, "safety_margin": 0}, {})
+    assert fixed.reserved_output == 1800  # a number in the policy is taken as written
+    large = budget({"context_window": 8192}, {"model": "x"})
+    assert large.reserved_output == 4096
 
 
 def test_reserved_output_above_window_leaves_no_allowance() -> None:

@@ -1,0 +1,438 @@
+"""Driver of bench/real_upstream.sh: a conversation that outgrows a real llama.cpp server's window.
+
+`run`: grows one conversation turn by turn (a user message carrying pasted tool-like output, then
+the model's own answer) with the `openai` SDK, once straight to the llama.cpp server and once
+through ctxproxy per tokenizer variant (one ctxproxy tenant key each), and prints Markdown: the
+per-turn table and the summary (first failing direct turn, proxied successes, calibration =
+ctxproxy's count / the server's `usage.prompt_tokens`).
+
+`export-tokenizer`: writes a Hugging Face tokenizer.json built from a GGUF file's own vocabulary
+and merges (so that ctxproxy can count with `hf:<path>`), and checks it against llama.cpp's
+tokenizer. Runs in bench/.llama-venv (needs `gguf` and `llama_cpp`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+
+SYSTEM = "You are a concise coding assistant. Answer in one or two short sentences."
+TASK = (
+    "We are debugging a flaky payment service. I will paste command output turn by turn; "
+    "after each paste, tell me in one sentence what stands out."
+)
+FAILED_ANSWER = "(no answer: the request failed)"
+# llama-cpp-python's context_length_exceeded message, which carries its own prompt count.
+_REQUESTED = re.compile(r"\((\d+) in the messages")
+_WORDS = [
+    "retry", "timeout", "ledger", "invoice", "refund", "webhook", "settle", "capture", "batch",
+    "queue", "worker", "shard", "lock", "cursor", "replica", "commit", "rollback", "checksum",
+    "nonce", "token", "session", "gateway", "merchant",
+]
+
+
+def pasted_output(turn: int) -> str:
+    """Tool-like text of roughly 150-250 tokens, the same for every run (seeded by the turn)."""
+    rng = random.Random(turn)
+    kind = turn % 3
+    if kind == 0:
+        lines = [f"$ pytest tests/test_{rng.choice(_WORDS)}.py -q"]
+        for _ in range(9):
+            name = f"test_{rng.choice(_WORDS)}_{rng.choice(_WORDS)}"
+            verdict = rng.choice(["PASSED", "PASSED", "PASSED", "FAILED"])
+            where = f"tests/test_{rng.choice(_WORDS)}.py::{name}"
+            lines.append(f"{where} {verdict} [{rng.randint(1, 99)}%]")
+        got, want = rng.randint(100, 999), rng.randint(100, 999)
+        lines.append(f"E   AssertionError: expected {got} == {want}")
+    elif kind == 1:
+        lines = [f"$ grep -rn {rng.choice(_WORDS)} src/"]
+        for _ in range(8):
+            a, b = rng.choice(_WORDS), rng.choice(_WORDS)
+            lines.append(
+                f"src/{a}/{b}.py:{rng.randint(10, 400)}:    {a}_{b} = await {b}.fetch({a}, "
+                f"timeout={rng.randint(1, 30)})"
+            )
+    else:
+        lines = [f"$ tail -n 8 logs/{rng.choice(_WORDS)}.log"]
+        for _ in range(8):
+            lines.append(
+                f"2025-03-{rng.randint(10, 28)} 12:{rng.randint(10, 59)}:{rng.randint(10, 59)} "
+                f"{rng.choice(['INFO', 'WARN', 'ERROR'])} {rng.choice(_WORDS)}: "
+                f"{rng.choice(_WORDS)} {rng.choice(_WORDS)} took {rng.randint(5, 9000)} ms "
+                f"(attempt {rng.randint(1, 5)})"
+            )
+    return "\n".join(lines)
+
+
+def user_message(turn: int) -> dict[str, Any]:
+    head = TASK + "\n\n" if turn == 1 else f"Turn {turn}. "
+    return {"role": "user", "content": f"{head}Output:\n{pasted_output(turn)}\nWhat stands out?"}
+
+
+@dataclass
+class Call:
+    turn: int
+    messages: int
+    ok: bool
+    status: int
+    seconds: float
+    prompt_tokens: int | None = None  # the server's usage.prompt_tokens (or its error's count)
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    tokens_before: int | None = None  # x-ctxproxy-tokens-before
+    tokens_after: int | None = None  # x-ctxproxy-tokens-after
+    actions: str | None = None  # x-ctxproxy-actions
+    dry_run: dict[str, int] = field(default_factory=dict)  # variant -> ctxproxy count (direct)
+    forwarded: int | None = None  # messages sent upstream when ctxproxy reduced the request
+    without_tools: int | None = None  # ctxproxy's count of those without its synthetic tools
+    answer: str = ""
+
+
+def _int_header(headers: Mapping[str, str], name: str) -> int | None:
+    value = headers.get(name)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def call(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_tokens: int,
+         turn: int) -> Call:
+    start = time.perf_counter()
+    try:
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=messages, max_tokens=max_tokens, temperature=0,  # type: ignore[arg-type]
+        )
+    except openai.APIStatusError as exc:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        message = str(body.get("message") or exc.message)
+        code = body.get("code") or body.get("type") or ""
+        requested = _REQUESTED.search(message)
+        headers = exc.response.headers
+        return Call(
+            turn, len(messages), False, exc.status_code, time.perf_counter() - start,
+            prompt_tokens=int(requested.group(1)) if requested else None,
+            error=f"{code}: {message}" if code else message,
+            tokens_before=_int_header(headers, "x-ctxproxy-tokens-before"),
+            tokens_after=_int_header(headers, "x-ctxproxy-tokens-after"),
+            actions=headers.get("x-ctxproxy-actions"),
+        )
+    except openai.APIConnectionError as exc:
+        return Call(turn, len(messages), False, 0, time.perf_counter() - start, error=repr(exc))
+    completion = raw.parse()
+    usage, choice = completion.usage, completion.choices[0]
+    return Call(
+        turn, len(messages), True, raw.http_response.status_code, time.perf_counter() - start,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        finish_reason=choice.finish_reason,
+        tokens_before=_int_header(raw.headers, "x-ctxproxy-tokens-before"),
+        tokens_after=_int_header(raw.headers, "x-ctxproxy-tokens-after"),
+        actions=raw.headers.get("x-ctxproxy-actions"),
+        answer=(choice.message.content or "").strip(),
+    )
+
+
+def prepare(proxy: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
+    """ctxproxy's dry run (POST /v1/context/prepare: no upstream call): body and manifest."""
+    request = urllib.request.Request(
+        f"{proxy}/context/prepare", data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        result: dict[str, Any] = json.load(response)
+    return result
+
+
+def dry_run(proxy: str, key: str, body: dict[str, Any]) -> tuple[int, str]:
+    """ctxproxy's count of a body, and its counting method."""
+    manifest = prepare(proxy, key, body)["manifest"]
+    return int(manifest["tokens_before"]), str(manifest["counting_method"])
+
+
+def inspect_reduction(proxy: str, key: str, body: dict[str, Any], result: Call) -> None:
+    """For a reduced call: how many messages went upstream, and ctxproxy's count of them without
+    the synthetic read tools it appended (a chat template may not render `tools` at all)."""
+    prepared = prepare(proxy, key, body)["body"]
+    result.forwarded = len(prepared["messages"])
+    if prepared.pop("tools", None) is not None:
+        prepared.pop("tool_choice", None)
+        result.without_tools = dry_run(proxy, key, prepared)[0]
+
+
+def converse(client: openai.OpenAI, args: argparse.Namespace, label: str,
+             dry_keys: dict[str, str], own_key: str | None = None) -> list[Call]:
+    """One conversation; `dry_keys` (direct run): count every body with these ctxproxy keys;
+    `own_key` (proxied run): inspect every reduced request with this key."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    calls = []
+    for turn in range(1, args.turns + 1):
+        history.append(user_message(turn))
+        result = call(client, args.model, history, args.max_tokens, turn)
+        body = {"model": args.model, "messages": history, "max_tokens": args.max_tokens}
+        for variant, key in dry_keys.items():
+            result.dry_run[variant] = dry_run(args.proxy, key, body)[0]
+        if own_key and result.actions not in (None, "none"):
+            inspect_reduction(args.proxy, own_key, body, result)
+        calls.append(result)
+        history.append({"role": "assistant", "content": result.answer or FAILED_ANSWER})
+        status = "ok" if result.ok else f"{result.status} {result.error}"
+        counted = (f"{result.tokens_before}->{result.tokens_after} {result.actions}"
+                   if result.actions is not None else f"dry run {result.dry_run}")
+        print(f"[{label}] turn {turn}: {result.messages} msgs, prompt_tokens="
+              f"{result.prompt_tokens}, ctxproxy {counted}, {status} ({result.seconds:.1f}s)",
+              file=sys.stderr)
+    return calls
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _ratio(a: int | None, b: int | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return (f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, "
+            f"n={len(values)})")
+
+
+def _short(text: str | None, width: int = 90) -> str:
+    text = (text or "").replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def turn_table(direct: list[Call], proxied: list[Call], main: str) -> list[str]:
+    rows = [
+        "| turn | msgs | direct | server prompt_tokens (direct) | ctxproxy count of that body | "
+        "via ctxproxy | msgs sent | ctxproxy before → after | after w/o synthetic tools | "
+        "server prompt_tokens (proxied) | after / server | actions | s |",
+        "|---:|---:|---|---:|---:|---|---:|---|---:|---:|---:|---|---:|",
+    ]
+    for d, p in zip(direct, proxied, strict=True):
+        d_status = "ok" if d.ok else f"**{d.status}**"
+        if d.ok and d.finish_reason == "length" and d.completion_tokens is not None:
+            d_status += f" (cut at {d.completion_tokens} tokens)"
+        p_status = "ok" if p.ok else f"**{p.status}**"
+        ratio = _ratio(p.tokens_after, p.prompt_tokens)
+        rows.append(
+            f"| {d.turn} | {d.messages} | {d_status} | {_cell(d.prompt_tokens)} | "
+            f"{_cell(d.dry_run.get(main))} | {p_status} | {p.forwarded or p.messages} | "
+            f"{_cell(p.tokens_before)} → {_cell(p.tokens_after)} | {_cell(p.without_tools)} | "
+            f"{_cell(p.prompt_tokens)} | {'-' if ratio is None else f'{ratio:.2f}'} | "
+            f"{p.actions or '-'} | {p.seconds:.1f} |"
+        )
+    return rows
+
+
+def _direct_lines(direct: list[Call], window: int) -> list[str]:
+    first_fail = next((c for c in direct if not c.ok), None)
+    if first_fail is None:
+        return [f"- direct: all {len(direct)} turns succeeded (the window was never exceeded)"]
+    last_ok = max((c.prompt_tokens or 0 for c in direct if c.ok), default=0)
+    fails = sum(not c.ok for c in direct)
+    lines = [
+        f"- direct: first failure at turn {first_fail.turn} ({first_fail.messages} messages, "
+        f"{_cell(first_fail.prompt_tokens)} prompt tokens by the server's count, n_ctx {window}); "
+        f"{fails}/{len(direct)} turns failed; largest prompt that succeeded: {last_ok} tokens.",
+        f"- direct error: HTTP {first_fail.status} `{_short(first_fail.error, 300)}`",
+    ]
+    cut = [f"turn {c.turn} ({c.prompt_tokens} + {c.completion_tokens} tokens)" for c in direct
+           if c.ok and c.finish_reason == "length"
+           and (c.prompt_tokens or 0) + (c.completion_tokens or 0) >= window]
+    if cut:
+        lines.append(f"- direct: answered, but the answer was cut short by the window: "
+                     f"{', '.join(cut)}")
+    return lines
+
+
+def summary(direct: list[Call], runs: dict[str, list[Call]], methods: dict[str, str],
+            window: int) -> list[str]:
+    lines = ["", "### Summary", "", *_direct_lines(direct, window), "",
+             "| tokenizer variant | counting method | ok via ctxproxy | first reduced turn | "
+             "largest prompt sent (server count) |",
+             "|---|---|---:|---:|---:|"]
+    for variant, calls in runs.items():
+        ok = sum(c.ok for c in calls)
+        acted = next((c.turn for c in calls if c.actions not in (None, "none")), None)
+        largest = max((c.prompt_tokens or 0 for c in calls if c.ok), default=0)
+        lines.append(f"| {variant} | {methods.get(variant, '?')} | {ok}/{len(calls)} | "
+                     f"{_cell(acted)} | {largest} |")
+    lines += [
+        "",
+        "Calibration = ctxproxy's count / the server's `usage.prompt_tokens` (median, min, max, "
+        "n); below 1 means ctxproxy undercounts.",
+        "",
+        "| tokenizer variant | unmodified bodies (the direct run, every turn) | unmodified "
+        "via ctxproxy | reduced via ctxproxy (tokens_after) | reduced, without the synthetic "
+        "tools | server - ctxproxy per message (unmodified) |",
+        "|---|---|---|---|---|---:|",
+    ]
+    for variant, calls in runs.items():
+        plain = [c for c in calls if c.ok and c.actions in (None, "none")]
+        reduced = [c for c in calls if c.ok and c.actions not in (None, "none")]
+        on_direct = [r for c in direct if (r := _ratio(c.dry_run.get(variant), c.prompt_tokens))]
+        per_message = [
+            ((c.prompt_tokens or 0) - c.dry_run[variant]) / c.messages
+            for c in direct if c.prompt_tokens and variant in c.dry_run
+        ]
+        gap = f"{statistics.median(per_message):+.2f}" if per_message else "-"
+        lines.append(
+            f"| {variant} | {_spread(on_direct)} | "
+            f"{_spread([r for c in plain if (r := _ratio(c.tokens_after, c.prompt_tokens))])} | "
+            f"{_spread([r for c in reduced if (r := _ratio(c.tokens_after, c.prompt_tokens))])} | "
+            f"{_spread([r for c in reduced if (r := _ratio(c.without_tools, c.prompt_tokens))])}"
+            f" | {gap} |"
+        )
+    lines.append("")
+    for variant, calls in runs.items():
+        for c in calls:
+            if not c.ok:
+                lines.append(
+                    f"- {variant}: turn {c.turn} failed through ctxproxy (ctxproxy counted "
+                    f"{_cell(c.tokens_after)}, the server {_cell(c.prompt_tokens)}): HTTP "
+                    f"{c.status} `{_short(c.error, 300)}`"
+                )
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    variants = dict(v.split("=", 1) for v in args.variant)
+    main = next(iter(variants))
+    probe = {"model": args.model, "messages": [{"role": "user", "content": "hi"}],
+             "max_tokens": args.max_tokens}
+    methods = {name: dry_run(args.proxy, key, probe)[1] for name, key in variants.items()}
+    methods = {name: re.sub(r"^hf:.*/", "hf:.../", m) for name, m in methods.items()}
+    direct_client = openai.OpenAI(base_url=args.direct, api_key="sk-no-key-needed",
+                                  max_retries=0, timeout=600)
+    direct = converse(direct_client, args, "direct", variants)
+    runs = {}
+    for name, key in variants.items():
+        client = openai.OpenAI(base_url=args.proxy, api_key=key, max_retries=0, timeout=600)
+        runs[name] = converse(client, args, name, {}, key)
+    lines = [
+        f"Model `{args.model}`, n_ctx {args.window}, max_tokens {args.max_tokens}, temperature 0, "
+        f"{args.turns} turns; ctxproxy variants: "
+        + ", ".join(f"`{n}` ({methods[n]})" for n in variants),
+        "",
+        f"### Per turn (ctxproxy with `{main}`)",
+        "",
+        *turn_table(direct, runs[main], main),
+        *summary(direct, runs, methods, args.window),
+    ]
+    print("\n".join(lines))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"direct": [asdict(c) for c in direct],
+             "proxied": {n: [asdict(c) for c in calls] for n, calls in runs.items()},
+             "methods": methods}, indent=1))
+    return 0
+
+
+# -- tokenizer.json from a GGUF file -------------------------------------------------------------
+
+_PRE_TOKENIZERS: dict[str, list[dict[str, Any]]] = {
+    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM: single digits, then the GPT-2 byte-level split.
+    "smollm": [{"type": "Digits", "individual_digits": True}],
+    "gpt2": [],
+}
+
+
+def export_tokenizer(gguf_path: str, out: str) -> int:
+    from gguf import GGUFReader
+
+    reader = GGUFReader(gguf_path)
+
+    def strings(key: str) -> list[str]:
+        f = reader.fields[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    pre_field = reader.fields.get("tokenizer.ggml.pre")
+    pre = bytes(pre_field.parts[pre_field.data[0]]).decode() if pre_field else "gpt2"
+    model_field = reader.fields["tokenizer.ggml.model"]
+    kind = bytes(model_field.parts[model_field.data[0]]).decode()
+    if kind != "gpt2" or pre not in _PRE_TOKENIZERS:
+        print(f"{gguf_path}: tokenizer {kind}/{pre} is not supported here", file=sys.stderr)
+        return 1
+    tokens, merges = strings("tokenizer.ggml.tokens"), strings("tokenizer.ggml.merges")
+    types_field = reader.fields["tokenizer.ggml.token_type"]
+    types = [int(types_field.parts[i][0]) for i in types_field.data]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    tokenizer = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [
+            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for i, t in enumerate(tokens) if types[i] == 3  # CONTROL
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence",
+                          "pretokenizers": [*_PRE_TOKENIZERS[pre], byte_level]},
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+    }
+    Path(out).write_text(json.dumps(tokenizer, ensure_ascii=False))
+    return check_tokenizer(gguf_path, out)
+
+
+def check_tokenizer(gguf_path: str, tokenizer_json: str) -> int:
+    """Compare the exported tokenizer with llama.cpp's own on this run's texts."""
+    import llama_cpp
+    from tokenizers import Tokenizer
+
+    ours = Tokenizer.from_file(tokenizer_json)
+    theirs = llama_cpp.Llama(model_path=gguf_path, vocab_only=True, verbose=False)
+    texts = [SYSTEM, TASK, *(user_message(t)["content"] for t in range(1, 41))]
+    same = 0
+    for text in texts:
+        a = ours.encode(text, add_special_tokens=False).ids
+        b = theirs.tokenize(text.encode(), add_bos=False, special=False)
+        same += a == list(b)
+    print(f"exported tokenizer: {len(ours.get_vocab())} tokens; identical to llama.cpp's on "
+          f"{same}/{len(texts)} texts", file=sys.stderr)
+    return 0 if same == len(texts) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="drive the conversation and print the tables")
+    r.add_argument("--direct", required=True, help="llama.cpp server base URL (…/v1)")
+    r.add_argument("--proxy", required=True, help="ctxproxy base URL (…/v1)")
+    r.add_argument("--model", required=True)
+    r.add_argument("--window", type=int, default=2048, help="the server's n_ctx")
+    r.add_argument("--turns", type=int, default=32)
+    r.add_argument("--max-tokens", type=int, default=48)
+    r.add_argument("--variant", action="append", required=True,
+                   help="LABEL=PROXY_KEY, one per ctxproxy tenant (the first is the main one)")
+    r.add_argument("--json", help="also write every call here")
+    e = sub.add_parser("export-tokenizer", help="GGUF vocabulary -> tokenizer.json")
+    e.add_argument("gguf")
+    e.add_argument("out")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return run(args)
+    return export_tokenizer(args.gguf, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
