@@ -28,6 +28,11 @@ from typing import Any
 
 import openai
 
+if __package__ in (None, ""):  # run as a script (bench/real_upstream.sh): make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.real_upstream_tokenizer import export_tokenizer
+
 SYSTEM = "You are a concise coding assistant. Answer in one or two short sentences."
 TASK = (
     "We are debugging a flaky payment service. I will paste command output turn by turn; "
@@ -342,75 +347,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- tokenizer.json from a GGUF file -------------------------------------------------------------
-
-_PRE_TOKENIZERS: dict[str, list[dict[str, Any]]] = {
-    # llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM: single digits, then the GPT-2 byte-level split.
-    "smollm": [{"type": "Digits", "individual_digits": True}],
-    "gpt2": [],
-}
-
-
-def export_tokenizer(gguf_path: str, out: str) -> int:
-    from gguf import GGUFReader
-
-    reader = GGUFReader(gguf_path)
-
-    def strings(key: str) -> list[str]:
-        f = reader.fields[key]
-        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-
-    pre_field = reader.fields.get("tokenizer.ggml.pre")
-    pre = bytes(pre_field.parts[pre_field.data[0]]).decode() if pre_field else "gpt2"
-    model_field = reader.fields["tokenizer.ggml.model"]
-    kind = bytes(model_field.parts[model_field.data[0]]).decode()
-    if kind != "gpt2" or pre not in _PRE_TOKENIZERS:
-        print(f"{gguf_path}: tokenizer {kind}/{pre} is not supported here", file=sys.stderr)
-        return 1
-    tokens, merges = strings("tokenizer.ggml.tokens"), strings("tokenizer.ggml.merges")
-    types_field = reader.fields["tokenizer.ggml.token_type"]
-    types = [int(types_field.parts[i][0]) for i in types_field.data]
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                  "use_regex": True}
-    tokenizer = {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for i, t in enumerate(tokens) if types[i] == 3  # CONTROL
-        ],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence",
-                          "pretokenizers": [*_PRE_TOKENIZERS[pre], byte_level]},
-        "post_processor": None,
-        "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
-    }
-    Path(out).write_text(json.dumps(tokenizer, ensure_ascii=False))
-    return check_tokenizer(gguf_path, out)
-
-
-def check_tokenizer(gguf_path: str, tokenizer_json: str) -> int:
-    """Compare the exported tokenizer with llama.cpp's own on this run's texts."""
-    import llama_cpp
-    from tokenizers import Tokenizer
-
-    ours = Tokenizer.from_file(tokenizer_json)
-    theirs = llama_cpp.Llama(model_path=gguf_path, vocab_only=True, verbose=False)
-    texts = [SYSTEM, TASK, *(user_message(t)["content"] for t in range(1, 41))]
-    same = 0
-    for text in texts:
-        a = ours.encode(text, add_special_tokens=False).ids
-        b = theirs.tokenize(text.encode(), add_bos=False, special=False)
-        same += a == list(b)
-    print(f"exported tokenizer: {len(ours.get_vocab())} tokens; identical to llama.cpp's on "
-          f"{same}/{len(texts)} texts", file=sys.stderr)
-    return 0 if same == len(texts) else 1
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -431,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args)
-    return export_tokenizer(args.gguf, args.out)
+    texts = [SYSTEM, TASK, *(user_message(t)["content"] for t in range(1, 41))]
+    return export_tokenizer(args.gguf, args.out, texts)
 
 
 if __name__ == "__main__":
