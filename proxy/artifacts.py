@@ -10,7 +10,6 @@ replicas (same secret), unguessable without the secret, and meaningless in anoth
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import time
@@ -77,7 +76,7 @@ def compute_artifact_id(secret: bytes, scope: str, content: str) -> str:
     """
     scope_bytes = _utf8(scope)
     message = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00" + _utf8(content)
-    digest = hmac.new(secret, message, hashlib.sha256).hexdigest()
+    digest = hmac.digest(secret, message, "sha256").hex()  # one-shot: no HMAC object per id
     return ID_PREFIX + digest[:ID_HEX_CHARS]
 
 
