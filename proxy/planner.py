@@ -138,4 +138,7 @@ def _advance(totals: _Totals, t: int, horizons: list[int], k: int, target: int) 
         if pick == len(options):
             return current
         chosen = options[pick]
-    return chosen
+    # Advance only if it frees tokens. The first advance also switches on the reduced base (the
+    # read tools): that cost comes with any reduction, so it does not count against this one.
+    switch = 0 if any(horizons) else totals.reduced_base - totals.base
+    return chosen if total_at(chosen) - switch < before else current

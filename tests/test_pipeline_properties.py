@@ -27,7 +27,7 @@ from proxy.manifest import Prepared
 from proxy.read_tool import tool_definitions
 from proxy.steps.drop_turns import notice_message
 from proxy.tokens import TokenCounters
-from proxy.tool_text import placeholder
+from proxy.tool_text import placeholder, tool_result_text
 
 WINDOWS = (600, 1500, 4000, 16000)
 POLICY = """
@@ -83,8 +83,13 @@ def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
     for i in sorted(set(keep)):
         message = messages[i]
         cost = counter.count_message(message)
-        if message["role"] == "tool" and isinstance(message.get("content"), str):
-            cleared = {**message, "content": placeholder("art_" + "0" * 32, 10**6, None, False)}
+        text = tool_result_text(message) if message["role"] == "tool" else None
+        if text is not None:
+            # The placeholder the clear step writes: the id this content gets (ids are random
+            # hex; one of zeros counts far fewer tokens and made this bound too low), its size,
+            # the shortest wording.
+            artifact_id = harness.store.artifact_id("p:scope", text)
+            cleared = {**message, "content": placeholder(artifact_id, len(text), None, False)}
             cost = min(cost, counter.count_message(cleared))
         total += cost
     if len(set(keep)) < len(messages):  # something must go: its notice stays

@@ -52,6 +52,16 @@ def test_horizon_moves_only_when_trigger_is_crossed_again() -> None:
     assert changes <= 6  # 20 turns of 100 tokens, 300 tokens of slack: a move every ~4 turns
 
 
+def test_a_step_that_frees_nothing_does_not_advance() -> None:
+    # Costs equal to the full costs (e.g. no tool result in these units): advancing would only
+    # switch on the reduced base (the read tools) and make the planned total larger.
+    idle = StepPlan(rank=1, costs=[100] * 3, limits=[1, 2, 3])
+    full = [100] * 3
+    horizons = plan_horizons(full, [idle], base=10, reduced_base=250, trigger=100, target=50)
+    assert horizons == [0]
+    assert total_after(full, [idle], horizons, base=10, reduced_base=250) == 310
+
+
 def test_limit_is_respected_even_when_target_is_missed() -> None:
     n = 5
     step = StepPlan(rank=3, costs=[0] * n, limits=[0, 0, 1, 1, 2])
