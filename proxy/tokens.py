@@ -17,16 +17,15 @@ import base64
 import hashlib
 import importlib.util
 import json
-import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
 from proxy.estimate import estimate_tokens
+from proxy.token_cache import LruCache, cache_digest, message_key
 from proxy.tool_schema import format_functions, split_tools
 
 REPLY_PRIMER = 3  # every reply is primed with <|start|>assistant<|message|>
@@ -202,62 +201,6 @@ def _leaves_text(value: Any) -> str:
     return " ".join(parts)
 
 
-# Python's str hash is SipHash under a random per-process key unless PYTHONHASHSEED fixes it:
-# then, and only then, it is a safe cache key that costs no serialisation.
-_RANDOMIZED_STR_HASH = bool(sys.flags.hash_randomization)
-
-
-def _flat_key(message: Any) -> tuple[Any, ...] | None:
-    """A cheap cache key for a message whose values are all strings or null (most messages):
-    per field its name, length and randomized hash, so no field's text is copied or serialised.
-    None for anything else (tool calls, content parts), which `_cache_digest` keys instead."""
-    if not _RANDOMIZED_STR_HASH or type(message) is not dict:
-        return None
-    fields: list[tuple[Any, ...]] = []
-    for name, value in message.items():
-        if type(value) is str:
-            fields.append((name, len(value), hash(value)))
-        elif value is None:
-            fields.append((name,))
-        else:
-            return None
-    return tuple(sorted(fields))  # field order does not change the count
-
-
-def _cache_digest(value: Any) -> bytes | None:
-    try:
-        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return None
-    return hashlib.sha256(data).digest()[:16]  # sha256 runs ~2x blake2b here (SHA extensions)
-
-
-class LruCache:
-    """A bounded, thread-safe mapping that forgets the least recently used entry."""
-
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
-        self._items: OrderedDict[Hashable, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: Hashable) -> int | None:
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key: Hashable, value: int) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
-
-
 class Counter:
     """A TokenCounter over one text-counting function, with per-message counts cached."""
 
@@ -267,8 +210,7 @@ class Counter:
         self._cache = cache
 
     def count_message(self, message: Any) -> int:
-        flat = _flat_key(message)
-        digest = _cache_digest(message) if flat is None else flat
+        digest = message_key(message)
         if digest is None:
             return self._message_tokens(message)
         key = (self.method, digest)
@@ -281,7 +223,7 @@ class Counter:
     def count_tools(self, tools: Any, tool_choice: Any) -> int:
         if not tools and tool_choice is None:
             return 0
-        digest = _cache_digest([tools, tool_choice])
+        digest = cache_digest([tools, tool_choice])
         key = (self.method, "tools", digest)
         cached = self._cache.get(key) if digest is not None else None
         if cached is None:

@@ -252,7 +252,7 @@ def test_cache_keys_tell_equal_length_texts_apart(
 ) -> None:
     # With PYTHONHASHSEED fixed (randomized False) str hashes are predictable, so every message is
     # keyed by a sha256 of its JSON instead of by its fields' hashes.
-    monkeypatch.setattr("proxy.tokens._RANDOMIZED_STR_HASH", randomized)
+    monkeypatch.setattr("proxy.token_cache._RANDOMIZED_STR_HASH", randomized)
     calls: list[str] = []
 
     def spy(text: str) -> int:
@@ -282,17 +282,6 @@ def test_cache_key_includes_the_encoding() -> None:
     assert ones.count_message(message) == 5
     assert lengths.count_message(message) == 3 + 4 + 5
     assert len(cache) == 2
-
-
-def test_cache_is_bounded_and_keeps_recent_entries() -> None:
-    cache = LruCache(3)
-    for key in "abc":
-        cache.put(key, 1)
-    assert cache.get("a") == 1  # a becomes most recent
-    cache.put("d", 1)
-    assert len(cache) == 3
-    assert cache.get("b") is None
-    assert cache.get("a") == 1
 
 
 def test_counters_share_loaded_encodings_and_cache() -> None:
