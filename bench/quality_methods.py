@@ -70,6 +70,19 @@ class FullHistory:
         return _Passthrough()
 
 
+def _system_end(messages: list[Any]) -> int:
+    """Index of the first message after the leading system messages."""
+    end = 0
+    while end < len(messages) and messages[end].get("role") == "system":
+        end += 1
+    return end
+
+
+def _fixed_tokens(counter: TokenCounter, body: dict[str, Any]) -> int:
+    """Tokens of a request besides its messages: the tools block and the reply primer."""
+    return counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+
+
 @dataclass
 class _Window:
     counter: TokenCounter
@@ -77,12 +90,9 @@ class _Window:
 
     async def prepare(self, body: dict[str, Any]) -> Result:
         messages: list[Any] = body["messages"]
-        system_end = 0
-        while system_end < len(messages) and messages[system_end].get("role") == "system":
-            system_end += 1
+        system_end = _system_end(messages)
         costs = [self.counter.count_message(m) for m in messages]
-        total = sum(costs) + REPLY_PRIMER
-        total += self.counter.count_tools(body.get("tools"), body.get("tool_choice"))
+        total = sum(costs) + _fixed_tokens(self.counter, body)
         start = system_end
         while total > self.allowance and start < len(messages):
             total -= costs[start]
@@ -114,9 +124,7 @@ class _Restart:
 
     async def prepare(self, body: dict[str, Any]) -> Result:
         messages: list[Any] = body["messages"]
-        system_end = 0
-        while system_end < len(messages) and messages[system_end].get("role") == "system":
-            system_end += 1
+        system_end = _system_end(messages)
         self.start = max(self.start, system_end)
         if self._tokens(body, messages[:system_end] + messages[self.start:]) > self.allowance:
             last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
@@ -125,8 +133,7 @@ class _Restart:
         return Result({**body, "messages": messages[:system_end] + messages[self.start:]})
 
     def _tokens(self, body: dict[str, Any], messages: list[Any]) -> int:
-        fixed = self.counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
-        return fixed + sum(self.counter.count_message(m) for m in messages)
+        return _fixed_tokens(self.counter, body) + sum(map(self.counter.count_message, messages))
 
 
 @dataclass
@@ -154,7 +161,7 @@ class _Litellm:
 
     async def prepare(self, body: dict[str, Any]) -> Result:
         messages = list(body["messages"])
-        fixed = self.counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        fixed = _fixed_tokens(self.counter, body)
         trimmed = self.trim(messages, model=MODEL, max_tokens=max(self.allowance - fixed, 1))
         # trim_messages swallows its own exceptions and then returns the input list itself.
         note = "trim_messages failed: input returned untrimmed" if trimmed is messages else ""

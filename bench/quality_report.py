@@ -148,6 +148,12 @@ def misses(records: list[Record], method: str) -> str:
     return "\n".join(out)
 
 
+def _prefix_share(records: list[Record], method: str, budget: int) -> float | None:
+    """`method`'s cached-prefix share on the growing conversation at `budget`."""
+    return aggregate(r for r in records if r.method == method and r.scenario == GROWING
+                     and r.budget == budget).prefix_share
+
+
 def prefix_ceiling_note(records: list[Record], budgets: list[int],
                         method: str = DEFAULT_METHOD) -> str:
     """Why the cached-prefix share on E is bounded: each turn's new messages are never cached."""
@@ -160,13 +166,9 @@ def prefix_ceiling_note(records: list[Record], budgets: list[int],
     if not growth:
         return ""
     turn = sum(growth) / len(growth)
-    rows = []
-    for b in budgets:
-        def share(m: str, budget: int = b) -> str:
-            return _pct(aggregate(r for r in records if r.method == m and r.scenario == GROWING
-                                  and r.budget == budget).prefix_share)
-        rows.append(f"{b:,}: {method} {share(method)}, reference {share(REFERENCE_METHOD)}, "
-                    f"one turn = {100 * turn / b:.1f}% of the budget")
+    rows = [f"{b:,}: {method} {_pct(_prefix_share(records, method, b))}, reference "
+            f"{_pct(_prefix_share(records, REFERENCE_METHOD, b))}, "
+            f"one turn = {100 * turn / b:.1f}% of the budget" for b in budgets]
     return (f"Cached prefix on E: a turn adds {turn:,.0f} tokens on average (full history), and "
             "a turn's new messages are never a cached prefix. The fill-and-restart reference "
             "shows what that leaves at each budget: " + "; ".join(rows) + ".")
@@ -184,11 +186,8 @@ def goals(records: list[Record], budgets: list[int], method: str = DEFAULT_METHO
     reach = {b: aggregate(r for r in rs if r.budget == b) for b in budgets}
     saved = {(s, b): aggregate(r for r in rs if r.scenario == s and r.budget == b).saved
              for s in REDUCTION_SCENARIOS for b in budgets}
-    prefix = {b: aggregate(r for r in rs if r.scenario == GROWING and r.budget == b).prefix_share
-              for b in budgets}
-    ceiling = {b: aggregate(r for r in records if r.method == REFERENCE_METHOD
-                            and r.scenario == GROWING and r.budget == b).prefix_share
-               for b in budgets}
+    prefix = {b: _prefix_share(records, method, b) for b in budgets}
+    ceiling = {b: _prefix_share(records, REFERENCE_METHOD, b) for b in budgets}
     total = aggregate(rs)
     return [
         Goal("evidence reachable for 100% of probes at every budget",
