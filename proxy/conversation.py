@@ -51,23 +51,31 @@ class Problem:
         return f"messages[{self.index}]"
 
 
+class _Span:
+    """``messages[start:end]``: what units and turns share."""
+
+    __slots__ = ()
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Number of messages."""
+        return self.end - self.start
+
+    @property
+    def indices(self) -> range:
+        return range(self.start, self.end)
+
+
 @dataclass(frozen=True, slots=True)
-class Unit:
+class Unit(_Span):
     """``messages[start:end]``: one plain message or one tool exchange (never split)."""
 
     start: int
     end: int
     kind: UnitKind
     tool_call_ids: tuple[str, ...] = ()
-
-    @property
-    def size(self) -> int:
-        """Number of messages in the unit."""
-        return self.end - self.start
-
-    @property
-    def indices(self) -> range:
-        return range(self.start, self.end)
 
     @property
     def is_tool_exchange(self) -> bool:
@@ -82,7 +90,7 @@ class Unit:
 
 
 @dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(_Span):
     """``messages[start:end]``: a user message and what follows, split into units.
 
     ``leading`` is True only for the turn before the first user message (its first message is
@@ -98,14 +106,6 @@ class Turn:
     def first_message_index(self) -> int:
         """Index of the turn's first message (the user message unless ``leading``)."""
         return self.start
-
-    @property
-    def size(self) -> int:
-        return self.end - self.start
-
-    @property
-    def indices(self) -> range:
-        return range(self.start, self.end)
 
     @property
     def has_tool_exchange(self) -> bool:
