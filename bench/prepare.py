@@ -22,11 +22,11 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
-from proxy.tokens import TokenCounters
+from proxy.tokens.counters import TokenCounters
 
 SIZES = {"10 KB": 10_000, "100 KB": 100_000, "1 MB": 1_000_000, "5 MB": 5_000_000}
 LOOSE = "extends: default\nbudget: {context_window: 10000000}\n"

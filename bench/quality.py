@@ -40,8 +40,8 @@ from bench.quality_report import (
 )
 from bench.quality_text import MODEL, Scenario
 from proxy.jsonio import dumps
-from proxy.models import ModelCatalog
-from proxy.tokens import TokenCounters
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
 
 BUDGETS = [900, 4_000, 16_000]
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

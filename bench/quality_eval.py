@@ -3,7 +3,7 @@
 Evidence is *reachable* when its exact string is in the prepared messages (`inline`), or in an
 artifact that the prepared messages reference and that the synthetic read tool, offered in the
 prepared `tools`, actually returns for the tenant's scope (`artifact`). Artifacts are read the way
-the model would read them: page by page through `proxy.read_tool.execute`.
+the model would read them: page by page through `proxy.artifacts.read_tool.execute`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality_text import Probe
-from proxy.artifacts import ArtifactStore
-from proxy.conversation import parse_conversation
+from proxy.artifacts.read_tool import READ_TOOL, execute
+from proxy.artifacts.store import ArtifactStore
+from proxy.engine.conversation import parse_conversation
+from proxy.engine.step_api import MARKER
 from proxy.jsonio import dumps
-from proxy.read_tool import READ_TOOL, execute
-from proxy.step_api import MARKER
-from proxy.tokens import REPLY_PRIMER, TokenCounter
+from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 MAX_ARTIFACTS_FOLLOWED = 64

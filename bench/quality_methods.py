@@ -23,16 +23,16 @@ import orjson
 
 from bench.quality_eval import Result
 from bench.quality_text import MODEL
-from proxy.artifacts import MemoryStore
-from proxy.auth import Tenant
-from proxy.budget import compute_budget
+from proxy.artifacts.store import MemoryStore
+from proxy.engine.budget import compute_budget
+from proxy.engine.preparer import Preparer
 from proxy.errors import ErrorCode, ProxyError
+from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
-from proxy.models import ModelCatalog
-from proxy.pipeline import Preparer
-from proxy.policy import BudgetPolicy
-from proxy.policy_store import PolicyStore
-from proxy.tokens import REPLY_PRIMER, TokenCounter, TokenCounters
+from proxy.policy.models import BudgetPolicy
+from proxy.policy.store import PolicyStore
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import REPLY_PRIMER, TokenCounter, TokenCounters
 
 RESERVED_OUTPUT = 512
 EMPTY_LIST_TOKENS = 3  # litellm counts an empty message list as the reply primer only

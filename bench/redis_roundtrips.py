@@ -21,15 +21,15 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
 from pipeline_harness import TENANT, agent_history, write_policy
 
-from proxy.models import ModelCatalog
-from proxy.pipeline import Preparer
-from proxy.policy_store import PolicyStore
-from proxy.redis_store import RedisStore
-from proxy.tokens import TokenCounters
+from proxy.artifacts.redis_store import RedisStore
+from proxy.engine.preparer import Preparer
+from proxy.policy.store import PolicyStore
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
 
 POLICY = "budget: {context_window: 16000, reserved_output: 1000}\n"
 

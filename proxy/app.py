@@ -12,16 +12,16 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from proxy.auth import TenantResolver
-from proxy.handlers import add_routes
+from proxy.engine.preparer import Preparer
+from proxy.http.auth import TenantResolver
+from proxy.http.handlers import add_routes
+from proxy.http.middleware import edge_middleware
+from proxy.http.services import SERVICES, Services
 from proxy.metrics import Metrics
-from proxy.middleware import edge_middleware
-from proxy.models import ModelCatalog
-from proxy.pipeline import Preparer
-from proxy.policy_store import PolicyStore
-from proxy.services import SERVICES, Services
+from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
-from proxy.tokens import TokenCounters
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 log = logging.getLogger("ctxproxy")
@@ -73,8 +73,8 @@ def _store_secret(settings: Settings) -> bytes:
 
 
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
-    from proxy.artifacts import MemoryStore
-    from proxy.redis_store import RedisStore
+    from proxy.artifacts.redis_store import RedisStore
+    from proxy.artifacts.store import MemoryStore
 
     services = app[SERVICES]
     store_settings = services.settings.store

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "policy":
         from pathlib import Path
 
-        from proxy import policy_cli
+        from proxy.policy import cli as policy_cli
 
         if args.policy_command == "check":
             return policy_cli.check(Path(args.directory), sys.stdout)

@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from proxy.manifest import Manifest
+from proxy.engine.manifest import Manifest
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "RequestStats", "read_outcome"]
 

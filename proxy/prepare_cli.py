@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from proxy.artifacts import MemoryStore
-from proxy.auth import Tenant
+from proxy.artifacts.store import MemoryStore
+from proxy.engine.manifest import Manifest, Prepared
+from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
+from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads_object
-from proxy.manifest import Manifest, Prepared
-from proxy.models import ModelCatalog
-from proxy.pipeline import Preparer
-from proxy.policy_store import DEFAULT_POLICY, PolicyLoadError, PolicyStore
-from proxy.tokens import TokenCounters
+from proxy.policy.store import DEFAULT_POLICY, PolicyLoadError, PolicyStore
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
 
 
 def render_manifest(manifest: Manifest, out: TextIO) -> None:

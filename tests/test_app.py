@@ -9,11 +9,11 @@ from aiohttp import web
 from proxy_harness import make_settings, shared_parts, start_proxy
 
 from proxy.app import create_app
-from proxy.artifacts import MemoryStore
-from proxy.models import ModelCatalog
-from proxy.services import SERVICES
+from proxy.artifacts.store import MemoryStore
+from proxy.http.services import SERVICES
 from proxy.settings import Settings
-from proxy.tokens import TokenCounters
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
 
 UPSTREAM = "http://127.0.0.1:9/v1"
 

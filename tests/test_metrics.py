@@ -8,11 +8,11 @@ from typing import Any
 import prometheus_client
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.artifacts import MemoryStore, NewArtifact, StoreUnavailable
-from proxy.manifest import Action, Manifest
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, execute
+from proxy.artifacts.redis_store import RedisStore
+from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
+from proxy.engine.manifest import Action, Manifest
 from proxy.metrics import Metrics, RequestStats, read_outcome
-from proxy.read_tool import READ_TOOL, SEARCH_TOOL, execute
-from proxy.redis_store import RedisStore
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

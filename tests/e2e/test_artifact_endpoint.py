@@ -11,8 +11,8 @@ import pytest
 from fakes import FakeUpstream
 from synthetic_harness import BIG, UNKNOWN_ID, SyntheticProxies, conversation
 
-from proxy.artifacts import Artifact, StoreUnavailable
-from proxy.read_tool import read_result
+from proxy.artifacts.read_tool import read_result
+from proxy.artifacts.store import Artifact, StoreUnavailable
 
 KEYS = {
     "auth": {"mode": "keys"},

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.conversation import parse_conversation
+from proxy.engine.conversation import parse_conversation
 from proxy.errors import ErrorCode
 from proxy.jsonio import loads
 

@@ -13,8 +13,8 @@ from fakes import FakeUpstream
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.conversation import parse_conversation
-from proxy.tokens import TokenCounters
+from proxy.engine.conversation import parse_conversation
+from proxy.tokens.counters import TokenCounters
 
 SMALL = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0}

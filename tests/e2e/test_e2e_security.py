@@ -28,7 +28,7 @@ from synthetic_harness import (
     tool_results,
 )
 
-from proxy.artifacts import compute_artifact_id
+from proxy.artifacts.store import compute_artifact_id
 from proxy.logs import JsonFormatter
 
 CHAT = "/v1/chat/completions"

@@ -31,9 +31,9 @@ from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from redis_process import RedisProcess, require_redis_server
 
-from proxy.artifacts import NewArtifact, StoreUnavailable
-from proxy.redis_store import RedisStore
-from proxy.tokens import TokenCounters
+from proxy.artifacts.redis_store import RedisStore
+from proxy.artifacts.store import NewArtifact, StoreUnavailable
+from proxy.tokens.counters import TokenCounters
 
 POLICY = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}

@@ -42,7 +42,7 @@ from synthetic_harness import (
     tool_results,
 )
 
-from proxy.artifacts import is_artifact_id
+from proxy.artifacts.store import is_artifact_id
 
 
 @pytest.fixture

@@ -1,0 +1,304 @@
+"""`RedisStore`: the shared artifact store for N proxy replicas (Redis or Redis Cluster).
+
+Key scheme (every key of a scope carries the same hash tag, so a Cluster keeps a scope on one
+slot and a pipeline for one scope never crosses slots):
+
+    {prefix}{<scope-tag>}:a:<artifact id>   the artifact value
+    {prefix}{<scope-tag>}:idx               sorted set: artifact id -> last reference time
+
+`<scope-tag>` is 24 hex chars of SHA-256(scope); the scope itself never appears in a key.
+
+Value layout: one encoding byte (`0x00` raw, `0x01` zlib) then the (possibly compressed) body
+`<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c": created_at}`.
+
+Round trips per `put_many` (one scope, any number of items):
+  * 1 when every artifact already exists (a history re-sent each turn): a pipeline of
+    `EXPIRE` per id (1 = exists, TTL refreshed), `ZADD` to the index, `EXPIRE` on the index and
+    `ZRANGE` of the entries beyond `max_per_scope`. No payload is sent.
+  * 2 when something is missing or must be evicted: the second pipeline `SET ... EX` only the
+    missing payloads, `DEL`s the evicted payload keys and `ZREM`s them from the index.
+Both pipelines are non-transactional and every command in them is idempotent, so a retry after
+a dropped connection is safe. A concurrent writer can at worst evict an artifact another replica
+just refreshed, which is the cap's semantics anyway; a failed `SET` leaves an index entry with no
+payload, which only counts against the cap until trimmed or expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from proxy.artifacts.store import (
+    Artifact,
+    NewArtifact,
+    StoreUnavailable,
+    _Ids,
+    check_put_arguments,
+    is_artifact_id,
+)
+
+_RAW = b"\x00"
+_ZLIB = b"\x01"
+_THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
+_FAILURES = (RedisError, OSError, asyncio.TimeoutError)
+_DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
+
+
+def encode_value(item: NewArtifact, created_at: float, compress_over: int) -> bytes:
+    """Serialise one artifact; raises TypeError when `kind`/`meta` are not JSON-serialisable."""
+    header = orjson.dumps({"k": item.kind, "m": item.meta, "c": created_at})
+    body = header + b"\n" + item.content.encode("utf-8", "surrogatepass")
+    if len(body) > compress_over:
+        packed = zlib.compress(body, 1)
+        if len(packed) < len(body):
+            return _ZLIB + packed
+    return _RAW + body
+
+
+def decode_value(artifact_id: str, raw: bytes) -> Artifact:
+    """Inverse of `encode_value`; raises ValueError (or zlib.error) on a corrupt value."""
+    encoding, payload = raw[:1], raw[1:]
+    if encoding == _ZLIB:
+        payload = zlib.decompress(payload)
+    elif encoding != _RAW:
+        raise ValueError(f"unknown artifact encoding byte {encoding!r}")
+    header_json, sep, content = payload.partition(b"\n")
+    if not sep:
+        raise ValueError("artifact value has no header separator")
+    header = orjson.loads(header_json)
+    if not isinstance(header, dict) or not isinstance(header.get("m"), dict):
+        raise ValueError("artifact header is malformed")
+    return Artifact(
+        id=artifact_id,
+        content=content.decode("utf-8", "surrogatepass"),
+        kind=str(header.get("k", "")),
+        meta=header["m"],
+        created_at=float(header.get("c", 0.0)),
+    )
+
+
+class RedisStore(_Ids):
+    """Artifact store on Redis through a blocking connection pool (waits for a free connection
+    up to `pool_timeout` instead of failing at once when all `pool_size` connections are busy)."""
+
+    def __init__(
+        self,
+        url: str,
+        secret: bytes,
+        *,
+        key_prefix: str = "ctxproxy:",
+        pool_size: int = 32,
+        pool_timeout: float = 2.0,
+        socket_timeout: float = 2.0,
+        connect_timeout: float | None = None,
+        compress_over: int = 4096,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        super().__init__(secret)
+        if "{" in key_prefix or "}" in key_prefix:
+            raise ValueError("key_prefix must not contain '{' or '}' (it would break hash tags)")
+        self._prefix = key_prefix
+        self._compress_over = compress_over
+        self._clock = clock
+        self._log = logger or _DEFAULT_LOGGER
+        parts = urlsplit(url)
+        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # no credentials
+        self._password = parts.password
+        self._healthy = True
+        self.failed_operations = 0
+        """Store operations that failed since start (read by /metrics at scrape time)."""
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=pool_size,
+            timeout=pool_timeout,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout if connect_timeout is None else connect_timeout,
+            retry=Retry(NoBackoff(), 1),  # one immediate retry replaces a stale connection
+        )
+        self._redis: Redis = Redis.from_pool(pool)
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def _tag(self, scope: str) -> str:
+        return hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+    def _payload_key(self, tag: str, artifact_id: str) -> str:
+        return f"{self._prefix}{{{tag}}}:a:{artifact_id}"
+
+    def _index_key(self, tag: str) -> str:
+        return f"{self._prefix}{{{tag}}}:idx"
+
+    # -- store API ----------------------------------------------------------------------------
+
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]:
+        check_put_arguments(ttl_seconds, max_per_scope)
+        if not items:
+            return []
+        ids = [self.artifact_id(scope, item.content) for item in items]
+        unique: dict[str, NewArtifact] = {}
+        for aid, item in zip(ids, items, strict=True):
+            unique.setdefault(aid, item)
+        tag = self._tag(scope)
+        try:
+            existing, evicted = await self._refresh(tag, list(unique), ttl_seconds, max_per_scope)
+        except _FAILURES as exc:
+            self._failed(exc)
+            return [False] * len(items)
+        missing = {aid: it for aid, it in unique.items() if not existing[aid]}
+        try:
+            stored = await self._write(tag, missing, evicted, ttl_seconds)
+        except _FAILURES as exc:  # the refreshed ones stay confirmed
+            self._failed(exc)
+            stored = {}
+        confirmed = {
+            aid: (existing[aid] or stored.get(aid, False)) and aid not in evicted for aid in unique
+        }
+        return [confirmed[aid] for aid in ids]
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        if not is_artifact_id(artifact_id):
+            return None
+        try:
+            raw = await self._redis.get(self._payload_key(self._tag(scope), artifact_id))
+        except _FAILURES as exc:
+            self._failed(exc)
+            raise StoreUnavailable(f"artifact store at {self._where} is unavailable") from exc
+        self._recovered()
+        if not isinstance(raw, bytes):  # None (missing); str cannot occur: no decode_responses
+            return None
+        try:
+            if len(raw) > _THREAD_OVER_BYTES:
+                return await asyncio.to_thread(decode_value, artifact_id, raw)
+            return decode_value(artifact_id, raw)
+        except (ValueError, zlib.error) as exc:
+            self._log.warning(
+                "artifact %s is unreadable and is treated as missing: %s", artifact_id, exc
+            )
+            return None
+
+    async def ping(self) -> bool:
+        try:
+            await self._redis.ping()
+        except _FAILURES as exc:
+            self._failed(exc)
+            return False
+        self._recovered()
+        return True
+
+    async def close(self) -> None:
+        await self._redis.aclose()  # owns the pool (from_pool): disconnects it too
+
+    # -- round trips --------------------------------------------------------------------------
+
+    async def _refresh(
+        self, tag: str, ids: list[str], ttl: int, max_per_scope: int
+    ) -> tuple[dict[str, bool], set[str]]:
+        """Round trip 1: refresh TTLs, record references, find what the cap evicts."""
+        index = self._index_key(tag)
+        now = self._clock()
+        pipe = self._redis.pipeline(transaction=False)
+        for aid in ids:
+            pipe.expire(self._payload_key(tag, aid), ttl)
+        # Later items of a batch count as referenced later (microsecond steps).
+        pipe.zadd(index, {aid: now + i * 1e-6 for i, aid in enumerate(ids)})
+        pipe.expire(index, ttl)
+        pipe.zrange(index, 0, -(max_per_scope + 1))
+        results = await pipe.execute(raise_on_error=False)
+        self._note_errors(results)
+        existing = {aid: results[i] is True for i, aid in enumerate(ids)}
+        overflow = results[-1]
+        evicted = set() if isinstance(overflow, Exception) else {m.decode() for m in overflow}
+        return existing, evicted
+
+    async def _write(
+        self, tag: str, missing: dict[str, NewArtifact], evicted: set[str], ttl: int
+    ) -> dict[str, bool]:
+        """Round trip 2 (only when needed): store missing payloads, delete evicted ones."""
+        to_store = {aid: item for aid, item in missing.items() if aid not in evicted}
+        values = await self._encode_all(to_store)
+        if not values and not evicted:
+            self._recovered()
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for aid, value in values.items():
+            pipe.set(self._payload_key(tag, aid), value, ex=ttl)
+        if evicted:
+            pipe.delete(*(self._payload_key(tag, aid) for aid in evicted))
+            pipe.zrem(self._index_key(tag), *evicted)
+        results = await pipe.execute(raise_on_error=False)
+        self._note_errors(results)
+        return {aid: results[i] is True for i, aid in enumerate(values)}
+
+    async def _encode_all(self, items: dict[str, NewArtifact]) -> dict[str, bytes]:
+        """Encode payloads; an item whose meta cannot be serialised is left out (-> False)."""
+        created_at = self._clock()
+        values: dict[str, bytes] = {}
+        for aid, item in items.items():
+            try:
+                if len(item.content) > _THREAD_OVER_BYTES:
+                    values[aid] = await asyncio.to_thread(
+                        encode_value, item, created_at, self._compress_over
+                    )
+                else:
+                    values[aid] = encode_value(item, created_at, self._compress_over)
+            except (TypeError, ValueError) as exc:
+                self._log.warning(
+                    "artifact %s not stored: unserialisable kind/meta (%s)", aid, type(exc).__name__
+                )
+        return values
+
+    # -- health logging: once per incident -----------------------------------------------------
+
+    def _failed(self, exc: BaseException) -> None:
+        """A Redis call failed: re-raise a cancellation it swallowed, else note the outage.
+
+        On Python 3.11 a cancellation that races the socket timeout can leave redis-py as a
+        TimeoutError with the cancel request consumed (the task still reports `cancelling()`).
+        Treating it as a store failure would let an abandoned request go on, e.g. call the
+        upstream for a client that has disconnected, so the cancellation is restored instead.
+        """
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError() from exc
+        self.failed_operations += 1
+        self._went_unhealthy(exc)
+
+    def _note_errors(self, results: list[Any]) -> None:
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            self.failed_operations += 1
+            self._went_unhealthy(errors[0])
+        else:
+            self._recovered()
+
+    def _went_unhealthy(self, exc: BaseException) -> None:
+        if not self._healthy:
+            return
+        self._healthy = False
+        message = str(exc)
+        if self._password:
+            message = message.replace(self._password, "***")
+        self._log.warning(
+            "artifact store at %s unavailable: %s: %s", self._where, type(exc).__name__, message
+        )
+
+    def _recovered(self) -> None:
+        if self._healthy:
+            return
+        self._healthy = True
+        self._log.warning("artifact store at %s available again", self._where)

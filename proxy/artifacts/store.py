@@ -1,0 +1,202 @@
+"""Artifact store contract, ids, and the in-process `MemoryStore`.
+
+Content that context preparation removes from a prompt (offloaded tool results, cleared results,
+archived turns) is kept here, per scope (tenant), for a TTL, so the model can read it back through
+the synthetic tools. `proxy.artifacts.redis_store.RedisStore` is the shared production
+implementation.
+
+Ids are `art_` + 32 hex chars of HMAC-SHA256(secret, scope, content): stable across requests and
+replicas (same secret), unguessable without the secret, and meaningless in another scope.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+ID_PREFIX = "art_"
+ID_HEX_CHARS = 32
+_ID_PATTERN = re.compile(r"art_[0-9a-f]{32}\Z")
+
+
+class StoreUnavailable(Exception):
+    """The store could not be reached or refused the operation (raised by `get` only)."""
+
+
+@dataclass(frozen=True)
+class NewArtifact:
+    """Content to store; `kind` says what it is (e.g. `tool_result`, `turns`)."""
+
+    content: str
+    kind: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A stored artifact as read back; `created_at` is wall-clock seconds of its first write."""
+
+    id: str
+    content: str
+    kind: str
+    meta: dict[str, Any]
+    created_at: float
+
+
+class ArtifactStore(Protocol):
+    """What steps, the read tool and handlers rely on; `put_many` never raises on store failure."""
+
+    def artifact_id(self, scope: str, content: str) -> str: ...
+
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]: ...
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None: ...
+
+    async def ping(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: lone surrogates (accepted by the stdlib JSON parser) must not crash a write.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def compute_artifact_id(secret: bytes, scope: str, content: str) -> str:
+    """`art_` + HMAC-SHA256(secret, scope, content)[:32 hex]. Pure; no I/O.
+
+    The scope is length-prefixed so that no (scope, content) pair can collide with another by
+    moving a separator between them.
+    """
+    scope_bytes = _utf8(scope)
+    message = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00" + _utf8(content)
+    digest = hmac.digest(secret, message, "sha256").hex()  # one-shot: no HMAC object per id
+    return ID_PREFIX + digest[:ID_HEX_CHARS]
+
+
+def is_artifact_id(value: object) -> bool:
+    """True when `value` has the shape of an artifact id (says nothing about existence)."""
+    return isinstance(value, str) and _ID_PATTERN.match(value) is not None
+
+
+def check_put_arguments(ttl_seconds: int, max_per_scope: int) -> None:
+    """Reject programmer errors loudly (policy validation already guarantees both are > 0)."""
+    if ttl_seconds <= 0:
+        raise ValueError(f"ttl_seconds must be > 0, got {ttl_seconds}")
+    if max_per_scope <= 0:
+        raise ValueError(f"max_per_scope must be > 0, got {max_per_scope}")
+
+
+class _Ids:
+    """Shared id computation for the store implementations."""
+
+    def __init__(self, secret: bytes) -> None:
+        if not isinstance(secret, bytes) or not secret:
+            raise ValueError("artifact store secret must be non-empty bytes")
+        self._secret = secret
+
+    def __repr__(self) -> str:  # never show the secret
+        return f"{type(self).__name__}(...)"
+
+    def artifact_id(self, scope: str, content: str) -> str:
+        return compute_artifact_id(self._secret, scope, content)
+
+
+@dataclass
+class _Entry:
+    artifact: Artifact
+    expires_at: float
+
+
+class MemoryStore(_Ids):
+    """Per-process store: a dict of scopes, each an LRU (by last reference) of entries.
+
+    TTL is honoured on read; a put of an existing artifact refreshes its TTL and recency without
+    replacing it; a scope holding more than `max_per_scope` artifacts drops the least recently
+    referenced ones. Expired entries of idle scopes are swept at most every `sweep_interval`
+    seconds (during a put), so memory stays bounded by live content.
+    """
+
+    def __init__(
+        self,
+        secret: bytes,
+        *,
+        clock: Callable[[], float] = time.time,
+        sweep_interval: float = 60.0,
+    ) -> None:
+        super().__init__(secret)
+        self._clock = clock
+        self._sweep_interval = sweep_interval
+        self._next_sweep = clock() + sweep_interval
+        self._scopes: dict[str, OrderedDict[str, _Entry]] = {}
+
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]:
+        check_put_arguments(ttl_seconds, max_per_scope)
+        if not items:
+            return []
+        now = self._clock()
+        self._sweep_if_due(now)
+        entries = self._scopes.setdefault(scope, OrderedDict())
+        ids = []
+        for item in items:
+            aid = self.artifact_id(scope, item.content)
+            ids.append(aid)
+            entry = entries.get(aid)
+            if entry is not None and entry.expires_at > now:
+                entry.expires_at = now + ttl_seconds
+            else:
+                artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
+                entries[aid] = _Entry(artifact, now + ttl_seconds)
+            entries.move_to_end(aid)
+        self._trim(entries, now, max_per_scope)
+        # An item evicted by the cap within this same call (a batch larger than the cap) is
+        # not stored, so its write is not confirmed.
+        return [aid in entries for aid in ids]
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        if not is_artifact_id(artifact_id):
+            return None
+        entries = self._scopes.get(scope)
+        if entries is None:
+            return None
+        entry = entries.get(artifact_id)
+        if entry is None:
+            return None
+        if entry.expires_at <= self._clock():
+            del entries[artifact_id]
+            return None
+        return entry.artifact
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        self._scopes.clear()
+
+    def _trim(self, entries: OrderedDict[str, _Entry], now: float, max_per_scope: int) -> None:
+        if len(entries) <= max_per_scope:
+            return
+        for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
+            del entries[aid]
+        while len(entries) > max_per_scope:
+            entries.popitem(last=False)
+
+    def _sweep_if_due(self, now: float) -> None:
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._sweep_interval
+        for scope in list(self._scopes):
+            entries = self._scopes[scope]
+            for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
+                del entries[aid]
+            if not entries:
+                del self._scopes[scope]

@@ -1,0 +1,274 @@
+"""`Preparer.prepare()`: count, apply the tenant's policy, and return what goes upstream or refuse.
+
+Every refusal happens here, before any upstream call and before a response starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.artifacts.read_tool import tool_definitions
+from proxy.artifacts.store import ArtifactStore
+from proxy.engine.budget import Budget, compute_budget
+from proxy.engine.conversation import Conversation, parse_conversation
+from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
+from proxy.engine.reducer import Plan, Reduction, build_context, plan_reduction, store_and_apply
+from proxy.engine.step_api import PrepareContext
+from proxy.errors import ErrorCode, ProxyError
+from proxy.http.auth import Tenant
+from proxy.jsonio import dumps
+from proxy.policy.models import Policy
+from proxy.policy.store import PolicyStore
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import REPLY_PRIMER, TokenCounter, TokenCounters
+
+
+def request_model(body: dict[str, Any]) -> str:
+    """The request's `model`, or "" when it is missing or not a string."""
+    model = body.get("model")
+    return model if isinstance(model, str) else ""
+
+
+@dataclass
+class _Request:
+    body: dict[str, Any]
+    raw: bytes
+    messages: list[Any]
+    policy: Policy
+    counter: TokenCounter
+    budget: Budget
+    costs: list[int]
+    fixed: int
+    manifest: Manifest
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.costs) + self.fixed
+
+    def unchanged(self, outcome: str) -> Prepared:
+        self.manifest.outcome = outcome
+        self.manifest.tokens_after = self.manifest.tokens_before
+        return Prepared(self.raw, False, self.manifest, self.body)
+
+
+class Preparer:
+    def __init__(
+        self,
+        *,
+        policies: PolicyStore,
+        counters: TokenCounters,
+        catalog: ModelCatalog,
+        store: ArtifactStore,
+    ) -> None:
+        self._policies = policies
+        self._counters = counters
+        self._catalog = catalog
+        self._store = store
+
+    async def prepare(
+        self, body: dict[str, Any], raw: bytes, tenant: Tenant, request_id: str
+    ) -> Prepared:
+        model = request_model(body)
+        policy = self._policies.resolve(tenant.policy, model)
+        manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
+        if policy.mode == "off":
+            return Prepared(raw, False, manifest, body)
+        request = self._count(body, raw, policy, manifest)
+        over = request.tokens > request.budget.trigger
+        conversation = None
+        # Structure matters only to refuse broken input or to reduce; a request forwarded
+        # untouched either way skips the parse (the passthrough path stays cheap).
+        if policy.on_invalid == "reject" or (policy.mode == "window" and over):
+            conversation = parse_conversation(request.messages)
+            if conversation.problems:
+                return self._invalid(request, conversation)
+        if policy.mode == "inspect":
+            return request.unchanged("inspected")
+        if not over:
+            return request.unchanged("within_trigger")
+        if policy.mode == "reject":
+            if request.tokens <= request.budget.allowance:
+                return request.unchanged("within_allowance")
+            raise self._refusal(request, request.tokens, request.tokens, request_id)
+        assert conversation is not None  # window mode over the trigger always parses
+        return await self._reduce(request, conversation, tenant, request_id)
+
+    def _count(
+        self, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
+    ) -> _Request:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ProxyError(
+                ErrorCode.invalid_request,
+                "'messages' must be a non-empty array",
+                param="messages",
+            )
+        counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
+        budget = compute_budget(policy.budget, body, self._catalog)
+        costs = [counter.count_message(m) for m in messages]
+        fixed = counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        request = _Request(body, raw, messages, policy, counter, budget, costs, fixed, manifest)
+        manifest.counting_method = counter.method
+        manifest.context_window = budget.context_window
+        manifest.reserved_output = budget.reserved_output
+        manifest.allowance = budget.allowance
+        manifest.trigger = budget.trigger
+        manifest.target = budget.target
+        manifest.tokens_before = request.tokens
+        return request
+
+    def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
+        first = conversation.problems[0]
+        if request.policy.on_invalid == "reject":
+            raise ProxyError(
+                ErrorCode.invalid_messages,
+                first.reason,
+                param=first.param,
+                details={
+                    "problems": [
+                        {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
+                        for p in conversation.problems
+                    ]
+                },
+            )
+        request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
+        return request.unchanged("invalid_forwarded")
+
+    async def _reduce(
+        self, request: _Request, conversation: Conversation, tenant: Tenant, request_id: str
+    ) -> Prepared:
+        policy, counter = request.policy, request.counter
+        tools = request.body.get("tools")
+        client_tools = tools if isinstance(tools, list) else []
+        synthetic = (
+            tool_definitions(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
+        )
+        base = sum(request.costs[: conversation.system_end]) + request.fixed
+        reduced_base = (
+            base
+            - request.fixed
+            + REPLY_PRIMER
+            + counter.count_tools(client_tools + synthetic, request.body.get("tool_choice"))
+        )
+        ids: dict[str, str] = {}
+
+        def artifact_id(text: str) -> str:
+            if text not in ids:
+                ids[text] = self._store.artifact_id(tenant.scope, text)
+            return ids[text]
+
+        def plan(policy: Policy) -> tuple[PrepareContext, Plan]:
+            ctx = build_context(
+                request.messages,
+                conversation,
+                policy,
+                counter,
+                request.costs,
+                artifact_id,
+                request.budget.allowance,
+            )
+            return ctx, plan_reduction(ctx, request.budget, base, reduced_base)
+
+        ctx, planned = plan(policy)
+        relaxed = _relaxed(policy)
+        if planned.total > request.budget.allowance and relaxed is not None:
+            ctx, planned = plan(relaxed)
+            request.manifest.notes.append(
+                "last resort before refusing: tool results of the protected recent exchanges "
+                "were cleared too (stored, readable with the read tool)"
+            )
+        reduction = await store_and_apply(ctx, planned.outputs, self._store, tenant.scope)
+        request.manifest.protected_tokens = planned.protected
+        return self._finish(request, reduction, synthetic, request_id)
+
+    def _finish(
+        self, request: _Request, reduction: Reduction, synthetic: list[Any], request_id: str
+    ) -> Prepared:
+        manifest, counter = request.manifest, request.counter
+        manifest.actions = reduction.actions
+        if reduction.unconfirmed:
+            manifest.notes.append(
+                f"artifact store did not confirm {reduction.unconfirmed} write(s): "
+                "that content was kept"
+            )
+        body = dict(request.body)
+        body["messages"] = reduction.messages
+        if reduction.referenced and synthetic:
+            tools = body.get("tools")
+            body["tools"] = (tools if isinstance(tools, list) else []) + synthetic
+        after = reduction.message_tokens
+        after += counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        manifest.tokens_after = after
+        if after > request.budget.allowance:
+            raise self._refusal(
+                request,
+                after,
+                manifest.protected_tokens,
+                request_id,
+                store_failed=bool(reduction.unconfirmed),
+            )
+        if not reduction.actions:
+            return request.unchanged("store_unavailable_kept")
+        manifest.outcome = "reduced" if after <= request.budget.target else "reduced_above_target"
+        read = request.policy.read_tool
+        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
+        return Prepared(
+            dumps(body),
+            True,
+            manifest,
+            body,
+            synthetic=tools_added if reduction.referenced and synthetic else None,
+        )
+
+    def _refusal(
+        self,
+        request: _Request,
+        final: int,
+        protected: int,
+        request_id: str,
+        *,
+        store_failed: bool = False,
+    ) -> ProxyError:
+        budget, manifest = request.budget, request.manifest
+        manifest.outcome = "refused"
+        if store_failed:
+            reason = "artifact_store_unavailable"
+        elif request.policy.mode != "window":
+            reason = "input_exceeds_allowance"
+        elif protected > budget.allowance:
+            reason = "protected_content_exceeds_allowance"
+        else:
+            reason = "policy_steps_exhausted"
+        details = {
+            "reason": reason,
+            "allowance_tokens": budget.allowance,
+            "final_tokens": final,
+            "protected_tokens": protected,
+            "reserved_output_tokens": budget.reserved_output,
+            "policy": request.policy.name,
+        }
+        message = (
+            f"This model's maximum context length is {budget.context_window} tokens. However, "
+            f"your messages resulted in {final} tokens after context preparation "
+            f"({budget.reserved_output} tokens are reserved for the completion, policy "
+            f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
+            "the messages. (context_length_exceeded)"
+        )
+        if store_failed:
+            return ProxyError(ErrorCode.artifact_store_unavailable, message, details=details)
+        return ProxyError(
+            ErrorCode.context_length_exceeded, message, param="messages", details=details
+        )
+
+
+def _relaxed(policy: Policy) -> Policy | None:
+    """The policy without protection of recent tool exchanges, if that could still help."""
+    protect = policy.protect
+    if not protect.clear_recent_before_refusing or protect.recent_tool_exchanges == 0:
+        return None
+    if not any(step.kind == "clear_tool_results" for step in policy.steps):
+        return None
+    return policy.model_copy(
+        update={"protect": protect.model_copy(update={"recent_tool_exchanges": 0})}
+    )

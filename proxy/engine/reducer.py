@@ -1,0 +1,246 @@
+"""Window mode: plan horizons, let the steps rewrite, store what they remove, apply the edits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.artifacts.store import ArtifactStore, NewArtifact
+from proxy.engine.budget import Budget
+from proxy.engine.conversation import Conversation, Unit
+from proxy.engine.manifest import Action
+from proxy.engine.planner import plan_horizons, total_after
+from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
+from proxy.engine.steps import build_steps
+from proxy.policy.models import Policy, ProtectPolicy
+from proxy.tokens.counters import TokenCounter
+
+
+@dataclass
+class Reduction:
+    messages: list[Any]
+    message_tokens: int = 0
+    """Tokens of `messages`: kept messages reuse their counts, only new ones are counted."""
+    actions: list[Action] = field(default_factory=list)
+    referenced: list[str] = field(default_factory=list)
+    unconfirmed: int = 0
+
+
+def build_context(
+    messages: list[Any],
+    conversation: Conversation,
+    policy: Policy,
+    counter: TokenCounter,
+    costs: list[int],
+    artifact_id: Any,
+    allowance: int,
+) -> PrepareContext:
+    units: list[Unit] = []
+    unit_turn: list[int] = []
+    turn_first_unit: list[int] = []
+    for turn_index, turn in enumerate(conversation.turns):
+        turn_first_unit.append(len(units))
+        units.extend(turn.units)
+        unit_turn.extend([turn_index] * len(turn.units))
+    return PrepareContext(
+        messages=messages,
+        conversation=conversation,
+        units=units,
+        unit_turn=unit_turn,
+        turn_first_unit=turn_first_unit,
+        policy=policy,
+        counter=counter,
+        message_costs=costs,
+        result_names=(names := _result_names(messages, units)),
+        pinned_units=_pinned(messages, units, policy.protect, names),
+        first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
+        artifact_id=artifact_id,
+        allowance=allowance,
+    )
+
+
+def _result_names(messages: list[Any], units: list[Unit]) -> dict[int, str]:
+    """Tool result index -> the tool's name, resolved inside its own exchange (call ids may
+    repeat across turns: some servers number them per response); else the message's `name`."""
+    names: dict[int, str] = {}
+    for unit in units:
+        if not unit.is_tool_exchange:
+            continue
+        calls = messages[unit.start].get("tool_calls")
+        by_id = {
+            call["id"]: str(call["function"].get("name"))
+            for call in (calls if isinstance(calls, list) else ())
+            if isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(call.get("function"), dict)
+        }
+        for index in unit.result_indices:
+            message = messages[index]
+            call_id = message.get("tool_call_id")
+            name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")
+            if isinstance(name, str):
+                names[index] = name
+    return names
+
+
+def _message_text(message: Any) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _pinned(
+    messages: list[Any], units: list[Unit], protect: ProtectPolicy, result_names: dict[int, str]
+) -> frozenset[int]:
+    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing).
+    A rule's `name` matches a tool result's tool (through its call) or a message's own `name`."""
+
+    def matches(index: int) -> bool:
+        message = messages[index]
+        text = _message_text(message)
+        if message.get("role") != "tool" and text.startswith(MARKER):
+            return True
+        names = (result_names.get(index), message.get("name"))
+        return any(
+            (rule.role is None or message.get("role") == rule.role)
+            and (rule.name is None or rule.name in names)
+            and (rule.contains is None or rule.contains in text)
+            for rule in protect.pinned
+        )
+
+    return frozenset(u for u, unit in enumerate(units) if any(map(matches, unit.indices)))
+
+
+def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
+    return next(
+        (u for u, unit in enumerate(units) if messages[unit.start].get("role") == "user"), None
+    )
+
+
+@dataclass
+class Plan:
+    outputs: list[tuple[Step, StepOutput]]
+    total: int
+    """Planned tokens of the prepared request."""
+    protected: int
+    """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
+
+
+def plan_reduction(ctx: PrepareContext, budget: Budget, base: int, reduced_base: int) -> Plan:
+    steps = build_steps(list(ctx.policy.steps), ctx)
+    plans = [step.plan(ctx) for step in steps]
+    full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
+    kwargs = {"base": base, "reduced_base": reduced_base}
+    horizons = plan_horizons(full, plans, trigger=budget.trigger, target=budget.target, **kwargs)
+    assigned: list[list[int]] = [[] for _ in steps]
+    cost = list(full)
+    for u in range(len(ctx.units)):
+        covering = [k for k, h in enumerate(horizons) if h > u]
+        if covering:
+            k = max(covering, key=lambda k: steps[k].rank)
+            assigned[k].append(u)
+            cost[u] = plans[k].costs[u]
+    outputs = [
+        (step, step.rewrite(ctx, units))
+        for step, units in zip(steps, assigned, strict=True)
+        if units
+    ]
+    total = total_after(full, plans, horizons, **kwargs)
+    fixed = total - sum(cost)  # base (or reduced base) plus notices
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx)))
+
+
+def _protected_units(ctx: PrepareContext) -> list[int]:
+    keep = max(ctx.policy.protect.recent_turns, 1)
+    first_recent_turn = max(len(ctx.turn_first_unit) - keep, 0)
+    return [
+        u
+        for u in range(len(ctx.units))
+        if ctx.is_protected(u) or ctx.unit_turn[u] >= first_recent_turn
+    ]
+
+
+async def store_and_apply(
+    ctx: PrepareContext,
+    outputs: list[tuple[Step, StepOutput]],
+    store: ArtifactStore,
+    scope: str,
+) -> Reduction:
+    wanted: dict[str, NewArtifact] = {}
+    for _, out in outputs:
+        wanted.update(out.artifacts)
+    sent, confirmed = await _store(ctx.policy, store, scope, wanted)
+    reduction = Reduction(messages=[])
+    edits: list[Edit] = []
+    for step, out in outputs:
+        kept = [e for e in out.edits if e.artifact_id in confirmed]
+        if not kept:
+            continue
+        edits.extend(kept)
+        ids = sorted({e.artifact_id for e in kept})
+        indices = sorted({e.index for e in kept if e.kind != "insert_before"})
+        freed = _tokens_freed(ctx, kept)
+        reduction.actions.append(
+            Action(step.name, "over trigger: reduced toward target", indices, freed, ids)
+        )
+        reduction.referenced.extend(ids)
+    # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
+    reduction.unconfirmed = sent - len(confirmed)
+    reduction.messages, reduction.message_tokens = _apply(ctx, edits)
+    return reduction
+
+
+def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
+    """What the applied edits free: removed or replaced counts minus what stands in their place."""
+    freed = 0
+    for edit in edits:
+        if edit.kind != "insert_before":
+            freed += ctx.message_costs[edit.index]
+        if edit.message is not None:
+            freed -= ctx.counter.count_message(edit.message)
+    return freed
+
+
+async def _store(
+    policy: Policy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
+) -> tuple[int, set[str]]:
+    """(how many artifacts were sent, the ids the store confirmed)."""
+    limits = policy.artifacts
+    ids = [i for i, a in wanted.items() if len(a.content) <= limits.max_chars]
+    if not ids:
+        return 0, set()
+    results = await store.put_many(
+        scope,
+        [wanted[i] for i in ids],
+        ttl_seconds=limits.ttl_seconds,
+        max_per_scope=limits.max_per_scope,
+    )
+    return len(ids), {i for i, ok in zip(ids, results, strict=True) if ok}
+
+
+def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:
+    replaced = {e.index: e.message for e in edits if e.kind == "replace"}
+    removed = {e.index for e in edits if e.kind == "remove"}
+    inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
+    out: list[Any] = []
+    tokens = 0
+    for index, message in enumerate(ctx.messages):
+        if index in inserted:
+            out.append(inserted[index])
+            tokens += ctx.counter.count_message(inserted[index])
+        if index in removed:
+            continue
+        if index in replaced:
+            out.append(replaced[index])
+            tokens += ctx.counter.count_message(replaced[index])
+        else:
+            out.append(message)
+            tokens += ctx.message_costs[index]
+    return out, tokens

@@ -1,0 +1,91 @@
+"""Step: drop the oldest whole turns, archived as one artifact behind one notice message."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from proxy.artifacts.store import NewArtifact
+from proxy.engine.budget import scaled
+from proxy.engine.planner import StepPlan
+from proxy.engine.step_api import MARKER, Edit, PrepareContext, StepOutput
+from proxy.jsonio import dumps
+
+_WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
+
+
+def notice_message(
+    role: str, read_tool: bool, turns: int, tokens: int, artifact_id: str
+) -> dict[str, Any]:
+    """The one message that stands where dropped turns were."""
+    how = (
+        "search_context_artifact or read_context_artifact with this id"
+        if read_tool
+        else "the operator's artifact endpoint"
+    )
+    text = (
+        f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were removed from this "
+        f"conversation to fit the context window. They are archived as artifact "
+        f"{artifact_id} (one JSON message per line); use {how} to look things up.]"
+    )
+    return {"role": role, "content": text}
+
+
+class DropTurnsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["drop_turns"] = "drop_turns"
+    notice_role: Literal["user", "system", "developer"] = "user"
+    target: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=0.5,
+        description="When turns must be dropped, drop down to this (fraction of the allowance "
+        "when <= 1, else tokens), below the budget's target: drops then come rarely and each "
+        "keeps the prompt prefix stable for longer. null = the budget's target.",
+    )
+
+
+class DropTurns:
+    name = "drop_turns"
+    rank = 3
+
+    def __init__(self, config: DropTurnsConfig, ctx: PrepareContext) -> None:
+        self._config = config
+
+    def plan(self, ctx: PrepareContext) -> StepPlan:
+        n = len(ctx.units)
+        keep = max(ctx.policy.protect.recent_turns, 1)
+        costs = [ctx.unit_cost(u) if ctx.is_protected(u) else 0 for u in range(n)]
+        limits = [ctx.turn_first_unit[max(ctx.unit_turn[t] - keep + 1, 0)] for t in range(n)]
+        cuts = sorted(set(ctx.turn_first_unit[1:]))
+        sized = self._notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
+        extra = ctx.counter.count_message(sized)
+        target = None
+        if self._config.target is not None:
+            target = scaled(self._config.target, ctx.allowance)
+        return StepPlan(
+            rank=self.rank, costs=costs, limits=limits, cuts=cuts, extra_cost=extra, target=target
+        )
+
+    def _notice(
+        self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
+    ) -> dict[str, Any]:
+        read_tool = ctx.policy.read_tool.enabled
+        return notice_message(self._config.notice_role, read_tool, turns, tokens, artifact_id)
+
+    def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
+        dropped = [u for u in units if not ctx.is_protected(u)]
+        if not dropped:
+            return StepOutput()
+        indices = [i for u in dropped for i in ctx.units[u].indices]
+        archive = b"\n".join(dumps(ctx.messages[i]) for i in indices).decode()
+        artifact_id = ctx.artifact_id(archive)
+        tokens = sum(ctx.message_costs[i] for i in indices)
+        turns = len({ctx.unit_turn[u] for u in dropped})
+        out = StepOutput(units=dropped, tokens_freed=tokens)
+        meta = {"turns": turns, "messages": len(indices), "first_index": indices[0]}
+        out.artifacts[artifact_id] = NewArtifact(content=archive, kind="dropped_turns", meta=meta)
+        notice = self._notice(ctx, turns, tokens, artifact_id)
+        out.edits.append(Edit("insert_before", indices[0], notice, artifact_id))
+        out.edits.extend(Edit("remove", i, None, artifact_id) for i in indices)
+        out.tokens_freed -= ctx.counter.count_message(notice)
+        return out

@@ -1,0 +1,86 @@
+"""Shared by the steps that rewrite tool results in place (offload and clear)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from fnmatch import fnmatchcase
+from typing import Any
+
+from proxy.artifacts.store import NewArtifact
+from proxy.engine.step_api import Edit, PrepareContext, StepOutput
+from proxy.engine.tool_text import is_proxy_text, tool_result_text, with_content
+
+# (context, message index, message, text, tool name) -> new content, or None to leave it
+Rewriter = Callable[[PrepareContext, int, dict[str, Any], str, str | None], str | None]
+
+
+def matches_any(name: str | None, globs: list[str]) -> bool:
+    return name is not None and any(fnmatchcase(name, g) for g in globs)
+
+
+def tool_results(
+    ctx: PrepareContext, u: int
+) -> Iterator[tuple[int, dict[str, Any], str, str | None]]:
+    """(index, message, text, tool name) of each reducible tool result in unit u."""
+    unit = ctx.units[u]
+    if not unit.is_tool_exchange or u in ctx.pinned_units:
+        return
+    excluded = ctx.policy.tool_results.exclude_tools
+    for index in unit.result_indices:
+        message = ctx.messages[index]
+        text = tool_result_text(message)
+        if text is None or is_proxy_text(text):
+            continue
+        name = ctx.result_names.get(index)
+        if matches_any(name, excluded):
+            continue
+        yield index, message, text, name
+
+
+class UnitRewrites:
+    """Per-unit rewrites of one step, computed once per request and shared by plan and rewrite."""
+
+    def __init__(self, ctx: PrepareContext, step: str, rewrite: Rewriter) -> None:
+        self._ctx = ctx
+        self._step = step
+        self._rewrite = rewrite
+        self._cache: dict[int, tuple[int, list[Edit], dict[str, NewArtifact]]] = {}
+
+    def cost(self, u: int) -> int:
+        return self._get(u)[0]
+
+    def output(self, units: list[int]) -> StepOutput:
+        out = StepOutput()
+        for u in units:
+            cost, edits, artifacts = self._get(u)
+            if edits:
+                out.units.append(u)
+                out.edits.extend(edits)
+                out.artifacts.update(artifacts)
+                out.tokens_freed += self._ctx.unit_cost(u) - cost
+        return out
+
+    def _get(self, u: int) -> tuple[int, list[Edit], dict[str, NewArtifact]]:
+        if u not in self._cache:
+            self._cache[u] = self._compute(u)
+        return self._cache[u]
+
+    def _compute(self, u: int) -> tuple[int, list[Edit], dict[str, NewArtifact]]:
+        ctx = self._ctx
+        cost = ctx.unit_cost(u)
+        edits: list[Edit] = []
+        artifacts: dict[str, NewArtifact] = {}
+        for index, message, text, name in tool_results(ctx, u):
+            content = self._rewrite(ctx, index, message, text, name)
+            if content is None:
+                continue
+            new_message = with_content(message, content)
+            new_cost = ctx.counter.count_message(new_message)
+            if new_cost >= ctx.message_costs[index]:
+                continue
+            artifact_id = ctx.artifact_id(text)
+            meta = {"tool": name, "tool_call_id": message.get("tool_call_id"), "step": self._step}
+            artifacts[artifact_id] = NewArtifact(content=text, kind="tool_result", meta=meta)
+            edits.append(Edit("replace", index, new_message, artifact_id))
+            cost += new_cost - ctx.message_costs[index]
+        return cost, edits, artifacts

@@ -1,0 +1,325 @@
+"""Server-sent events of chat-completion streams: incremental parsing, encoding, usage sums, and the
+`StreamFilter` that turns one or more upstream rounds into one client stream.
+
+The filter is what keeps the synthetic read tools invisible while streaming: text passes at once,
+a tool call's deltas are held only until its name shows whether it is synthetic, client calls go
+out with contiguous indices, synthetic ones are accumulated silently, and later rounds are
+rewritten to look like the continuation of the first (same id/created/model, no second role
+delta, usage held back and summed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.artifacts.read_tool import is_synthetic
+
+DONE = b"[DONE]"
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    data: bytes
+    """The event's `data:` lines joined by `\\n`."""
+    event: bytes | None = None
+
+
+class SSEParser:
+    """Incremental parser: feed it bytes as they arrive (any split), get complete events back.
+
+    Handles `\\n`, `\\r\\n` and `\\r` line ends (also when a `\\r\\n` is split between chunks),
+    multi-line `data:`, comments and fields without a value. Memory is one pending event.
+    """
+
+    def __init__(self) -> None:
+        self._line = bytearray()
+        self._data: list[bytes] = []
+        self._event: bytes | None = None
+        self._after_cr = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._after_cr = chunk.endswith(b"\r")
+        text = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        events: list[SSEEvent] = []
+        start = 0
+        while (end := text.find(b"\n", start)) >= 0:
+            if self._line:
+                self._line += text[start:end]
+                line = bytes(self._line)
+                self._line.clear()
+            else:
+                line = text[start:end]
+            start = end + 1
+            event = self._take_line(line)
+            if event is not None:
+                events.append(event)
+        self._line += text[start:]
+        return events
+
+    def close(self) -> list[SSEEvent]:
+        """End of stream: a last event without its blank line is still delivered."""
+        events = []
+        if self._line:
+            line = bytes(self._line)
+            self._line.clear()
+            event = self._take_line(line)
+            if event is not None:
+                events.append(event)
+        last = self._take_line(b"")
+        return events + ([last] if last is not None else [])
+
+    def _take_line(self, line: bytes) -> SSEEvent | None:
+        if not line:
+            if not self._data:
+                self._event = None
+                return None
+            event = SSEEvent(b"\n".join(self._data), self._event)
+            self._data, self._event = [], None
+            return event
+        if line.startswith(b":"):
+            return None
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value
+        return None
+
+
+def encode_data(payload: bytes) -> bytes:
+    """One SSE event carrying `payload` (every line of it prefixed with `data: `)."""
+    lines = payload.split(b"\n")
+    return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+
+
+def encode_event(event: SSEEvent) -> bytes:
+    head = b"event: " + event.event + b"\n" if event.event is not None else b""
+    return head + encode_data(event.data)
+
+
+def add_usage(total: dict[str, Any] | None, more: Any) -> dict[str, Any] | None:
+    """`total` + `more`: integers summed (nested details too); other values from the latest."""
+    if not isinstance(more, dict):
+        return total
+    if total is None:
+        return _copy_usage(more)
+    out = dict(total)
+    for key, value in more.items():
+        mine = out.get(key)
+        if _is_int(value) and (mine is None or _is_int(mine)):
+            out[key] = (mine or 0) + value
+        elif isinstance(value, dict) and (mine is None or isinstance(mine, dict)):
+            out[key] = add_usage(mine, value)
+        elif value is not None or key not in out:
+            out[key] = value
+    return out
+
+
+def _copy_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    return {k: _copy_usage(v) if isinstance(v, dict) else v for k, v in usage.items()}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class SyntheticCall:
+    """A synthetic tool call assembled from its stream deltas."""
+
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+    def as_tool_call(self) -> dict[str, Any]:
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": "function", "function": function}
+
+
+@dataclass
+class _Choice:
+    """Per choice of one round: where each upstream tool-call index goes."""
+
+    routes: dict[int, int | None] = field(default_factory=dict)
+    """Upstream index -> client index, or None for a synthetic call."""
+    held: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    synthetic: dict[int, SyntheticCall] = field(default_factory=dict)
+    client_calls: int = 0
+    content: list[str] = field(default_factory=list)
+
+
+_IDENTITY = ("id", "created", "model")
+
+
+class StreamFilter:
+    """Rewrites the chunks of every upstream round into the one stream the client sees.
+
+    Call `start_round(loop_allowed)` before each round and `process(chunk)` for each parsed
+    chunk; after the round, `pending_calls()` says whether it ended with synthetic calls only
+    (and `loop_allowed`), in which case its finish chunk was held back and the caller executes
+    them and starts the next round. `usage_chunk()` gives the one summed usage chunk.
+    """
+
+    def __init__(self) -> None:
+        self.identity: dict[str, Any] | None = None
+        self.rounds = 0
+        self.usage: dict[str, Any] | None = None
+        self._usage_template: dict[str, Any] | None = None
+        self._choices: dict[int, _Choice] = {}
+        self._loop_allowed = False
+        self._held_finish = False
+
+    def start_round(self, loop_allowed: bool) -> None:
+        self.rounds += 1
+        self._choices = {}
+        self._loop_allowed = loop_allowed
+        self._held_finish = False
+
+    def process(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        """The chunk to forward (rewritten in place), or None when none of it is for the client."""
+        self._rewrite_identity(chunk)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = add_usage(self.usage, usage)
+            self._usage_template = chunk
+            chunk["usage"] = None
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return None if isinstance(usage, dict) else chunk
+        kept = [c for c in choices if not isinstance(c, dict) or self._choice(c)]
+        if not kept:
+            return None
+        chunk["choices"] = kept
+        return chunk
+
+    def pending_calls(self) -> tuple[str | None, list[SyntheticCall]] | None:
+        """(assistant text, synthetic calls) when the round's finish was held for execution."""
+        if not self._held_finish:
+            return None
+        choice = next(iter(self._choices.values()))
+        content = "".join(choice.content) or None
+        return content, list(choice.synthetic.values())
+
+    def usage_chunk(self) -> dict[str, Any] | None:
+        """One chunk carrying the usage summed over rounds (None when no round sent usage)."""
+        if self.usage is None or self._usage_template is None:
+            return None
+        chunk = {k: v for k, v in self._usage_template.items() if k != "usage"}
+        chunk.update(self.identity or {})
+        chunk["choices"] = []
+        chunk["usage"] = self.usage
+        return chunk
+
+    def _rewrite_identity(self, chunk: dict[str, Any]) -> None:
+        if self.identity is None:
+            if "id" in chunk:
+                self.identity = {k: chunk[k] for k in _IDENTITY if k in chunk}
+            return
+        for key, value in self.identity.items():
+            if key in chunk:
+                chunk[key] = value
+
+    def _choice(self, choice: dict[str, Any]) -> bool:
+        """Filter one choice in place; False when nothing of it is left to forward."""
+        state = self._choices.setdefault(_int(choice.get("index")), _Choice())
+        delta = choice.get("delta")
+        touched = False
+        if isinstance(delta, dict):
+            touched = self._delta(state, delta)
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            touched |= self._finish(state, choice, delta)
+        if not touched:
+            return True
+        delta = choice.get("delta")
+        empty_delta = not isinstance(delta, dict) or all(v in (None, "") for v in delta.values())
+        return not (empty_delta and choice.get("finish_reason") is None
+                    and choice.get("logprobs") is None)
+
+    def _delta(self, state: _Choice, delta: dict[str, Any]) -> bool:
+        touched = False
+        if self.rounds > 1 and "role" in delta:
+            del delta["role"]  # a later round continues the message the first one started
+            touched = True
+        if isinstance(delta.get("content"), str):
+            state.content.append(delta["content"])
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            forwarded = self._tool_calls(state, calls)
+            touched = True
+            if forwarded:
+                delta["tool_calls"] = forwarded
+            else:
+                del delta["tool_calls"]
+        return touched
+
+    def _tool_calls(self, state: _Choice, calls: list[Any]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            index = _int(call.get("index"))
+            if index not in state.routes:
+                state.held.setdefault(index, []).append(call)
+                name = _function(call).get("name")
+                if name is None:
+                    continue
+                out += self._route(state, index, synthetic=is_synthetic(name))
+            elif state.routes[index] is None:
+                _accumulate(state.synthetic.setdefault(index, SyntheticCall()), call)
+            else:
+                out.append({**call, "index": state.routes[index]})
+        return out
+
+    def _route(self, state: _Choice, index: int, *, synthetic: bool) -> list[dict[str, Any]]:
+        held = state.held.pop(index, [])
+        if synthetic:
+            state.routes[index] = None
+            accumulated = state.synthetic.setdefault(index, SyntheticCall())
+            for call in held:
+                _accumulate(accumulated, call)
+            return []
+        state.routes[index] = state.client_calls
+        state.client_calls += 1
+        return [{**call, "index": state.routes[index]} for call in held]
+
+    def _finish(self, state: _Choice, choice: dict[str, Any], delta: Any) -> bool:
+        flushed: list[dict[str, Any]] = []
+        for index in list(state.held):  # a call whose name never came: the client's
+            flushed += self._route(state, index, synthetic=False)
+        if flushed:
+            if not isinstance(delta, dict):
+                delta = choice["delta"] = {}
+            delta["tool_calls"] = delta.get("tool_calls", []) + flushed
+        if not state.synthetic or state.client_calls:
+            return bool(flushed)
+        if self._loop_allowed and len(self._choices) == 1:
+            self._held_finish = True
+            choice["finish_reason"] = None
+        else:
+            choice["finish_reason"] = "stop"
+        return True
+
+
+def _accumulate(call: SyntheticCall, delta: dict[str, Any]) -> None:
+    if isinstance(delta.get("id"), str):
+        call.id = delta["id"]
+    function = _function(delta)
+    if isinstance(function.get("name"), str) and not call.name:
+        call.name = function["name"]
+    if isinstance(function.get("arguments"), str):
+        call.arguments += function["arguments"]
+
+
+def _function(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    return function if isinstance(function, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0

@@ -1,0 +1,167 @@
+"""Thin aiohttp handlers: parse, delegate, answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, read_result
+from proxy.artifacts.store import StoreUnavailable
+from proxy.completion.run import run_completion
+from proxy.engine.manifest import Prepared
+from proxy.engine.preparer import request_model
+from proxy.errors import ErrorCode, ProxyError
+from proxy.http.auth import Tenant
+from proxy.http.relay import relay
+from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
+from proxy.jsonio import dumps, loads_object
+from proxy.metrics import CONTENT_TYPE_LATEST
+from proxy.upstream.openai_http import forward_request_headers
+
+_JSON_TYPES = ("application/json", "text/json")
+
+
+async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
+    """The raw bytes (forwarded as they are when nothing changes) and the parsed object."""
+    content_type = request.headers.get("Content-Type", "")
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media and media not in _JSON_TYPES and not media.endswith("+json"):
+        raise ProxyError(
+            ErrorCode.unsupported_media_type,
+            f"Content-Type {media!r} is not supported; send application/json",
+        )
+    raw = await request.read()
+    if not raw:
+        raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
+    return raw, loads_object(raw)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    tenant: Tenant = request[TENANT]
+    prepared = await services.started_preparer().prepare(body, raw, tenant, request[REQUEST_ID])
+    _note_prepared(request, prepared)
+    services.metrics.record_preparation(prepared.manifest)
+    return await run_completion(request, services, prepared, tenant)
+
+
+def _note_prepared(request: web.Request, prepared: Prepared) -> None:
+    stats = request[STATS]
+    stats.manifest = prepared.manifest
+    stats.policy = prepared.manifest.policy
+
+
+async def prepare_dry_run(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    prepared = await services.started_preparer().prepare(
+        body, raw, request[TENANT], request[REQUEST_ID]
+    )
+    _note_prepared(request, prepared)
+    payload = {
+        "changed": prepared.changed,
+        "body": prepared.parsed,
+        "manifest": prepared.manifest.as_dict(),
+    }
+    return web.Response(body=dumps(payload), content_type="application/json")
+
+
+async def read_artifact(request: web.Request) -> web.Response:
+    """One page of an artifact of the caller's tenant: the read tool's result as JSON."""
+    services = request.app[SERVICES]
+    artifact_id = request.match_info["artifact_id"]
+    offset = _query_int(request, "offset", 0, minimum=0)
+    max_chars = min(
+        _query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1), HARD_MAX_PAGE_CHARS
+    )
+    try:
+        artifact = await services.started_store().get(request[TENANT].scope, artifact_id)
+    except StoreUnavailable as exc:
+        services.metrics.record_endpoint_read("artifact_store_unavailable")
+        raise ProxyError(
+            ErrorCode.artifact_store_unavailable, "The artifact store is temporarily unavailable"
+        ) from exc
+    services.metrics.record_endpoint_read("found" if artifact is not None else "artifact_not_found")
+    if artifact is None:
+        raise ProxyError(
+            ErrorCode.artifact_not_found, f"No artifact {artifact_id!r} (unknown or expired)"
+        )
+    return web.Response(
+        body=dumps(read_result(artifact, offset, max_chars)), content_type="application/json"
+    )
+
+
+def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    value = int(raw) if raw.isascii() and raw.isdigit() else minimum - 1
+    if value < minimum:
+        raise ProxyError(
+            ErrorCode.invalid_request, f"'{name}' must be an integer >= {minimum}", param=name
+        )
+    return value
+
+
+async def passthrough(request: web.Request) -> web.StreamResponse:
+    """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
+    services = request.app[SERVICES]
+    tenant: Tenant = request[TENANT]
+    body = await request.read() if request.body_exists else None
+    upstream = services.upstream_for(_model_hint(request, body))
+    headers = forward_request_headers(
+        request.headers, tenant.upstream_authorization(upstream.settings)
+    )
+    answer = await upstream.open(
+        request.method,
+        request.match_info["tail"],
+        headers=headers,
+        body=body,
+        query=request.rel_url.raw_query_string,
+        stats=request[STATS],
+    )
+    return await relay(request, answer, {}, upstream.name)
+
+
+def _model_hint(request: web.Request, body: bytes | None) -> str:
+    if not body or not request.content_type.endswith("json"):
+        return ""
+    try:
+        return request_model(loads_object(body))
+    except ProxyError:
+        return ""
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format; unauthenticated like /healthz (no keys or key hashes in labels)."""
+    body = request.app[SERVICES].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    store_ok = bool(await services.store.ping()) if services.store is not None else True
+    policies_ok = services.policies is not None
+    status = 200 if store_ok and policies_ok else 503
+    body = {
+        "status": "ready" if status == 200 else "not_ready",
+        "store": store_ok,
+        "policies": policies_ok,
+    }
+    return web.json_response(body, status=status)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/context/prepare", prepare_dry_run)
+    app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_route("*", "/v1/{tail:.*}", passthrough)

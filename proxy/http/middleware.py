@@ -1,0 +1,119 @@
+"""The edge: request ids, auth -> tenant, and the one place errors become HTTP responses."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from proxy.errors import ErrorCode, ProxyError, error_envelope
+from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
+from proxy.jsonio import dumps
+from proxy.logs import access_fields, access_log
+from proxy.metrics import RequestStats
+
+log = logging.getLogger("ctxproxy.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+REQUEST_ID_HEADER = "x-ctxproxy-request-id"
+_UNAUTHENTICATED = frozenset({"/healthz", "/readyz", "/metrics"})
+CHAT_ROUTE = "/v1/chat/completions"
+CLIENT_CLOSED = 499
+"""The status recorded when the client went away (or the handler was cancelled) mid-request."""
+
+
+def json_error(error: ProxyError, request_id: str) -> web.Response:
+    return web.Response(
+        body=dumps(error.envelope(request_id)),
+        status=error.code.status,
+        content_type="application/json",
+        headers={REQUEST_ID_HEADER: request_id},
+    )
+
+
+def _http_exception_error(exc: web.HTTPException) -> ProxyError:
+    if exc.status == 413:
+        return ProxyError(ErrorCode.request_too_large, "Request body is too large", param=None)
+    if exc.status == 405:
+        return ProxyError(ErrorCode.method_not_allowed, f"Method not allowed: {exc.reason}")
+    return ProxyError(ErrorCode.not_found, "Unknown route. ctxproxy serves /v1/* and /healthz.")
+
+
+@web.middleware
+async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    request_id = os.urandom(16).hex()
+    request[REQUEST_ID] = request_id
+    stats = request[STATS] = RequestStats()
+    status = CLIENT_CLOSED
+    try:
+        response = await _answer(request, handler, request_id, stats)
+        status = response.status
+        return response
+    finally:
+        _observe(request, request_id, status, stats)
+
+
+async def _answer(
+    request: web.Request, handler: Handler, request_id: str, stats: RequestStats
+) -> web.StreamResponse:
+    try:
+        if request.path not in _UNAUTHENTICATED:
+            tenant = request.app[SERVICES].tenants.resolve(request.headers)
+            request[TENANT] = tenant
+            stats.tenant, stats.policy = tenant.name, tenant.policy
+        response = await handler(request)
+    except ProxyError as exc:
+        _note_refusal(request, exc)
+        return json_error(exc, request_id)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return json_error(_http_exception_error(exc), request_id)
+    except ConnectionResetError:
+        raise
+    except Exception:
+        log.exception("unhandled error", extra={"request_id": request_id})
+        error = ProxyError(ErrorCode.internal_error, "Internal proxy error")
+        return json_error(error, request_id)
+    if not response.prepared:
+        response.headers[REQUEST_ID_HEADER] = request_id
+    return response
+
+
+def route_label(request: web.Request) -> str:
+    """The matched route's pattern (`/v1/{tail}`), never the raw path: low cardinality."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _note_refusal(request: web.Request, error: ProxyError) -> None:
+    """A chat completion refused by preparation (dry runs are not counted)."""
+    if route_label(request) != CHAT_ROUTE:
+        return
+    reason = (error.details or {}).get("reason")
+    if reason is None and error.code is ErrorCode.invalid_messages:
+        reason = "invalid_messages"
+    if isinstance(reason, str):
+        request.app[SERVICES].metrics.record_refusal(reason)
+
+
+def _observe(request: web.Request, request_id: str, status: int, stats: RequestStats) -> None:
+    """Request metrics and the access line; never lets a failure here replace the answer."""
+    try:
+        route = route_label(request)
+        request.app[SERVICES].metrics.record_request(route, status, stats)
+        duration = time.perf_counter() - stats.started
+        access_log(access_fields(request_id, request.method, route, status, stats, duration))
+    except Exception:
+        log.exception("recording request metrics failed", extra={"request_id": request_id})
+
+
+def error_event(error: ProxyError, request_id: str) -> bytes:
+    """An error after the stream has started: one SSE `data:` event in the OpenAI envelope."""
+    body = error_envelope(
+        error.code, error.message, param=error.param, details=error.details, request_id=request_id
+    )
+    return b"data: " + dumps(body) + b"\n\n"

@@ -1,0 +1,58 @@
+"""The dependencies of one app, assembled once in app.py and reached through one typed key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from proxy.http.auth import Tenant, TenantResolver
+from proxy.metrics import Metrics, RequestStats
+from proxy.settings import Settings
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
+
+if TYPE_CHECKING:
+    from proxy.artifacts.store import ArtifactStore
+    from proxy.engine.preparer import Preparer
+    from proxy.policy.store import PolicyStore
+    from proxy.upstream.openai_http import OpenAIHttpUpstream
+
+
+class NotStarted(RuntimeError):
+    """A service was used before the app's start-up built it."""
+
+
+@dataclass
+class Services:
+    """Built in `create_app`; the store, policies and preparer are filled in at start-up."""
+
+    settings: Settings
+    tenants: TenantResolver
+    counters: TokenCounters
+    catalog: ModelCatalog
+    metrics: Metrics = field(default_factory=Metrics)
+    upstreams: dict[str, OpenAIHttpUpstream] = field(default_factory=dict)
+    store: ArtifactStore | None = None
+    policies: PolicyStore | None = None
+    preparer: Preparer | None = None
+
+    def started_store(self) -> ArtifactStore:
+        if self.store is None:
+            raise NotStarted("artifact store")
+        return self.store
+
+    def started_preparer(self) -> Preparer:
+        if self.preparer is None:
+            raise NotStarted("preparer")
+        return self.preparer
+
+    def upstream_for(self, model: str) -> OpenAIHttpUpstream:
+        return self.upstreams[self.settings.upstream_for(model).name]
+
+
+SERVICES: web.AppKey[Services] = web.AppKey("services", Services)
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+TENANT: web.RequestKey[Tenant] = web.RequestKey("tenant", Tenant)
+STATS: web.RequestKey[RequestStats] = web.RequestKey("stats", RequestStats)

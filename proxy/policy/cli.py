@@ -1,0 +1,46 @@
+"""`ctxproxy policy ...` commands (wired into the command line by `proxy/cli.py`).
+
+- `check(directory, out)`: load the directory the way the server does (bundled presets first, the
+  directory's files over them) and print one `file: key.path: problem` line per problem, or
+  `ok: N policies: a, b, ...`. Exit code 0 = valid, 1 = problems, 2 = no such directory.
+- `write_schema(path)`: write the JSON schema of policy files (`policies/schema.json`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from proxy.policy.store import PolicyLoadError, PolicyStore, export_schema
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+def check(directory: Path, out: TextIO) -> int:
+    """Validate every policy file in `directory`; report on `out`; return the exit code."""
+    if not directory.is_dir():
+        print(f"{directory}: not a directory", file=out)
+        return EXIT_USAGE
+    try:
+        store = PolicyStore.load(directory)
+    except PolicyLoadError as exc:
+        for line in exc.problems:
+            print(line, file=out)
+        return EXIT_PROBLEMS
+    names = store.names()
+    print(f"ok: {len(names)} policies: {', '.join(names)}", file=out)
+    return EXIT_OK
+
+
+def render_schema() -> str:
+    """The schema file's exact text (stable: same code, same bytes)."""
+    return json.dumps(export_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_schema(path: Path) -> None:
+    """Write the policy-file JSON schema to `path` (parent directories are created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_schema(), encoding="utf-8")

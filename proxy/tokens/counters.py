@@ -1,0 +1,349 @@
+"""Prompt token counting: tiktoken, HF `tokenizers` and estimate backends behind one protocol.
+
+Message accounting follows litellm's `token_counter` (itself the OpenAI cookbook formula extended
+to tools), so that OpenAI counts equal litellm's. Deliberate differences, all conservative:
+- Values litellm skips (non-string fields other than `content`, unknown content parts, tool calls
+  without a `function`) are counted as their JSON text instead of as nothing.
+- `image_url` parts: 85 tokens at `detail: low`, otherwise the high-detail upper bound (1445);
+  litellm counts an `auto` URL as 85 because it will not fetch it.
+- `tools` with a system message present: litellm subtracts 4 (tools share the system turn); we
+  keep them so that counts stay additive per message (`count_tools` never sees the messages).
+- Like litellm, only a tool call's `arguments` are counted, not its id or function name.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from proxy.tokens.cache import LruCache, cache_digest, message_key
+from proxy.tokens.estimate import estimate_tokens
+from proxy.tokens.tool_schema import format_functions, split_tools
+
+REPLY_PRIMER = 3  # every reply is primed with <|start|>assistant<|message|>
+MESSAGE_FRAMING = 3  # <|start|>{role}\n{content}<|end|>
+NAME_TOKENS = 1
+TOOLS_FRAMING = 9
+TOOL_CHOICE_NONE = 1
+TOOL_CHOICE_NAMED = 7
+IMAGE_LOW_DETAIL_TOKENS = 85
+IMAGE_HIGH_DETAIL_TOKENS = 1445  # 85 + 170 * 8 tiles: a 768x2000 image, the most high detail costs
+CHUNK_CHARS = 1024  # tiktoken BPE is superlinear in one long piece; litellm chunks the same way
+DEFAULT_CACHE_SIZE = 50_000
+ANTHROPIC_TOKENIZER = "anthropic_tokenizer.json"
+
+TEXT_FIELDS = {
+    "text": "text",
+    "thinking": "thinking",
+    "redacted_thinking": "thinking",
+    "compaction": "content",
+}
+
+# Copied from tiktoken_ext.openai_public (tests check they still agree).
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+ENCODINGS = {  # name -> (file in litellm's tokenizer folder, its sha256, split pattern)
+    "o200k_base": (
+        "fb374d419588a4632f3f557e76b4b70aebbca790",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        _O200K_PATTERN,
+    ),
+    "cl100k_base": (
+        "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_PATTERN,
+    ),
+}
+O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
+
+Count = Callable[[str], int]
+
+
+class TokenCounter(Protocol):
+    method: str
+
+    def count_text(self, text: str) -> int: ...
+    def count_message(self, message: Any) -> int: ...
+    def count_tools(self, tools: Any, tool_choice: Any) -> int: ...
+    def count_request(self, body: Any) -> int: ...
+
+
+def tokenizer_dir() -> Path:
+    """litellm's bundled tokenizer files, found without importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("litellm is not installed; its bundled tokenizer files are needed")
+    return Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+
+
+def resolve_tokenizer(model: str, tokenizer: str = "auto") -> str:
+    """The backend for a model: `tiktoken:<encoding>`, `hf:<path>` (path may be empty = bundled
+    Anthropic tokenizer) or `estimate`. Raises ValueError for an unknown setting."""
+    if tokenizer.startswith("hf:"):
+        return tokenizer
+    name = tokenizer.removeprefix("tiktoken:")
+    if name in ENCODINGS:
+        return f"tiktoken:{name}"
+    if tokenizer == "estimate":
+        return "estimate"
+    if tokenizer != "auto":
+        choices = "auto, estimate, o200k_base, cl100k_base, hf:<path to tokenizer.json>"
+        raise ValueError(f"Unknown tokenizer {tokenizer!r}; expected one of: {choices}")
+    base = model.lower().rsplit("/", 1)[-1].removeprefix("ft:")
+    if base.startswith(O200K_PREFIXES):
+        return "tiktoken:o200k_base"
+    if base.startswith(CL100K_PREFIXES):
+        return "tiktoken:cl100k_base"
+    if "claude" in base:
+        return "hf:"
+    return "estimate"
+
+
+def _load_tiktoken(name: str, directory: Path) -> Count:
+    import tiktoken
+
+    file_name, sha256, pattern = ENCODINGS[name]
+    data = (directory / file_name).read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"{directory / file_name} is not the expected {name} file")
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    # Special tokens are left out: prompts are counted as ordinary text, as litellm does.
+    # tiktoken's Encoding keeps its own Python copy of the 200k ranks (~25 MB for o200k) beside
+    # the Rust tables; counting needs only the Rust side, so build that alone when possible.
+    try:
+        from tiktoken import _tiktoken  # type: ignore[attr-defined]
+
+        encode = _tiktoken.CoreBPE(ranks, {}, pattern).encode_ordinary
+    except (ImportError, AttributeError, TypeError):
+        encoding = tiktoken.Encoding(
+            name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+        )
+        encode = encoding.encode_ordinary
+    return lambda text: len(encode(text))
+
+
+def _load_hf(path: Path) -> Count:
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise ValueError(f"Cannot load tokenizer {str(path)!r}: {exc}") from exc
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _chunked(count: Count) -> Count:
+    def count_chunks(text: str) -> int:
+        if len(text) <= CHUNK_CHARS:
+            return count(text)
+        return sum(count(text[i : i + CHUNK_CHARS]) for i in range(0, len(text), CHUNK_CHARS))
+
+    def count_text(text: str) -> int:
+        try:
+            return count_chunks(text)
+        except (UnicodeError, TypeError):  # lone surrogates, which the stdlib JSON parser allows
+            return count_chunks(text.encode("utf-8", "replace").decode())
+
+    return count_text
+
+
+def json_text(value: Any) -> str:
+    """JSON text of anything, never raising (deep or odd values degrade to their leaves)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        pass
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return _leaves_text(value)
+
+
+def _leaves_text(value: Any) -> str:
+    parts: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+            parts.extend(str(key) for key in item)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+            parts.append("[]")
+        else:
+            parts.append(str(item))
+    return " ".join(parts)
+
+
+class Counter:
+    """A TokenCounter over one text-counting function, with per-message counts cached."""
+
+    def __init__(self, method: str, count: Count, cache: LruCache) -> None:
+        self.method = method
+        self.count_text = count
+        self._cache = cache
+
+    def count_message(self, message: Any) -> int:
+        digest = message_key(message)
+        if digest is None:
+            return self._message_tokens(message)
+        key = (self.method, digest)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._message_tokens(message)
+            self._cache.put(key, cached)
+        return cached
+
+    def count_tools(self, tools: Any, tool_choice: Any) -> int:
+        if not tools and tool_choice is None:
+            return 0
+        digest = cache_digest([tools, tool_choice])
+        key = (self.method, "tools", digest)
+        cached = self._cache.get(key) if digest is not None else None
+        if cached is None:
+            try:
+                cached = self._tools_tokens(tools) + self._tool_choice_tokens(tool_choice)
+            except RecursionError:
+                cached = TOOLS_FRAMING + self._json([tools, tool_choice])
+            if digest is not None:
+                self._cache.put(key, cached)
+        return cached
+
+    def count_request(self, body: Any) -> int:
+        if not isinstance(body, dict):
+            return self.count_message(body) + REPLY_PRIMER
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            messages = [] if messages is None else [messages]
+        total = sum(self.count_message(message) for message in messages)
+        return total + self.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+
+    def _json(self, value: Any) -> int:
+        return self.count_text(json_text(value))
+
+    def _message_tokens(self, message: Any) -> int:
+        if not isinstance(message, dict):
+            return MESSAGE_FRAMING + self._json(message)
+        total = MESSAGE_FRAMING
+        for key, value in message.items():
+            if value is None:
+                continue
+            if key == "tool_calls":
+                total += self._tool_calls_tokens(value)
+            elif key == "function_call":
+                total += self._arguments_tokens(value)
+            elif isinstance(value, str):
+                total += self.count_text(value) + (NAME_TOKENS if key == "name" else 0)
+            elif key == "content" and isinstance(value, list):
+                total += sum(self._part_tokens(part) for part in value)
+            else:
+                total += self._json(value)
+        return total
+
+    def _tool_calls_tokens(self, calls: Any) -> int:
+        if not isinstance(calls, list):
+            return self._json(calls)
+        total = 0
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            total += self._arguments_tokens(function) if function is not None else self._json(call)
+        return total
+
+    def _arguments_tokens(self, function: Any) -> int:
+        if not isinstance(function, dict):
+            return self._json(function)
+        arguments = function.get("arguments", "")
+        return self.count_text(arguments if isinstance(arguments, str) else json_text(arguments))
+
+    def _part_tokens(self, part: Any) -> int:
+        if isinstance(part, str):
+            return self.count_text(part)
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(kind, str) and kind in TEXT_FIELDS:
+            text = part.get(TEXT_FIELDS[kind]) or ""
+            return self.count_text(text if isinstance(text, str) else json_text(text))
+        if kind == "image_url":
+            image = part.get("image_url")
+            low = isinstance(image, dict) and image.get("detail") == "low"
+            return IMAGE_LOW_DETAIL_TOKENS if low else IMAGE_HIGH_DETAIL_TOKENS
+        return self._json(part)
+
+    def _tools_tokens(self, tools: Any) -> int:
+        if not tools:
+            return 0
+        if not isinstance(tools, list):
+            return TOOLS_FRAMING + self._json(tools)
+        functions, others = split_tools(tools)
+        unknown = sum(self._json(tool) for tool in others)
+        return TOOLS_FRAMING + self.count_text(format_functions(functions)) + unknown
+
+    def _tool_choice_tokens(self, choice: Any) -> int:
+        match choice:
+            case "none":
+                return TOOL_CHOICE_NONE
+            case {"function": {"name": str() as name}}:
+                return TOOL_CHOICE_NAMED + self.count_text(name)
+            case {"type": "none"}:
+                return TOOL_CHOICE_NONE
+            case {"name": str() as name}:
+                return TOOL_CHOICE_NAMED + self.count_text(name)
+            case str() | dict() | None:
+                return 0
+        return self._json(choice)
+
+
+class TokenCounters:
+    """Builds counters per model; owns the loaded tokenizers and the shared count cache."""
+
+    def __init__(
+        self, *, cache_size: int = DEFAULT_CACHE_SIZE, tokenizers: Path | None = None
+    ) -> None:
+        self.cache = LruCache(cache_size)
+        self._tokenizers = tokenizers
+        self._counters: dict[str, Counter] = {}
+        self._lock = threading.Lock()
+
+    def for_model(self, model: str, tokenizer: str = "auto") -> TokenCounter:
+        method = resolve_tokenizer(model, tokenizer)
+        counter = self._counters.get(method)
+        if counter is None:
+            with self._lock:
+                counter = self._counters.get(method) or self._build(method)
+                self._counters[method] = counter
+        return counter
+
+    def _build(self, method: str) -> Counter:
+        if method == "estimate":
+            return Counter(method, estimate_tokens, self.cache)
+        directory = self._tokenizers or tokenizer_dir()
+        if method.startswith("tiktoken:"):
+            count = _load_tiktoken(method.removeprefix("tiktoken:"), directory)
+            return Counter(method, _chunked(count), self.cache)
+        path = Path(method.removeprefix("hf:") or directory / ANTHROPIC_TOKENIZER)
+        return Counter(f"hf:{path}", _chunked(_load_hf(path)), self.cache)

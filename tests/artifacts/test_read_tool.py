@@ -1,0 +1,265 @@
+"""The synthetic read/search tools, executed against a MemoryStore."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from proxy.artifacts.read_tool import (
+    HARD_MAX_PAGE_CHARS,
+    READ_TOOL,
+    SEARCH_TOOL,
+    execute,
+    is_synthetic,
+    tool_definitions,
+)
+from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
+
+SECRET = b"read-tool-test-secret-0123456789"
+SCOPE = "tenant-a"
+LONG = "".join(f"{i:05d} ünïcødé ✓ 日本 🧪 line\n" for i in range(3000))  # ~90k chars
+LOG = (
+    "boot ok\nWARN disk 91%\nerror: connection reset\nretrying\n"
+    "ERROR: connection reset again\nall good\nfinal Error here"
+)
+
+
+@pytest.fixture
+async def store() -> MemoryStore:
+    memory = MemoryStore(SECRET)
+    items = [NewArtifact(LONG, "tool_result", {}), NewArtifact(LOG, "tool_result", {})]
+    assert await memory.put_many(SCOPE, items, ttl_seconds=3600, max_per_scope=100) == [True] * 2
+    return memory
+
+
+async def call(store: Any, name: str, arguments: Any, *, page: int = 20_000) -> dict[str, Any]:
+    raw = await execute(store, SCOPE, name, arguments, max_page_chars=page)
+    assert isinstance(raw, str)
+    result: dict[str, Any] = json.loads(raw)
+    return result
+
+
+def error_code(result: dict[str, Any]) -> str:
+    assert set(result) == {"error"}, result
+    assert isinstance(result["error"]["message"], str) and result["error"]["message"]
+    code: str = result["error"]["code"]
+    return code
+
+
+# -- definitions -------------------------------------------------------------------------------
+
+
+def test_tool_definitions_shape_and_caps() -> None:
+    tools = tool_definitions(5000)
+    assert [t["function"]["name"] for t in tools] == [READ_TOOL, SEARCH_TOOL]
+    for tool in tools:
+        assert tool["type"] == "function"
+        fn = tool["function"]
+        assert "untrusted" in fn["description"].lower()
+        assert fn["parameters"]["type"] == "object"
+        assert "artifact_id" in fn["parameters"]["required"]
+    read_props = tools[0]["function"]["parameters"]["properties"]
+    assert read_props["max_chars"]["maximum"] == 5000
+    assert read_props["offset"]["minimum"] == 0
+    assert (
+        tool_definitions(10**6)[0]["function"]["parameters"]["properties"]["max_chars"]["maximum"]
+        == HARD_MAX_PAGE_CHARS
+    )
+    assert tools[1]["function"]["parameters"]["required"] == ["artifact_id", "pattern"]
+    json.dumps(tools)  # plain JSON
+
+
+def test_is_synthetic() -> None:
+    assert is_synthetic(READ_TOOL) and is_synthetic(SEARCH_TOOL)
+    assert not is_synthetic("read_file") and not is_synthetic("")
+
+
+# -- read --------------------------------------------------------------------------------------
+
+
+async def test_paging_reassembles_the_exact_original(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LONG)
+    pieces, offset, pages = [], 0, 0
+    while True:
+        result = await call(store, READ_TOOL, {"artifact_id": aid, "offset": offset}, page=7000)
+        assert result["untrusted_content"] is True
+        assert result["artifact_id"] == aid and result["offset"] == offset
+        assert result["total_chars"] == len(LONG)
+        assert len(result["content"]) <= 7000
+        pieces.append(result["content"])
+        pages += 1
+        if result["next_offset"] is None:
+            assert result["truncated"] is False
+            break
+        assert result["truncated"] is True and result["next_offset"] == offset + 7000
+        offset = result["next_offset"]
+    assert "".join(pieces) == LONG
+    assert pages == -(-len(LONG) // 7000)
+
+
+async def test_read_arguments_as_json_string_and_defaults(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LOG)
+    result = await call(store, READ_TOOL, json.dumps({"artifact_id": aid}))
+    assert result["content"] == LOG and result["next_offset"] is None
+    assert result["truncated"] is False and result["offset"] == 0
+
+
+async def test_read_offsets_at_and_beyond_the_end(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LOG)
+    for offset in (len(LOG), len(LOG) + 1, 10**12):
+        result = await call(store, READ_TOOL, {"artifact_id": aid, "offset": offset})
+        assert result["content"] == "" and result["next_offset"] is None
+        assert result["truncated"] is False and result["total_chars"] == len(LOG)
+    last = await call(store, READ_TOOL, {"artifact_id": aid, "offset": len(LOG) - 3})
+    assert last["content"] == LOG[-3:] and last["next_offset"] is None
+
+
+async def test_max_chars_is_capped(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LONG)
+    capped = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 50_000}, page=1000)
+    assert len(capped["content"]) == 1000 and capped["next_offset"] == 1000
+    hard = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 10**9}, page=10**6)
+    assert len(hard["content"]) == HARD_MAX_PAGE_CHARS
+    small = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 10, "offset": 5})
+    assert small["content"] == LONG[5:15] and small["next_offset"] == 15
+    integral_float = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 10.0})
+    assert integral_float["content"] == LONG[:10]
+
+
+async def test_content_with_lone_surrogate_still_yields_json() -> None:
+    memory = MemoryStore(SECRET)
+    content = "before \ud800 after"
+    await memory.put_many(SCOPE, [NewArtifact(content, "k", {})], ttl_seconds=60, max_per_scope=9)
+    result = await call(memory, READ_TOOL, {"artifact_id": memory.artifact_id(SCOPE, content)})
+    assert result["content"] == content
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+async def test_search_is_case_insensitive_with_exact_offsets(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LOG)
+    result = await call(store, SEARCH_TOOL, {"artifact_id": aid, "pattern": "error"})
+    assert result["untrusted_content"] is True and result["pattern"] == "error"
+    assert result["total_matches"] == 3 and result["truncated"] is False
+    assert len(result["matches"]) == 3
+    for match in result["matches"]:
+        start = match["offset"]
+        assert LOG[start : start + 5].lower() == "error"
+        assert match["line"] == LOG.count("\n", 0, start) + 1
+        assert LOG[start : start + 5] in match["context"]
+        assert match["context"] in LOG
+    assert [m["line"] for m in result["matches"]] == [3, 5, 7]
+
+
+async def test_search_limits_results_and_gives_context(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LONG)
+    args = {"artifact_id": aid, "pattern": "LINE", "max_results": 4}
+    result = await call(store, SEARCH_TOOL, args)
+    assert result["total_matches"] == 3000 and result["truncated"] is True
+    assert len(result["matches"]) == 4
+    for match in result["matches"]:
+        start = match["offset"]
+        assert LONG[start : start + 4] == "line"
+        assert match["line"] == LONG.count("\n", 0, start) + 1
+        assert match["context"] == LONG[max(0, start - 120) : start + 4 + 120]
+    many = await call(store, SEARCH_TOOL, {**args, "max_results": 10_000})
+    assert len(many["matches"]) == 50  # capped
+
+
+async def test_search_is_literal_and_cannot_backtrack() -> None:
+    memory = MemoryStore(SECRET)
+    content = "a" * 100_000 + "! then a.*b and (a+)+$ literally"
+    await memory.put_many(SCOPE, [NewArtifact(content, "k", {})], ttl_seconds=60, max_per_scope=9)
+    aid = memory.artifact_id(SCOPE, content)
+    started = time.monotonic()
+    evil = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "(a+)+$"})
+    assert time.monotonic() - started < 1
+    assert evil["total_matches"] == 1
+    assert content[evil["matches"][0]["offset"] :].startswith("(a+)+$")
+    dot = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "a.*b"})
+    assert dot["total_matches"] == 1
+    none = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "zzz"})
+    assert none["matches"] == [] and none["total_matches"] == 0 and none["truncated"] is False
+
+
+# -- errors are results ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        (READ_TOOL, "{not json"),
+        (READ_TOOL, "[1, 2]"),
+        (READ_TOOL, ""),
+        (READ_TOOL, {}),
+        (READ_TOOL, {"artifact_id": 123}),
+        (READ_TOOL, {"artifact_id": "ID", "offset": -1}),
+        (READ_TOOL, {"artifact_id": "ID", "offset": "5"}),
+        (READ_TOOL, {"artifact_id": "ID", "offset": True}),
+        (READ_TOOL, {"artifact_id": "ID", "offset": 1.5}),
+        (READ_TOOL, {"artifact_id": "ID", "max_chars": 0}),
+        (SEARCH_TOOL, {"artifact_id": "ID"}),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": ""}),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": 7}),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": "x" * 1001}),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": "x", "max_results": 0}),
+        ("read_file", {"artifact_id": "ID"}),
+    ],
+)
+async def test_invalid_arguments(store: MemoryStore, name: str, arguments: Any) -> None:
+    if isinstance(arguments, dict) and arguments.get("artifact_id") == "ID":
+        arguments = {**arguments, "artifact_id": store.artifact_id(SCOPE, LOG)}
+    assert error_code(await call(store, name, arguments)) == "invalid_arguments"
+
+
+async def test_unknown_foreign_and_expired_ids_read_as_not_found() -> None:
+    clock = [1000.0]
+    memory = MemoryStore(SECRET, clock=lambda: clock[0])
+    item = NewArtifact("tenant A data", "k", {})
+    await memory.put_many(SCOPE, [item], ttl_seconds=10, max_per_scope=9)
+    await memory.put_many("tenant-b", [item], ttl_seconds=10, max_per_scope=9)
+    foreign = memory.artifact_id("tenant-b", item.content)
+    for aid in ["art_" + "0" * 32, "nonsense", foreign]:
+        for name, extra in ((READ_TOOL, {}), (SEARCH_TOOL, {"pattern": "data"})):
+            result = await call(memory, name, {"artifact_id": aid, **extra})
+            assert error_code(result) == "artifact_not_found"
+            assert "tenant" not in result["error"]["message"]
+    own = memory.artifact_id(SCOPE, item.content)
+    assert (await call(memory, READ_TOOL, {"artifact_id": own}))["content"] == item.content
+    clock[0] += 11
+    assert error_code(await call(memory, READ_TOOL, {"artifact_id": own})) == "artifact_not_found"
+
+
+class _BrokenStore:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def artifact_id(self, scope: str, content: str) -> str:
+        return "art_" + "1" * 32
+
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]:
+        return [False] * len(items)
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        raise self.error
+
+    async def ping(self) -> bool:
+        return False
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("error", [StoreUnavailable("down"), RuntimeError("bug")])
+async def test_store_failure_is_a_result(error: Exception) -> None:
+    broken = _BrokenStore(error)
+    for name, args in ((READ_TOOL, {}), (SEARCH_TOOL, {"pattern": "x"})):
+        result = await call(broken, name, {"artifact_id": "art_" + "1" * 32, **args})
+        assert error_code(result) == "artifact_store_unavailable"

@@ -1,0 +1,290 @@
+"""`proxy.completion.rounds`: round state, the bodies it builds, and how answers are filtered."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, cast
+
+import pytest
+from multidict import CIMultiDict
+
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_definitions
+from proxy.artifacts.store import MemoryStore, NewArtifact
+from proxy.completion.rounds import (
+    READS_HEADER,
+    ROUNDS_HEADER,
+    SyntheticRounds,
+    strip_synthetic_calls,
+    synthetic_only,
+    without_synthetic_tools,
+)
+from proxy.engine.manifest import SyntheticTools
+from proxy.http.services import REQUEST_ID, STATS
+from proxy.jsonio import loads
+from proxy.metrics import Metrics, RequestStats
+
+SCOPE = "tenant-a"
+CLIENT_TOOL = {
+    "type": "function",
+    "function": {"name": "run_shell", "parameters": {"type": "object", "properties": {}}},
+}
+MESSAGES = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "what was in the log?"},
+]
+
+
+def choice_of(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
+
+
+def body_with(client_tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "gpt-4o",
+        "messages": copy.deepcopy(MESSAGES),
+        "tools": [*copy.deepcopy(client_tools), *tool_definitions(4000)],
+        **extra,
+    }
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return [t["function"]["name"] for t in body.get("tools", [])]
+
+
+def call(call_id: str, name: str, arguments: Any = "{}") -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+# -- without_synthetic_tools -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("choice", [choice_of(READ_TOOL), choice_of(SEARCH_TOOL)])
+def test_a_tool_choice_naming_a_synthetic_tool_goes_with_it(choice: dict[str, Any]) -> None:
+    body = body_with([CLIENT_TOOL], tool_choice=choice, parallel_tool_calls=False)
+    before = copy.deepcopy(body)
+    out = without_synthetic_tools(body)
+    assert tool_names(out) == ["run_shell"]
+    assert "tool_choice" not in out
+    assert out["parallel_tool_calls"] is False
+    assert out["messages"] == MESSAGES
+    assert body == before  # a copy: the prepared body is not changed
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", "none", choice_of("run_shell")])
+def test_a_client_tool_choice_is_kept(choice: Any) -> None:
+    out = without_synthetic_tools(body_with([CLIENT_TOOL], tool_choice=choice))
+    assert tool_names(out) == ["run_shell"]
+    assert out["tool_choice"] == choice
+
+
+@pytest.mark.parametrize("choice", ["auto", "required", choice_of(READ_TOOL), None])
+def test_no_client_tool_left_removes_tools_choice_and_parallel_calls(choice: Any) -> None:
+    extra = {"parallel_tool_calls": True} | ({} if choice is None else {"tool_choice": choice})
+    out = without_synthetic_tools(body_with([], **extra))
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(out)
+    assert out == {"model": "gpt-4o", "messages": MESSAGES}
+
+
+def test_a_body_without_a_tools_list_is_left_alone() -> None:
+    body = {"model": "m", "messages": [], "tool_choice": "auto", "parallel_tool_calls": True}
+    assert without_synthetic_tools(body) == body
+    assert without_synthetic_tools({**body, "tools": None})["tool_choice"] == "auto"
+
+
+# -- SyntheticRounds ---------------------------------------------------------------------------
+
+
+def make_rounds(
+    body: dict[str, Any], *, max_rounds: int, store: MemoryStore | None = None
+) -> SyntheticRounds:
+    request = {STATS: RequestStats(), REQUEST_ID: "req-1"}  # only item access is used
+    return SyntheticRounds(
+        request=cast(Any, request),
+        upstream=cast(Any, None),
+        upstream_headers=CIMultiDict(),
+        store=store or MemoryStore(b"secret"),
+        scope=SCOPE,
+        tools=SyntheticTools(max_rounds=max_rounds, max_page_chars=4000),
+        body=body,
+        metrics=Metrics(),
+    )
+
+
+def test_first_body_is_the_prepared_bytes_while_a_round_is_allowed() -> None:
+    prepared = b'{"exact": "bytes" }'
+    rounds = make_rounds(body_with([CLIENT_TOOL]), max_rounds=1)
+    assert rounds.first_body(prepared) is prepared
+
+
+def test_zero_rounds_first_body_has_no_synthetic_tools() -> None:
+    body = body_with([CLIENT_TOOL], tool_choice=choice_of(READ_TOOL))
+    first = loads(make_rounds(body, max_rounds=0).first_body(b"unused"))
+    assert tool_names(first) == ["run_shell"] and "tool_choice" not in first
+    assert first["messages"] == MESSAGES
+
+
+@pytest.mark.parametrize(
+    ("n", "multiple"), [(None, False), (1, False), (2, True), (True, False), ("3", False)]
+)
+def test_several_choices_never_loop(n: Any, multiple: bool) -> None:
+    body = body_with([]) | ({} if n is None else {"n": n})
+    rounds = make_rounds(body, max_rounds=3)
+    assert rounds.multiple_choices is multiple
+    assert rounds.loop_allowed is not multiple
+
+
+async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the_tools() -> None:
+    store = MemoryStore(b"secret")
+    content = "line 1\nline 2\n"
+    await store.put_many(
+        SCOPE, [NewArtifact(content, "tool_result", {})], ttl_seconds=60, max_per_scope=10
+    )
+    artifact_id = store.artifact_id(SCOPE, content)
+    body = body_with([CLIENT_TOOL], tool_choice=choice_of(SEARCH_TOOL), parallel_tool_calls=True)
+    rounds = make_rounds(body, max_rounds=2, store=store)
+    assert rounds.loop_allowed
+
+    calls = [
+        call("c1", READ_TOOL, json.dumps({"artifact_id": artifact_id})),
+        call("c2", SEARCH_TOOL, {"artifact_id": artifact_id, "pattern": "LINE 2"}),
+    ]
+    await rounds.execute("let me look", calls)
+    assert (rounds.rounds, rounds.reads) == (1, 2)
+    assert rounds.loop_allowed
+    second = loads(rounds.next_body())
+    assert tool_names(second) == ["run_shell", READ_TOOL, SEARCH_TOOL]
+    assert second["tool_choice"] == choice_of(SEARCH_TOOL)
+    assert second["messages"][:2] == MESSAGES
+    assistant, read, search = second["messages"][2:]
+    assert assistant == {"role": "assistant", "content": "let me look", "tool_calls": calls}
+    assert read["role"] == "tool" and read["tool_call_id"] == "c1"
+    assert json.loads(read["content"])["content"] == content
+    assert search["tool_call_id"] == "c2"
+    assert json.loads(search["content"])["total_matches"] == 1
+
+    await rounds.execute(None, [call("c3", READ_TOOL, {"artifact_id": "art_" + "0" * 32})])
+    assert (rounds.rounds, rounds.reads) == (2, 3)
+    assert not rounds.loop_allowed
+    last = loads(rounds.next_body())
+    assert tool_names(last) == ["run_shell"]
+    assert "tool_choice" not in last and last["parallel_tool_calls"] is True
+    assert len(last["messages"]) == 2 + 3 + 2
+    assert json.loads(last["messages"][-1]["content"])["error"]["code"] == "artifact_not_found"
+
+    assert body["messages"] == MESSAGES  # the prepared body is never mutated
+    assert rounds.response_headers() == {ROUNDS_HEADER: "2", READS_HEADER: "3"}
+    stats = rounds.request[STATS]
+    assert (stats.synthetic_rounds, stats.artifact_reads) == (2, 3)
+
+
+async def test_last_round_without_client_tools_sends_no_tools_at_all() -> None:
+    body = body_with([], tool_choice="required", parallel_tool_calls=False)
+    rounds = make_rounds(body, max_rounds=1)
+    await rounds.execute(None, [call("c1", READ_TOOL, "not json")])
+    last = loads(rounds.next_body())
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(last)
+    assert last["messages"][-1]["tool_call_id"] == "c1"
+    assert json.loads(last["messages"][-1]["content"])["error"]["code"] == "invalid_arguments"
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def answer(*messages: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {"index": i, "message": m, "finish_reason": finish} for i, m in enumerate(messages)
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def message(content: Any, *calls: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        out["tool_calls"] = list(calls)
+    return out
+
+
+READ = call("s1", READ_TOOL, '{"artifact_id": "art_x"}')
+SEARCH = call("s2", SEARCH_TOOL, '{"artifact_id": "art_x", "pattern": "p"}')
+SHELL = call("k1", "run_shell", "{}")
+
+
+def test_synthetic_only_on_a_synthetic_only_answer() -> None:
+    assert synthetic_only(answer(message("checking", READ, SEARCH))) == (
+        "checking",
+        [READ, SEARCH],
+    )
+    assert synthetic_only(answer(message(None, READ))) == (None, [READ])
+    assert synthetic_only(answer(message([{"type": "text", "text": "x"}], READ))) == (None, [READ])
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        answer(message("mixed", READ, SHELL)),
+        answer(message(None, SHELL)),
+        answer(message("plain text"), finish="stop"),
+        answer(message(None, READ), message(None, READ)),  # n > 1
+        answer(),
+        {"error": {"message": "x"}},
+        {"choices": [{"message": {"tool_calls": []}}]},
+        {"choices": [{"message": {"tool_calls": [READ, "junk"]}}]},
+        {"choices": ["junk"]},
+        {"choices": [{"message": "junk"}]},
+    ],
+)
+def test_synthetic_only_is_none_otherwise(payload: dict[str, Any]) -> None:
+    assert synthetic_only(payload) is None
+
+
+def test_strip_keeps_client_calls_of_a_mixed_answer() -> None:
+    payload = answer(message("both", READ, SHELL, SEARCH))
+    assert strip_synthetic_calls(payload) is True
+    choice = payload["choices"][0]
+    assert choice["message"] == message("both", SHELL)
+    assert choice["finish_reason"] == "tool_calls"
+    assert payload["usage"]["total_tokens"] == 2
+
+
+def test_strip_on_several_choices_treats_each_one() -> None:
+    payload = answer(
+        message(None, READ),
+        message("client only", SHELL),
+        message("mixed", SEARCH, SHELL),
+        message("text"),
+    )
+    payload["choices"][3]["finish_reason"] = "length"
+    assert strip_synthetic_calls(payload) is True
+    first, second, third, fourth = payload["choices"]
+    assert first["message"] == {"role": "assistant", "content": None}
+    assert first["finish_reason"] == "stop"
+    assert second["message"] == message("client only", SHELL)
+    assert second["finish_reason"] == "tool_calls"
+    assert third["message"] == message("mixed", SHELL)
+    assert third["finish_reason"] == "tool_calls"
+    assert fourth["message"] == message("text") and fourth["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        answer(message("client", SHELL)),
+        answer(message("text"), finish="stop"),
+        {"choices": None},
+        {"choices": ["junk", {"message": None}, {"message": {"tool_calls": "junk"}}]},
+        {},
+    ],
+)
+def test_strip_without_synthetic_calls_changes_nothing(payload: dict[str, Any]) -> None:
+    before = copy.deepcopy(payload)
+    assert strip_synthetic_calls(payload) is False
+    assert payload == before

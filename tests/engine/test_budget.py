@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.engine.budget import compute_budget
+from proxy.policy.models import BudgetPolicy
+from proxy.tokens.catalog import ModelInfo
+
+
+class Models:
+    def lookup(self, model: str) -> ModelInfo | None:
+        return ModelInfo(context_window=100_000, max_output_tokens=None) if model == "m" else None
+
+
+def budget(policy: dict[str, Any], body: dict[str, Any]) -> Any:
+    return compute_budget(BudgetPolicy.model_validate(policy), body, Models())
+
+
+def test_fractions_of_the_allowance() -> None:
+    b = budget({"safety_margin": 0.01, "trigger": 0.9, "target": 0.5}, {"model": "m"})
+    assert b.context_window == 100_000 and b.reserved_output == 4096 and b.safety_margin == 1000
+    assert b.allowance == 100_000 - 4096 - 1000
+    assert b.trigger == int(0.9 * b.allowance) and b.target == int(0.5 * b.allowance)
+
+
+def test_absolute_numbers_and_request_output() -> None:
+    b = budget(
+        {"context_window": 10_000, "safety_margin": 100, "trigger": 8000, "target": 6000},
+        {"model": "x", "max_completion_tokens": 500, "max_tokens": 900},
+    )
+    assert (b.reserved_output, b.allowance, b.trigger, b.target) == (500, 9400, 8000, 6000)
+
+
+def test_unknown_model_uses_fallback_and_bad_max_tokens_is_ignored() -> None:
+    b = budget(
+        {"fallback_context_window": 5000, "safety_margin": 0}, {"model": 7, "max_tokens": -3}
+    )
+    assert b.context_window == 5000 and b.reserved_output == 2500  # the default, capped
+
+
+def test_default_reserved_output_is_at_most_half_the_window() -> None:
+    small = budget({"context_window": 2048, "safety_margin": 0}, {"model": "x"})
+    assert (small.reserved_output, small.allowance) == (1024, 1024)
+    asked = budget({"context_window": 2048, "safety_margin": 0}, {"model": "x", "max_tokens": 1500})
+    assert (asked.reserved_output, asked.allowance) == (1500, 548)  # the request's own number
+    fixed = budget({"context_window": 2048, "reserved_output": 1800, "safety_margin": 0}, {})
+    assert fixed.reserved_output == 1800  # a number in the policy is taken as written
+    large = budget({"context_window": 8192}, {"model": "x"})
+    assert large.reserved_output == 4096
+
+
+def test_reserved_output_above_window_leaves_no_allowance() -> None:
+    b = budget({"context_window": 1000}, {"max_tokens": 5000})
+    assert b.allowance == 0 and b.trigger == 0 and b.target == 0
+
+
+def test_huge_numbers_are_capped_at_the_whole() -> None:
+    b = budget(
+        {"context_window": 10_000, "safety_margin": 0, "trigger": 1e300},
+        {"model": "x", "max_tokens": 1000},
+    )
+    assert (b.allowance, b.trigger) == (9000, 9000)
+    b = budget({"context_window": 10_000, "safety_margin": 1e300}, {"model": "x"})
+    assert (b.safety_margin, b.allowance, b.trigger, b.target) == (10_000, 0, 0, 0)

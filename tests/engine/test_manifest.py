@@ -1,0 +1,80 @@
+"""Manifest: the action summary, the dict form, and the response headers of a prepared request."""
+
+from __future__ import annotations
+
+from proxy.engine.manifest import Action, Manifest, Prepared, SyntheticTools
+
+
+def manifest(*actions: Action) -> Manifest:
+    return Manifest(
+        policy="coding-agent",
+        model="gpt-4o",
+        mode="window",
+        tokens_before=120_000,
+        tokens_after=80_000,
+        actions=list(actions),
+    )
+
+
+OFFLOAD = Action("offload_tool_results", "r", [3, 11], 900, ["a1", "a2"])
+DROP = Action("drop_turns", "r", [2, 3, 4, 5, 6], 4000, ["a3"])
+
+
+def test_action_summary_counts_messages_per_action_in_order() -> None:
+    assert manifest().action_summary() == "none"
+    assert manifest(OFFLOAD).action_summary() == "offload_tool_results:2"
+    assert manifest(DROP, OFFLOAD).action_summary() == "drop_turns:5,offload_tool_results:2"
+    empty = Action("clear_tool_results", "r", [], 0)
+    assert manifest(empty).action_summary() == "clear_tool_results:0"
+
+
+def test_headers() -> None:
+    prepared = Prepared(b"{}", True, manifest(OFFLOAD, DROP), {})
+    assert prepared.headers() == {
+        "x-ctxproxy-policy": "coding-agent",
+        "x-ctxproxy-tokens-before": "120000",
+        "x-ctxproxy-tokens-after": "80000",
+        "x-ctxproxy-actions": "offload_tool_results:2,drop_turns:5",
+    }
+    unchanged = Prepared(b"raw", False, Manifest("default", "m", "inspect"), {})
+    assert unchanged.headers() == {
+        "x-ctxproxy-policy": "default",
+        "x-ctxproxy-tokens-before": "0",
+        "x-ctxproxy-tokens-after": "0",
+        "x-ctxproxy-actions": "none",
+    }
+    assert all(isinstance(v, str) for v in prepared.headers().values())
+
+
+def test_as_dict_is_plain_data() -> None:
+    m = manifest(OFFLOAD)
+    m.notes.append("n")
+    data = m.as_dict()
+    assert data["actions"] == [
+        {
+            "step": "offload_tool_results",
+            "reason": "r",
+            "message_indices": [3, 11],
+            "tokens_freed": 900,
+            "artifact_ids": ["a1", "a2"],
+        }
+    ]
+    assert data["outcome"] == "unchanged" and data["notes"] == ["n"]
+    assert list(data)[:3] == ["policy", "model", "mode"]
+    data["actions"][0]["message_indices"].append(99)  # a copy: the manifest is not changed
+    assert m.actions[0].message_indices == [3, 11]
+
+
+def test_defaults_are_not_shared() -> None:
+    a, b = Manifest("p", "m", "window"), Manifest("p", "m", "window")
+    a.notes.append("x")
+    a.actions.append(OFFLOAD)
+    assert b.notes == [] and b.actions == []
+    assert Action("s", "r", [], 0).artifact_ids == []
+
+
+def test_prepared_synthetic_defaults_to_none() -> None:
+    plain = Prepared(b"{}", True, manifest(), {})
+    assert plain.synthetic is None
+    tools = SyntheticTools(max_rounds=4, max_page_chars=20_000)
+    assert Prepared(b"{}", True, manifest(), {}, synthetic=tools).synthetic == tools

@@ -1,0 +1,169 @@
+"""The horizon planner: hysteresis, limits, cuts, at_least, determinism."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.engine.planner import StepPlan, plan_horizons, total_after
+
+
+def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
+    return StepPlan(
+        rank=3,
+        costs=[0] * n,
+        limits=[max(t - keep_last + 1, 0) for t in range(n)],
+        extra_cost=extra,
+    )
+
+
+def test_nothing_happens_under_trigger() -> None:
+    assert plan_horizons(
+        [100] * 5, [drop_step(5)], base=0, reduced_base=0, trigger=1000, target=500
+    ) == [0]
+
+
+def test_reduces_to_target_when_over_trigger() -> None:
+    full = [100] * 10  # 1050 tokens: over the trigger at the last unit
+    [h] = plan_horizons(full, [drop_step(10)], base=50, reduced_base=60, trigger=1000, target=700)
+    assert 60 + 10 + sum(full[h:]) <= 700
+    # the smallest cut that gets under the target
+    assert 60 + 10 + sum(full[h - 1 :]) > 700
+
+
+def test_later_growth_stays_between_target_and_trigger() -> None:
+    full = [100] * 12
+    [h] = plan_horizons(full, [drop_step(12)], base=50, reduced_base=60, trigger=1000, target=700)
+    assert 700 < 60 + 10 + sum(full[h:]) <= 1000
+
+
+def test_horizon_moves_only_when_trigger_is_crossed_again() -> None:
+    seen = []
+    for n in range(10, 30):
+        seen.append(
+            plan_horizons(
+                [100] * n, [drop_step(n)], base=50, reduced_base=60, trigger=1000, target=700
+            )[0]
+        )
+    changes = sum(1 for a, b in itertools.pairwise(seen) if a != b)
+    assert seen == sorted(seen)  # never moves back
+    assert changes <= 6  # 20 turns of 100 tokens, 300 tokens of slack: a move every ~4 turns
+
+
+def test_a_step_that_frees_nothing_does_not_advance() -> None:
+    # Costs equal to the full costs (e.g. no tool result in these units): advancing would only
+    # switch on the reduced base (the read tools) and make the planned total larger.
+    idle = StepPlan(rank=1, costs=[100] * 3, limits=[1, 2, 3])
+    full = [100] * 3
+    horizons = plan_horizons(full, [idle], base=10, reduced_base=250, trigger=100, target=50)
+    assert horizons == [0]
+    assert total_after(full, [idle], horizons, base=10, reduced_base=250) == 310
+
+
+def test_limit_is_respected_even_when_target_is_missed() -> None:
+    n = 5
+    step = StepPlan(rank=3, costs=[0] * n, limits=[0, 0, 1, 1, 2])
+    [h] = plan_horizons([1000] * n, [step], base=0, reduced_base=0, trigger=10, target=5)
+    assert h == 2
+
+
+def test_cuts_restrict_horizons() -> None:
+    n = 10
+    step = StepPlan(rank=3, costs=[0] * n, limits=[t + 1 for t in range(n)], cuts=[4, 8])
+    [h] = plan_horizons([100] * n, [step], base=0, reduced_base=0, trigger=500, target=400)
+    assert h in (4, 8)
+
+
+def test_stronger_step_wins_where_horizons_overlap() -> None:
+    n = 6
+    offload = StepPlan(rank=1, costs=[50] * n, limits=[t + 1 for t in range(n)])
+    drop = StepPlan(rank=3, costs=[0] * n, limits=[t + 1 for t in range(n)])
+    horizons = plan_horizons(
+        [100] * n, [offload, drop], base=0, reduced_base=0, trigger=350, target=300
+    )
+    # offload first: 6 x 50 = 300 fits, so drop is never advanced
+    assert horizons[1] == 0 and horizons[0] > 0
+
+
+def test_at_least_blocks_small_advances() -> None:
+    n = 4
+    clear = StepPlan(rank=2, costs=[90] * n, limits=[t + 1 for t in range(n)], at_least=1000)
+    [h] = plan_horizons([100] * n, [clear], base=0, reduced_base=0, trigger=350, target=300)
+    assert h == 0  # clearing everything frees only 40 tokens
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 400), min_size=1, max_size=40), st.integers(200, 3000))
+def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
+    """Planning a prefix of the history gives horizons <= those of the whole history."""
+    target = trigger * 7 // 10
+    n = len(costs)
+    whole = plan_horizons(
+        costs, [drop_step(n)], base=0, reduced_base=0, trigger=trigger, target=target
+    )
+    for m in range(1, n):
+        part = plan_horizons(
+            costs[:m], [drop_step(m)], base=0, reduced_base=0, trigger=trigger, target=target
+        )
+        assert part[0] <= whole[0]
+
+
+def test_a_step_with_its_own_target_reduces_deeper_when_it_acts() -> None:
+    n = 11  # the trigger is crossed at the last unit
+    limits = [t + 1 for t in range(n)]
+    shallow = StepPlan(rank=3, costs=[0] * n, limits=limits)
+    deep = StepPlan(rank=3, costs=[0] * n, limits=limits, target=400)
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 700}
+    [h_shallow] = plan_horizons([100] * n, [shallow], **kwargs)
+    [h_deep] = plan_horizons([100] * n, [deep], **kwargs)
+    assert sum([100] * n) - 100 * h_shallow <= 700
+    assert sum([100] * n) - 100 * h_deep <= 400 < sum([100] * n) - 100 * (h_deep - 1)
+
+
+def test_total_after_matches_the_plan() -> None:
+    n = 10
+    step = drop_step(n)
+    [h] = plan_horizons([100] * n, [step], base=50, reduced_base=60, trigger=1000, target=700)
+    assert total_after([100] * n, [step], [h], base=50, reduced_base=60) == 60 + 10 + 100 * (n - h)
+    assert total_after([100] * n, [step], [0], base=50, reduced_base=60) == 50 + 100 * n
+
+
+def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) -> list[int]:
+    """The replay without the running total: every time point recomputed from scratch."""
+    from proxy.engine.planner import _advance, _Totals
+
+    totals = _Totals(full, steps, 7, 11)
+    horizons = [0] * len(steps)
+    for t in range(len(full)):
+        if totals.total(t, horizons) <= trigger:
+            continue
+        for k in range(len(steps)):
+            if totals.total(t, horizons) <= target:
+                break
+            horizons[k] = _advance(totals, t, horizons, k, target)
+    return horizons
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 400), min_size=1, max_size=40),
+    st.integers(200, 3000),
+    st.integers(0, 3),
+)
+def test_incremental_replay_equals_naive_replay(costs: list[int], trigger: int, keep: int) -> None:
+    n = len(costs)
+    steps = [
+        StepPlan(rank=1, costs=[c // 2 for c in costs], limits=[t + 1 for t in range(n)]),
+        StepPlan(
+            rank=2,
+            costs=[c // 5 for c in costs],
+            limits=[max(t + 1 - keep, 0) for t in range(n)],
+            at_least=50,
+        ),
+        drop_step(n, keep_last=keep + 1),
+    ]
+    target = trigger * 6 // 10
+    got = plan_horizons(costs, steps, base=7, reduced_base=11, trigger=trigger, target=target)
+    assert got == _naive(costs, steps, trigger, target)

@@ -1,0 +1,206 @@
+"""Invariants of preparation over generated conversations (hypothesis).
+
+For every generated conversation and budget: the prepared input fits the allowance or the request
+is refused; no tool exchange is split; protected messages are kept byte-identical; nothing removed
+is lost (it is in a referenced artifact); output is deterministic; preparing an already prepared
+request changes nothing; a refusal happens only when protected content cannot fit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from pipeline_harness import Harness, make_harness, write_policy
+from strategies import conversations
+
+from proxy.artifacts.read_tool import tool_definitions
+from proxy.engine.conversation import parse_conversation
+from proxy.engine.manifest import Prepared
+from proxy.engine.steps.drop_turns import notice_message
+from proxy.engine.tool_text import placeholder, tool_result_text
+from proxy.errors import ErrorCode, ProxyError
+from proxy.http.auth import Tenant
+from proxy.tokens.counters import TokenCounters
+
+WINDOWS = (600, 1500, 4000, 16000)
+POLICY = """
+extends: default
+budget: {{context_window: {window}, reserved_output: 200, safety_margin: 0,
+         trigger: 0.9, target: 0.6}}
+protect: {{recent_turns: 1, recent_tool_exchanges: 0}}
+tool_results: {{offload_threshold_chars: 2000, preview_head_chars: 200, preview_tail_chars: 100}}
+"""
+ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
+EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
+    directory: Path = tmp_path_factory.mktemp("policies")
+    for window in WINDOWS:
+        write_policy(directory, POLICY.format(window=window), name=f"w{window}")
+    return make_harness(directory, TokenCounters())
+
+
+def tenant(window: int) -> Tenant:
+    return Tenant(
+        name="p", policy=f"w{window}", scope="p:scope", upstream_key=None, passthrough=True
+    )
+
+
+def prepare(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+) -> Prepared | ProxyError:
+    request = {"model": "gpt-4o", "messages": messages}
+    try:
+        return loop.run_until_complete(harness.prepare(request, tenant(window)))
+    except ProxyError as error:
+        return error
+
+
+def recent_turn_start(messages: list[Any]) -> int:
+    conversation = parse_conversation(messages)
+    return conversation.turns[-1].start if conversation.turns else conversation.system_end
+
+
+def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
+    """An independent lower bound: what must stay (system, task, last turn), results cleared."""
+    counter = harness.counters.for_model("gpt-4o")
+    conversation = parse_conversation(messages)
+    keep = list(range(conversation.system_end))
+    first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), None)
+    if first_user is not None:
+        keep.append(first_user)
+    keep += range(recent_turn_start(messages), len(messages))
+    total = 0
+    for i in sorted(set(keep)):
+        message = messages[i]
+        cost = counter.count_message(message)
+        text = tool_result_text(message) if message["role"] == "tool" else None
+        if text is not None:
+            # The placeholder the clear step writes: the id this content gets (ids are random
+            # hex; one of zeros counts far fewer tokens and made this bound too low), its size,
+            # the shortest wording.
+            artifact_id = harness.store.artifact_id("p:scope", text)
+            cleared = {**message, "content": placeholder(artifact_id, len(text), None, False)}
+            cost = min(cost, counter.count_message(cleared))
+        total += cost
+    if len(set(keep)) < len(messages):  # something must go: its notice stays
+        realistic_id = harness.store.artifact_id("p:scope", "any content")
+        wide = notice_message("user", True, 10**9, 10**9, realistic_id)
+        total += counter.count_message(wide)
+    return total + counter.count_tools(tool_definitions(20_000), None) + 3
+
+
+@EXAMPLES
+@given(messages=conversations(max_turns=8, max_steps=4), window=st.sampled_from(WINDOWS))
+def test_fits_or_refused_only_when_protected_content_cannot_fit(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+) -> None:
+    result = prepare(loop, harness, messages, window)
+    event(f"outcome: {'refused' if isinstance(result, ProxyError) else result.manifest.outcome}")
+    if isinstance(result, ProxyError):
+        assert result.code is ErrorCode.context_length_exceeded
+        allowance = (result.details or {})["allowance_tokens"]
+        assert minimal_tokens(harness, messages) > allowance
+        return
+    manifest = result.manifest
+    assert manifest.tokens_after <= manifest.allowance
+    counter = harness.counters.for_model("gpt-4o")
+    assert counter.count_request(result.parsed) == manifest.tokens_after
+    if manifest.tokens_before <= manifest.trigger:
+        assert not result.changed
+
+
+@EXAMPLES
+@given(messages=conversations(max_turns=8, max_steps=4), window=st.sampled_from(WINDOWS))
+def test_structure_protection_and_nothing_lost(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+) -> None:
+    original = orjson.loads(orjson.dumps(messages))
+    result = prepare(loop, harness, messages, window)
+    assert messages == original  # the input is never mutated
+    if isinstance(result, ProxyError):
+        return
+    out = result.parsed["messages"]
+    assert parse_conversation(out).problems == ()
+    system_end = parse_conversation(messages).system_end
+    assert out[:system_end] == messages[:system_end]
+    first_user = next((m for m in messages if m["role"] == "user"), None)
+    if first_user is not None:
+        assert first_user in out
+    tail = messages[recent_turn_start(messages) :]
+    assert [m.get("role") for m in out[len(out) - len(tail) :]] == [m["role"] for m in tail]
+    for got, want in zip(out[len(out) - len(tail) :], tail, strict=True):
+        assert got == want or (
+            want["role"] == "tool" and {**got, "content": want["content"]} == want
+        )
+    assert_nothing_lost(loop, harness, messages, out)
+
+
+def assert_nothing_lost(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], out: list[Any]
+) -> None:
+    recovered: list[Any] = []
+    for message in out:
+        content = message.get("content")
+        ids = (
+            ARTIFACT.findall(content)
+            if isinstance(content, str) and content.startswith("[ctxproxy")
+            else []
+        )
+        if not ids:
+            recovered.append(message)
+            continue
+        artifact = loop.run_until_complete(harness.store.get("p:scope", ids[0]))
+        assert artifact is not None, f"{ids[0]} is referenced but not stored"
+        if artifact.kind == "dropped_turns":
+            recovered += [orjson.loads(line) for line in artifact.content.split("\n")]
+        else:
+            recovered.append({**message, "content": artifact.content})
+    # Dropped turns come back from one archive (the task message may sit inside the dropped
+    # span), so compare as multisets of exact messages.
+    assert _sorted(recovered) == _sorted(messages)
+
+
+def _sorted(messages: list[Any]) -> list[bytes]:
+    return sorted(orjson.dumps(_normal(m), option=orjson.OPT_SORT_KEYS) for m in messages)
+
+
+def _normal(message: dict[str, Any]) -> dict[str, Any]:
+    """Offloading stores a text-parts tool result as its joined text: compare them as text."""
+    return {**message, "content": _text(message)} if message.get("role") == "tool" else message
+
+
+def _text(message: dict[str, Any]) -> Any:
+    content = message.get("content")
+    if (
+        isinstance(content, list)
+        and all(isinstance(p, dict) and p.get("type") == "text" for p in content)
+        and content
+    ):
+        return "".join(p["text"] for p in content)
+    return content
+
+
+@EXAMPLES
+@given(messages=conversations(max_turns=8, max_steps=4), window=st.sampled_from(WINDOWS))
+def test_deterministic_and_idempotent(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+) -> None:
+    first = prepare(loop, harness, messages, window)
+    second = prepare(loop, harness, messages, window)
+    if isinstance(first, ProxyError):
+        assert isinstance(second, ProxyError) and second.details == first.details
+        return
+    assert isinstance(second, Prepared) and first.body == second.body
+    again = prepare(loop, harness, first.parsed["messages"], window)
+    assert isinstance(again, Prepared)
+    assert again.parsed["messages"] == first.parsed["messages"]

@@ -1,0 +1,394 @@
+"""Reducer: the context it builds, the planned reduction, and storing then applying edits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from context_harness import (
+    artifact_id,
+    assistant,
+    big,
+    call,
+    counter,
+    make_ctx,
+    policy,
+    result,
+    system,
+    user,
+)
+
+from proxy.artifacts.store import Artifact, NewArtifact
+from proxy.engine.budget import Budget
+from proxy.engine.conversation import parse_conversation
+from proxy.engine.reducer import build_context, plan_reduction, store_and_apply
+from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput
+from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
+from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig, notice_message
+from proxy.engine.steps.offload_tool_results import OffloadToolResults, OffloadToolResultsConfig
+
+ALPHA = big("alpha", 2000)
+GAMMA = big("gamma", 3000)
+OFFLOAD = {"offload_threshold_chars": 500, "preview_head_chars": 100, "preview_tail_chars": 50}
+
+
+def history() -> list[dict[str, Any]]:
+    """Units: u0 task, u1 (2-3), u2 | u3 user, u4 (6-7), u5 | u6 user, u7 (10-11), u8."""
+    return [
+        system(),
+        user("Task: audit the repository."),
+        call("c0", "read_file"),
+        result("c0", ALPHA),
+        assistant("a.py is fine."),
+        user("Next, please."),
+        call("c1", "read_file"),
+        result("c1", "tiny"),
+        assistant("b.py is fine."),
+        user("And the last one."),
+        call("c2", "grep"),
+        result("c2", GAMMA),
+        assistant("Done."),
+    ]
+
+
+# ---------------------------------------------------------------- build_context
+
+
+def test_build_context_layout() -> None:
+    messages = [system(), assistant("Hi!"), *history()[1:]]
+    conversation = parse_conversation(messages)
+    costs = [counter().count_message(m) for m in messages]
+    pol = policy()
+    ctx = build_context(messages, conversation, pol, counter(), costs, artifact_id, 1234)
+    assert ctx.units == list(conversation.units)
+    assert [u.start for u in ctx.units] == [1, 2, 3, 5, 6, 7, 9, 10, 11, 13]
+    assert ctx.turn_first_unit == [0, 1, 4, 7]  # the leading turn is a turn of its own
+    assert ctx.unit_turn == [0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert ctx.first_user_unit == 1
+    assert ctx.messages is messages and ctx.message_costs is costs
+    assert ctx.policy is pol and ctx.counter is counter() and ctx.allowance == 1234
+    assert ctx.artifact_id("x") == artifact_id("x")
+    assert ctx.unit_cost(2) == costs[3] + costs[4]
+    assert ctx.pinned_units == frozenset()
+    assert ctx.is_protected(1) and not ctx.is_protected(0) and not ctx.is_protected(2)
+
+
+def test_build_context_tool_names_cover_parallel_calls() -> None:
+    exchange = call("p1", "read_file")
+    exchange["tool_calls"] += [
+        {"id": "p2", "type": "function", "function": {"name": "grep", "arguments": "{}"}},
+    ]
+    messages = [user("go"), exchange, result("p1", "a"), result("p2", "b"), *history()[5:9]]
+    ctx = make_ctx(messages)
+    assert ctx.result_names[2] == "read_file" and ctx.result_names[3] == "grep"
+    later = [i for i in range(4, len(messages)) if messages[i].get("role") == "tool"]
+    assert later and all(ctx.result_names[i] == "read_file" for i in later)
+
+
+def test_tool_names_skip_malformed_calls() -> None:
+    messages: list[Any] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": 7, "function": {"name": "numeric_id"}},
+                {"id": "no_function"},
+                {"id": "bad_function", "function": "grep"},
+                "not a call",
+                {"id": "ok", "function": {"name": "grep"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "ok", "content": "found"},
+        {"role": "tool", "tool_call_id": "bad_function", "content": "x"},
+    ]
+    conversation = parse_conversation(messages)
+    ctx = build_context(messages, conversation, policy(), counter(), [1] * 4, artifact_id, 0)
+    assert ctx.result_names == {2: "grep"}
+
+
+@pytest.mark.parametrize(
+    ("rule", "pinned"),
+    [
+        ({"role": "user"}, {0, 3, 6}),
+        ({"role": "tool"}, {1, 4, 7}),  # a pinned result pins its whole exchange
+        ({"contains": "fine"}, {2, 5}),
+        ({"role": "user", "contains": "Next"}, {3}),  # every given field must match
+        ({"role": "assistant", "contains": "Next"}, set()),
+        ({"contains": "alpha:"}, {1}),
+        ({"name": "tool_x"}, {4}),
+        ({"role": "user", "name": "tool_x"}, set()),
+    ],
+)
+def test_pin_rules(rule: dict[str, str], pinned: set[int]) -> None:
+    messages = history()
+    messages[7] = result("c1", "tiny", name="tool_x")
+    ctx = make_ctx(messages, policy(protect={"pinned": [rule]}))
+    assert ctx.pinned_units == frozenset(pinned)
+
+
+def test_pin_rules_read_text_parts_and_combine_as_any() -> None:
+    messages = history()
+    messages[5] = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "ACCEPTANCE "},
+            {"type": "image_url", "image_url": {"url": "x"}},
+            {"type": "text", "text": "CRITERIA"},
+        ],
+    }
+    rules = [{"contains": "ACCEPTANCE CRITERIA"}, {"contains": "Done."}]
+    ctx = make_ctx(messages, policy(protect={"pinned": rules}))
+    assert ctx.pinned_units == frozenset({3, 8})
+
+
+def test_proxy_notices_are_pinned_but_proxy_tool_results_are_not() -> None:
+    messages = history()
+    messages[4] = notice_message("user", True, 1, 50, "art_x")  # starts a turn
+    messages[8] = assistant(f"{MARKER}: written by the proxy]")
+    messages[11] = result("c2", f"{MARKER}: tool result cleared to save context (3000 chars).]")
+    ctx = make_ctx(messages)
+    assert ctx.pinned_units == frozenset({2, 5})
+    assert not ctx.is_protected(7)
+
+
+def test_pin_rule_by_tool_name_matches_a_standard_tool_result() -> None:
+    messages = history()
+    messages[2] = call("c0", "get_spec")
+    ctx = make_ctx(messages, policy(protect={"pinned": [{"role": "tool", "name": "get_spec"}]}))
+    assert ctx.pinned_units == frozenset({1})
+
+
+@pytest.mark.parametrize(
+    ("messages", "first_user", "expected"),
+    [
+        (history(), True, 0),
+        (history(), False, None),
+        ([system(), assistant("Hi"), assistant("Anyone?"), user("Task")], True, 2),
+        ([system(), assistant("Hi")], True, None),
+        ([system()], True, None),
+    ],
+)
+def test_first_user_unit(
+    messages: list[dict[str, Any]], first_user: bool, expected: int | None
+) -> None:
+    ctx = make_ctx(messages, policy(protect={"first_user": first_user}))
+    assert ctx.first_user_unit == expected
+
+
+# ---------------------------------------------------------------- plan_reduction
+
+
+def budget(trigger: int, target: int, allowance: int = 100_000) -> Budget:
+    return Budget(allowance, 0, 0, allowance, trigger, target)
+
+
+def test_plan_under_trigger_changes_nothing() -> None:
+    ctx = make_ctx(history(), policy(tool_results=OFFLOAD))
+    full = [ctx.unit_cost(u) for u in range(9)]
+    plan = plan_reduction(ctx, budget(10**6, 10**5), base=100, reduced_base=150)
+    assert plan.outputs == []
+    assert plan.total == 100 + sum(full)
+    # protected: base, the task (u0) and the two recent turns (u3..u8)
+    assert plan.protected == 100 + full[0] + sum(full[3:])
+
+
+def test_plan_protected_tokens_count_planned_costs_of_protected_units() -> None:
+    pol = policy(
+        tool_results=OFFLOAD,
+        protect={"recent_turns": 1, "pinned": [{"contains": "b.py"}]},
+        steps=[{"kind": "offload_tool_results"}],
+    )
+    ctx = make_ctx(history(), pol)
+    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
+    costs = step.plan(ctx).costs
+    plan = plan_reduction(ctx, budget(10, 5), base=100, reduced_base=150)
+    [(chosen, out)] = plan.outputs
+    assert chosen.name == "offload_tool_results"
+    assert out.units == [1, 7]
+    assert plan.total == 150 + sum(costs)
+    # task u0, pinned u5, last turn u6..u8 (u7 at its offloaded cost)
+    assert plan.protected == 150 + costs[0] + costs[5] + sum(costs[6:])
+    assert costs[7] < ctx.unit_cost(7)
+
+
+def test_plan_gives_each_unit_to_the_strongest_covering_step() -> None:
+    pol = policy(tool_results=OFFLOAD, protect={"recent_tool_exchanges": 0, "recent_turns": 9})
+    ctx = make_ctx(history(), pol)
+    plan = plan_reduction(ctx, budget(10, 5), base=0, reduced_base=0)
+    # offload and clear both reach the end; drop_turns may not move (recent turns protected)
+    assert [(step.name, out.units) for step, out in plan.outputs] == [
+        ("clear_tool_results", [1, 7])
+    ]
+    clear = ClearToolResults(ClearToolResultsConfig(), ctx)
+    assert plan.total == sum(clear.plan(ctx).costs)
+
+
+def test_plan_drop_notice_counts_in_the_total() -> None:
+    pol = policy(protect={"recent_turns": 1}, steps=[{"kind": "drop_turns", "target": None}])
+    ctx = make_ctx(history(), pol)
+    drop = DropTurns(DropTurnsConfig(target=None), ctx)
+    extra = drop.plan(ctx).extra_cost
+    plan = plan_reduction(ctx, budget(10, 5), base=100, reduced_base=150)
+    [(step, out)] = plan.outputs
+    assert step.name == "drop_turns" and out.units == [1, 2, 3, 4, 5]
+    last_turn = sum(ctx.unit_cost(u) for u in (6, 7, 8))
+    assert plan.total == 150 + extra + ctx.unit_cost(0) + last_turn
+    assert plan.protected == plan.total  # everything left is protected
+
+
+# ---------------------------------------------------------------- store_and_apply
+
+
+class ConfirmingStore:
+    """A store double: put_many confirms the items `confirm` accepts and records each call."""
+
+    def __init__(self, confirm: Callable[[NewArtifact], bool]) -> None:
+        self._confirm = confirm
+        self.calls: list[tuple[str, list[NewArtifact], int, int]] = []
+
+    def artifact_id(self, scope: str, content: str) -> str:
+        return artifact_id(content)
+
+    async def put_many(
+        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> list[bool]:
+        self.calls.append((scope, list(items), ttl_seconds, max_per_scope))
+        return [self._confirm(item) for item in items]
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        raise AssertionError("the reducer never reads")
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
+
+
+def offload_ctx(**sections: Any) -> PrepareContext:
+    tool_results = {**OFFLOAD, **sections.pop("tool_results", {})}
+    return make_ctx(history(), policy(tool_results=tool_results, **sections))
+
+
+def offload_outputs(ctx: PrepareContext, units: list[int]) -> list[tuple[Step, StepOutput]]:
+    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
+    return [(step, step.rewrite(ctx, units))]
+
+
+def recount(messages: list[Any]) -> int:
+    return sum(counter().count_message(m) for m in messages)
+
+
+async def test_only_confirmed_edits_are_applied() -> None:
+    ctx = offload_ctx(artifacts={"ttl_seconds": 60, "max_per_scope": 7})
+    outputs = offload_outputs(ctx, [1, 7])
+    out = outputs[0][1]
+    store = ConfirmingStore(lambda item: item.content == ALPHA)
+    reduction = await store_and_apply(ctx, outputs, store, "tenant:scope")
+    [(scope, items, ttl, cap)] = store.calls
+    assert (scope, ttl, cap) == ("tenant:scope", 60, 7)
+    assert items == list(out.artifacts.values())
+    assert [a.content for a in items] == [ALPHA, GAMMA]
+    alpha_edit = out.edits[0]
+    assert len(reduction.messages) == len(ctx.messages)
+    assert reduction.messages[3] == alpha_edit.message
+    assert reduction.messages[11] is ctx.messages[11]  # not confirmed: kept as it was
+    unchanged = [i for i in range(len(ctx.messages)) if i != 3]
+    assert all(reduction.messages[i] is ctx.messages[i] for i in unchanged)
+    [action] = reduction.actions
+    assert (action.step, action.message_indices, action.artifact_ids) == (
+        "offload_tool_results",
+        [3],
+        [artifact_id(ALPHA)],
+    )
+    assert action.reason == "over trigger: reduced toward target"
+    assert reduction.referenced == [artifact_id(ALPHA)]
+    assert reduction.unconfirmed == 1
+    assert reduction.message_tokens == recount(reduction.messages) < sum(ctx.message_costs)
+
+
+async def test_action_tokens_freed_counts_only_applied_edits() -> None:
+    ctx = offload_ctx()
+    store = ConfirmingStore(lambda item: item.content == ALPHA)
+    reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
+    [action] = reduction.actions
+    assert action.tokens_freed == sum(ctx.message_costs) - reduction.message_tokens
+
+
+async def test_nothing_confirmed_keeps_every_message() -> None:
+    ctx = offload_ctx()
+    store = ConfirmingStore(lambda item: False)
+    reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
+    assert all(a is b for a, b in zip(reduction.messages, ctx.messages, strict=True))
+    assert reduction.actions == [] and reduction.referenced == []
+    assert reduction.unconfirmed == 2
+    assert reduction.message_tokens == sum(ctx.message_costs) == recount(ctx.messages)
+
+
+async def test_no_artifacts_means_no_store_call() -> None:
+    ctx = offload_ctx()
+    store = ConfirmingStore(lambda item: True)
+    reduction = await store_and_apply(ctx, offload_outputs(ctx, [0, 2, 4]), store, "s")
+    assert store.calls == []
+    assert reduction.messages == ctx.messages and reduction.unconfirmed == 0
+
+
+async def test_artifacts_over_max_chars_are_not_stored_and_their_edits_not_applied() -> None:
+    ctx = offload_ctx(artifacts={"max_chars": 2500})
+    store = ConfirmingStore(lambda item: True)
+    reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
+    [(_, items, _, _)] = store.calls
+    assert [a.content for a in items] == [ALPHA]  # GAMMA (3000 chars) never reaches the store
+    assert reduction.messages[11] is ctx.messages[11]
+    assert reduction.messages[3]["content"].startswith(MARKER)
+    assert reduction.referenced == [artifact_id(ALPHA)]
+    assert reduction.message_tokens == recount(reduction.messages)
+
+
+async def test_oversized_artifacts_are_not_store_failures() -> None:
+    ctx = offload_ctx(artifacts={"max_chars": 2500})
+    store = ConfirmingStore(lambda item: True)
+    reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
+    assert reduction.unconfirmed == 0  # the store confirmed every write it was asked for
+
+
+def mixed_outputs(ctx: PrepareContext) -> list[tuple[Step, StepOutput]]:
+    clear = ClearToolResults(ClearToolResultsConfig(), ctx)
+    drop = DropTurns(DropTurnsConfig(), ctx)
+    return [(clear, clear.rewrite(ctx, [7])), (drop, drop.rewrite(ctx, [0, 1, 2, 3, 4, 5]))]
+
+
+async def test_drop_and_clear_applied_together() -> None:
+    ctx = make_ctx(history(), policy(protect={"recent_tool_exchanges": 0}))
+    outputs = mixed_outputs(ctx)
+    store = ConfirmingStore(lambda item: True)
+    reduction = await store_and_apply(ctx, outputs, store, "s")
+    drop_out = outputs[1][1]
+    [drop_id] = drop_out.artifacts
+    notice = drop_out.edits[0].message
+    cleared = outputs[0][1].edits[0].message
+    m = ctx.messages
+    assert reduction.messages == [m[0], m[1], notice, m[9], m[10], cleared, m[12]]
+    assert parse_conversation(reduction.messages).ok
+    assert reduction.message_tokens == recount(reduction.messages)
+    assert [(a.step, a.message_indices, a.artifact_ids) for a in reduction.actions] == [
+        ("clear_tool_results", [11], [artifact_id(GAMMA)]),
+        ("drop_turns", [2, 3, 4, 5, 6, 7, 8], [drop_id]),  # removed indices; the insert is not one
+    ]
+    assert reduction.actions[1].tokens_freed == drop_out.tokens_freed
+    assert reduction.referenced == [artifact_id(GAMMA), drop_id]
+    assert reduction.unconfirmed == 0
+
+
+async def test_unconfirmed_archive_keeps_the_dropped_turns() -> None:
+    ctx = make_ctx(history(), policy(protect={"recent_tool_exchanges": 0}))
+    outputs = mixed_outputs(ctx)
+    store = ConfirmingStore(lambda item: item.kind != "dropped_turns")
+    reduction = await store_and_apply(ctx, outputs, store, "s")
+    expected = list(ctx.messages)
+    expected[11] = outputs[0][1].edits[0].message
+    assert reduction.messages == expected
+    assert [a.step for a in reduction.actions] == ["clear_tool_results"]
+    assert reduction.unconfirmed == 1
+    assert reduction.message_tokens == recount(reduction.messages)

@@ -1,0 +1,145 @@
+"""`proxy.http.relay`: JSON and SSE bodies relayed from a real upstream (the fake) to a client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from fakes import FakeUpstream, error_reply, json_reply, reset_reply, sse_reply
+from fakes.bodies import default_error_body
+
+from proxy.errors import ErrorCode, ProxyError
+from proxy.http.relay import is_event_stream, relay
+from proxy.http.services import REQUEST_ID
+
+EXTRA = {"x-ctxproxy-policy": "default", "x-ctxproxy-actions": "none"}
+EVENTS = [{"id": "c1", "choices": [{"index": 0, "delta": {"content": f"w{i}"}}]} for i in range(3)]
+
+
+@dataclass
+class Rig:
+    """A one-route app that opens the upstream and relays its answer, recording what happened."""
+
+    client: TestClient
+    answers: list[aiohttp.ClientResponse] = field(default_factory=list)
+    errors: list[ProxyError] = field(default_factory=list)
+    returned: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def rig(fake_upstream: FakeUpstream) -> AsyncIterator[Rig]:
+    async with aiohttp.ClientSession() as session:
+        app = web.Application()
+        holder: list[Rig] = []
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            state = holder[0]
+            request[REQUEST_ID] = "req-relay-1"
+            answer = await session.get(fake_upstream.base_url + "/anything")
+            state.answers.append(answer)
+            try:
+                return await relay(request, answer, EXTRA, "up")
+            except ProxyError as exc:
+                state.errors.append(exc)
+                return web.Response(status=599)
+            finally:
+                state.returned.set()
+
+        app.router.add_get("/relay", handler)
+        async with TestClient(TestServer(app)) as client:
+            holder.append(Rig(client))
+            yield holder[0]
+
+
+async def test_json_body_status_and_headers(rig: Rig, fake_upstream: FakeUpstream) -> None:
+    body = b'{"id": "x",  "object": "chat.completion", "n": 1e400}'  # bytes, not re-encoded
+    fake_upstream.enqueue(json_reply(body, status=201, headers={"x-request-id": "req_up"}))
+    async with rig.client.get("/relay") as response:
+        assert response.status == 201
+        assert await response.read() == body
+        assert response.headers["Content-Type"] == "application/json"
+        assert response.headers["x-request-id"] == "req_up"
+        assert response.headers["x-ctxproxy-policy"] == "default"
+        assert response.headers["x-ctxproxy-actions"] == "none"
+        assert response.headers["Content-Length"] == str(len(body))
+    assert not is_event_stream(rig.answers[0])
+    assert rig.answers[0].closed
+    assert rig.errors == []
+
+
+async def test_upstream_error_answers_are_relayed_as_they_are(
+    rig: Rig, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.enqueue(error_reply(429))
+    async with rig.client.get("/relay") as response:
+        assert response.status == 429
+        assert response.headers["retry-after"] == "1"
+        payload = await response.json()
+    assert payload == default_error_body(429)
+    assert rig.answers[0].closed
+
+
+async def test_sse_body_is_relayed_byte_for_byte(rig: Rig, fake_upstream: FakeUpstream) -> None:
+    reply = sse_reply([*EVENTS, ": keep-alive comment\n\n"])
+    fake_upstream.enqueue(reply)
+    async with rig.client.get("/relay") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert response.headers["x-ctxproxy-request-id"] == "req-relay-1"
+        assert response.headers["x-ctxproxy-policy"] == "default"
+        assert "Content-Length" not in response.headers
+        raw = await response.read()
+    assert raw == b"".join(reply.payloads())
+    assert raw.endswith(b"data: [DONE]\n\n")
+    assert is_event_stream(rig.answers[0])
+    assert rig.answers[0].closed
+
+
+async def test_broken_json_body_is_a_typed_error(rig: Rig, fake_upstream: FakeUpstream) -> None:
+    fake_upstream.enqueue(reset_reply(after_bytes=20))
+    async with rig.client.get("/relay") as response:
+        assert response.status == 599
+    assert len(rig.errors) == 1
+    assert rig.errors[0].code is ErrorCode.upstream_unavailable
+    assert rig.errors[0].message.startswith("Upstream 'up' broke the connection")
+    assert rig.answers[0].closed
+
+
+async def test_broken_stream_ends_with_one_sse_error_event(
+    rig: Rig, fake_upstream: FakeUpstream
+) -> None:
+    reply = sse_reply(EVENTS, abort_after=2)
+    fake_upstream.enqueue(reply)
+    async with rig.client.get("/relay") as response:
+        assert response.status == 200
+        raw = await response.read()
+    events = [e for e in raw.split(b"\n\n") if e]
+    assert b"".join(e + b"\n\n" for e in events[:2]) == b"".join(reply.payloads()[:2])
+    assert len(events) == 3 and b"[DONE]" not in raw
+    error = json.loads(events[2].removeprefix(b"data: "))["error"]
+    assert error["code"] == "upstream_unavailable" and error["type"] == "api_error"
+    assert error["ctxproxy"] == {"request_id": "req-relay-1"}
+    assert rig.errors == []  # written into the stream, not raised
+    assert rig.answers[0].closed
+
+
+async def test_client_gone_stops_reading_the_upstream(
+    rig: Rig, fake_upstream: FakeUpstream
+) -> None:
+    many = [{"choices": [{"index": 0, "delta": {"content": "x" * 64}}]}] * 200
+    fake_upstream.enqueue(sse_reply(many, delay_s=0.02))  # ~4 s if read to the end
+    response = await rig.client.get("/relay")
+    assert response.status == 200
+    await response.content.readuntil(b"\n\n")
+    response.close()  # the client hangs up mid-stream
+    await asyncio.wait_for(rig.returned.wait(), 2)
+    assert rig.answers[0].closed
+    assert rig.errors == []
+    await fake_upstream.wait_idle(2)
+    assert fake_upstream.cancelled == 1 and fake_upstream.completed == 0

@@ -1,0 +1,75 @@
+"""Small hand-made conversations and a real PrepareContext for step and reducer unit tests."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from typing import Any
+
+from proxy.engine.conversation import parse_conversation
+from proxy.engine.reducer import build_context
+from proxy.engine.step_api import PrepareContext
+from proxy.policy.models import Policy
+from proxy.tokens.counters import TokenCounter, TokenCounters
+
+
+@cache
+def counter() -> TokenCounter:
+    return TokenCounters().for_model("gpt-4o")
+
+
+def artifact_id(text: str) -> str:
+    """Deterministic stand-in for the store's HMAC: same text, same id."""
+    return "art_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def policy(**sections: Any) -> Policy:
+    """A policy built from partial sections, e.g. policy(protect={"recent_turns": 1})."""
+    return Policy.model_validate(sections)
+
+
+def make_ctx(
+    messages: list[dict[str, Any]], pol: Policy | None = None, allowance: int = 100_000
+) -> PrepareContext:
+    conversation = parse_conversation(messages)
+    assert conversation.ok, conversation.problems
+    costs = [counter().count_message(m) for m in messages]
+    return build_context(
+        messages, conversation, pol or policy(), counter(), costs, artifact_id, allowance
+    )
+
+
+def system(text: str = "You are a careful agent.") -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def call(call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        ],
+    }
+
+
+def result(call_id: str, content: Any, **extra: Any) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content, **extra}
+
+
+def big(tag: str, chars: int) -> str:
+    """A tool output of about `chars` characters whose text depends on `tag`."""
+    line = f"{tag}: the quick brown fox jumps over the lazy dog 0123456789\n"
+    return (line * (chars // len(line) + 1))[:chars]

@@ -1,0 +1,82 @@
+"""A Preparer over real parts (policies from YAML, tiktoken, memory store) for pipeline tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from proxy.artifacts.store import MemoryStore
+from proxy.engine.manifest import Prepared
+from proxy.engine.preparer import Preparer
+from proxy.http.auth import Tenant
+from proxy.policy.store import PolicyStore
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
+
+TENANT = Tenant(name="t", policy="test", scope="t:scope", upstream_key=None, passthrough=True)
+
+
+@dataclass
+class Harness:
+    preparer: Preparer
+    store: MemoryStore
+    counters: TokenCounters
+
+    async def prepare(self, body: dict[str, Any], tenant: Tenant = TENANT) -> Prepared:
+        return await self.preparer.prepare(body, orjson.dumps(body), tenant, "test")
+
+
+def write_policy(directory: Path, text: str, name: str = "test") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.yaml").write_text(text)
+
+
+def make_harness(
+    directory: Path, counters: TokenCounters, store: MemoryStore | None = None
+) -> Harness:
+    store = store or MemoryStore(b"test-secret")
+    preparer = Preparer(
+        policies=PolicyStore.load(directory),
+        counters=counters,
+        catalog=ModelCatalog(),
+        store=store,
+    )
+    return Harness(preparer, store, counters)
+
+
+def agent_history(turns: int, result_chars: int = 6000, seed: int = 0) -> list[dict[str, Any]]:
+    """System prompt, a task, then turns of (user, tool call, tool result, assistant answer)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Task: audit the repository."},
+    ]
+    for i in range(turns):
+        if i:
+            messages.append({"role": "user", "content": f"Next step {i}, please."})
+        call_id = f"call_{seed}_{i}"
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": f'{{"path": "src/f{i}.py"}}',
+                        },
+                    }
+                ],
+            }
+        )
+        body = "".join(
+            f"line {n} of file {i}: value={(n * 7919 + i) % 10007}\n"
+            for n in range(result_chars // 32)
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": body})
+        messages.append({"role": "assistant", "content": f"File {i} looks fine."})
+    return messages

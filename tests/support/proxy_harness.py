@@ -1,0 +1,75 @@
+"""Runs the real ctxproxy app on a loopback port for end-to-end tests."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from proxy.app import create_app
+from proxy.http.services import SERVICES, Services
+from proxy.settings import Settings
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def make_settings(upstream_url: str, **overrides: Any) -> Settings:
+    """Settings for a test: one upstream (the fake), memory store, the repo's policies."""
+    data: dict[str, Any] = {
+        "upstreams": [
+            {
+                "name": "fake",
+                "base_url": upstream_url,
+                "timeouts": {"first_byte_s": 5, "idle_read_s": 5, "total_s": 30},
+            }
+        ],
+        "policies_dir": str(REPO / "policies"),
+        "store": {"secret": "test-secret"},
+    }
+    data.update(overrides)
+    return Settings.model_validate(data)
+
+
+@dataclass
+class RunningProxy:
+    runner: web.AppRunner
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def services(self) -> Services:
+        return self.runner.app[SERVICES]
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+@functools.cache
+def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
+    """One loaded tokenizer and model map for every proxy a test run starts (as one process)."""
+    return TokenCounters(), ModelCatalog()
+
+
+async def start_proxy(settings: Settings) -> RunningProxy:
+    counters, catalog = shared_parts()
+    app = create_app(settings, counters=counters, catalog=catalog)
+    runner = web.AppRunner(app, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None
+    port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return RunningProxy(runner, port)
