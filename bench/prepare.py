@@ -58,7 +58,7 @@ async def time_prepare(h: Harness, body: dict[str, Any], runs: int) -> list[floa
     out = []
     for _ in range(runs):
         start = time.perf_counter()
-        await h.preparer.prepare(body, raw, _tenant(), "bench")
+        await h.preparer.prepare(body, raw, _tenant())
         out.append((time.perf_counter() - start) * 1000)
     return out
 
@@ -79,7 +79,7 @@ async def part_one(runs: int) -> None:
             cold = await time_prepare(h, body, 1)
             warm = await time_prepare(h, body, runs)
             raw = orjson.dumps(body)
-            prepared = await h.preparer.prepare(body, raw, _tenant(), "bench")
+            prepared = await h.preparer.prepare(body, raw, _tenant())
             p90 = statistics.quantiles(warm, n=10)[-1] if len(warm) >= 10 else max(warm)
             print(
                 f"| {label} ({len(raw) / 1e6:.2f} MB) | {len(body['messages'])} | {name} "
@@ -98,7 +98,7 @@ async def part_two(turns: int) -> None:
     for n in range(1, turns + 1):
         body = {"model": "gpt-4o", "messages": history[: 2 + n * 4 - 1]}
         start = time.perf_counter()
-        prepared = await h.preparer.prepare(body, orjson.dumps(body), _tenant(), "bench")
+        prepared = await h.preparer.prepare(body, orjson.dumps(body), _tenant())
         times.append((time.perf_counter() - start) * 1000)
         messages = prepared.parsed["messages"]
         changed += prepared.changed

@@ -25,11 +25,11 @@ from bench.quality_eval import Result
 from bench.quality_text import MODEL
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.budget import compute_budget
+from proxy.engine.policy import BudgetPolicy
 from proxy.engine.preparer import Preparer
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
-from proxy.policy.models import BudgetPolicy
 from proxy.policy.store import PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter, TokenCounters
@@ -245,9 +245,7 @@ class _Proxy:
     async def prepare(self, body: dict[str, Any]) -> Result:
         self.requests += 1
         try:
-            prepared = await self.preparer.prepare(
-                body, dumps(body), self.tenant, f"quality-{self.requests}"
-            )
+            prepared = await self.preparer.prepare(body, dumps(body), self.tenant)
         except ProxyError as exc:
             if exc.code not in (ErrorCode.context_length_exceeded,
                                 ErrorCode.artifact_store_unavailable):

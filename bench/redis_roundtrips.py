@@ -87,7 +87,7 @@ async def report(label: str, preparer: Preparer, counting: Counting,
     trips, sent = [], []
     for body in bodies:
         before_trips, before_bytes = counting.trips, counting.bytes
-        prepared = await preparer.prepare(body, orjson.dumps(body), TENANT, "bench")
+        prepared = await preparer.prepare(body, orjson.dumps(body), TENANT)
         assert prepared.changed, "the history must be over the trigger"
         trips.append(counting.trips - before_trips)
         sent.append(counting.bytes - before_bytes)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from proxy.metrics import RequestStats
+from proxy.stats import RequestStats
 
 ACCESS_LOGGER = "ctxproxy.access"
 _access = logging.getLogger(ACCESS_LOGGER)

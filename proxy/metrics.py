@@ -5,16 +5,15 @@ registry), so several apps in one process (the tests) never share counters. Labe
 low-cardinality: route *patterns* (`/v1/{tail}`), tenant and policy *names* (never keys or key
 hashes), closed sets of steps, reasons and outcomes.
 
-Per-request facts (tenant, manifest, upstream timings, synthetic rounds) are collected in one
-`RequestStats` that the edge middleware creates and reads back when the response is done; it
-feeds both the request metrics and the access log line (`proxy.logs`).
+Per-request facts are collected in one `proxy.stats.RequestStats` that the edge middleware creates
+and reads back when the response is done; it feeds both the request metrics and the access log
+line (`proxy.logs`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -24,57 +23,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from proxy.engine.manifest import Manifest
+from proxy.stats import RequestStats
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "RequestStats", "read_outcome"]
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "read_outcome"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
                     60, 120)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000,
                   1_000_000)
-NO_LABEL = "-"
-
-
-@dataclass
-class UpstreamCall:
-    upstream: str
-    seconds: float
-    """From sending the request to its response headers."""
-
-
-@dataclass
-class RequestStats:
-    """What one request did; filled in by whoever knows, read by the middleware at the end."""
-
-    started: float = field(default_factory=time.perf_counter)
-    tenant: str = NO_LABEL
-    policy: str = NO_LABEL
-    manifest: Manifest | None = None
-    upstream_sent: float | None = None
-    """perf_counter() when the first upstream request was sent."""
-    upstream_calls: list[UpstreamCall] = field(default_factory=list)
-    synthetic_rounds: int = 0
-    artifact_reads: int = 0
-
-    def upstream_started(self) -> float:
-        now = time.perf_counter()
-        if self.upstream_sent is None:
-            self.upstream_sent = now
-        return now
-
-    def upstream_answered(self, upstream: str, sent: float) -> None:
-        self.upstream_calls.append(UpstreamCall(upstream, time.perf_counter() - sent))
-
-    @property
-    def overhead_seconds(self) -> float | None:
-        """The proxy's own latency before the upstream call (reading, auth, preparation)."""
-        return None if self.upstream_sent is None else self.upstream_sent - self.started
-
-    @property
-    def upstream_seconds(self) -> float | None:
-        if not self.upstream_calls:
-            return None
-        return sum(call.seconds for call in self.upstream_calls)
 
 
 def read_outcome(result: str) -> str:

@@ -53,7 +53,7 @@ async def _prepare(body: dict[str, Any], raw: bytes, store: PolicyStore, name: s
         policies=store, counters=TokenCounters(), catalog=ModelCatalog(), store=MemoryStore(secret)
     )
     tenant = Tenant(name="local", policy=name, scope="local", upstream_key=None, passthrough=True)
-    return await preparer.prepare(body, raw, tenant, "offline")
+    return await preparer.prepare(body, raw, tenant)
 
 
 def run_prepare(request: str, policy: str | None, model: str | None, out_path: str | None) -> int:

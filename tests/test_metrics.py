@@ -12,7 +12,8 @@ from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, execute
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.manifest import Action, Manifest
-from proxy.metrics import Metrics, RequestStats, read_outcome
+from proxy.metrics import Metrics, read_outcome
+from proxy.stats import RequestStats
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

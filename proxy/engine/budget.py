@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from proxy.policy.models import BudgetPolicy
+    from proxy.engine.policy import BudgetPolicy
 
 
 

@@ -6,22 +6,36 @@ Every refusal happens here, before any upstream call and before a response start
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from proxy.artifacts.read_tool import tool_definitions
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, compute_budget
 from proxy.engine.conversation import Conversation, parse_conversation
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
+from proxy.engine.policy import Policy
 from proxy.engine.reducer import Plan, Reduction, build_context, plan_reduction, store_and_apply
 from proxy.engine.step_api import PrepareContext
 from proxy.errors import ErrorCode, ProxyError
-from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
-from proxy.policy.models import Policy
-from proxy.policy.store import PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter, TokenCounters
+
+
+class Requester(Protocol):
+    """Who asks (`http.auth.Tenant`): the name of its policy and its artifact scope."""
+
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def scope(self) -> str: ...
+
+
+class PolicyResolver(Protocol):
+    """The loaded policies (`policy.store.PolicyStore`)."""
+
+    def resolve(self, name: str, model: str) -> Policy: ...
 
 
 def request_model(body: dict[str, Any]) -> str:
@@ -56,7 +70,7 @@ class Preparer:
     def __init__(
         self,
         *,
-        policies: PolicyStore,
+        policies: PolicyResolver,
         counters: TokenCounters,
         catalog: ModelCatalog,
         store: ArtifactStore,
@@ -67,7 +81,7 @@ class Preparer:
         self._store = store
 
     async def prepare(
-        self, body: dict[str, Any], raw: bytes, tenant: Tenant, request_id: str
+        self, body: dict[str, Any], raw: bytes, tenant: Requester
     ) -> Prepared:
         model = request_model(body)
         policy = self._policies.resolve(tenant.policy, model)
@@ -90,9 +104,9 @@ class Preparer:
         if policy.mode == "reject":
             if request.tokens <= request.budget.allowance:
                 return request.unchanged("within_allowance")
-            raise self._refusal(request, request.tokens, request.tokens, request_id)
+            raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
-        return await self._reduce(request, conversation, tenant, request_id)
+        return await self._reduce(request, conversation, tenant)
 
     def _count(
         self, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
@@ -136,7 +150,7 @@ class Preparer:
         return request.unchanged("invalid_forwarded")
 
     async def _reduce(
-        self, request: _Request, conversation: Conversation, tenant: Tenant, request_id: str
+        self, request: _Request, conversation: Conversation, tenant: Requester
     ) -> Prepared:
         policy, counter = request.policy, request.counter
         tools = request.body.get("tools")
@@ -180,10 +194,10 @@ class Preparer:
             )
         reduction = await store_and_apply(ctx, planned.outputs, self._store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
-        return self._finish(request, reduction, synthetic, request_id)
+        return self._finish(request, reduction, synthetic)
 
     def _finish(
-        self, request: _Request, reduction: Reduction, synthetic: list[Any], request_id: str
+        self, request: _Request, reduction: Reduction, synthetic: list[Any]
     ) -> Prepared:
         manifest, counter = request.manifest, request.counter
         manifest.actions = reduction.actions
@@ -205,7 +219,6 @@ class Preparer:
                 request,
                 after,
                 manifest.protected_tokens,
-                request_id,
                 store_failed=bool(reduction.unconfirmed),
             )
         if not reduction.actions:
@@ -226,7 +239,6 @@ class Preparer:
         request: _Request,
         final: int,
         protected: int,
-        request_id: str,
         *,
         store_failed: bool = False,
     ) -> ProxyError:

@@ -10,9 +10,9 @@ from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.manifest import Action
 from proxy.engine.planner import plan_horizons, total_after
+from proxy.engine.policy import Policy, ProtectPolicy
 from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
 from proxy.engine.steps import build_steps
-from proxy.policy.models import Policy, ProtectPolicy
 from proxy.tokens.counters import TokenCounter
 
 

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from proxy.artifacts.store import NewArtifact
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
-    from proxy.policy.models import Policy
+    from proxy.engine.policy import Policy
     from proxy.tokens.counters import TokenCounter
 
 MARKER = "[ctxproxy"

@@ -14,7 +14,7 @@ from proxy.engine.preparer import request_model
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import Tenant
 from proxy.http.relay import relay
-from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
+from proxy.http.services import SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
 from proxy.upstream.openai_http import forward_request_headers
@@ -41,7 +41,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT]
-    prepared = await services.started_preparer().prepare(body, raw, tenant, request[REQUEST_ID])
+    prepared = await services.started_preparer().prepare(body, raw, tenant)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
     return await run_completion(request, services, prepared, tenant)
@@ -56,9 +56,7 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.started_preparer().prepare(
-        body, raw, request[TENANT], request[REQUEST_ID]
-    )
+    prepared = await services.started_preparer().prepare(body, raw, request[TENANT])
     _note_prepared(request, prepared)
     payload = {
         "changed": prepared.changed,

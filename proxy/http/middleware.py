@@ -13,7 +13,7 @@ from proxy.errors import ErrorCode, ProxyError, error_envelope
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps
 from proxy.logs import access_fields, access_log
-from proxy.metrics import RequestStats
+from proxy.stats import RequestStats
 
 log = logging.getLogger("ctxproxy.http")
 

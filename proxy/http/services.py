@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from proxy.http.auth import Tenant, TenantResolver
-from proxy.metrics import Metrics, RequestStats
+from proxy.metrics import Metrics
 from proxy.settings import Settings
+from proxy.stats import RequestStats
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 

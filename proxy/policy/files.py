@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from proxy.policy.models import Policy
+from proxy.engine.policy import Policy
 
 try:
     from yaml import CSafeLoader as _SafeLoader

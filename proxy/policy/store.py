@@ -28,13 +28,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from proxy.engine.policy import Policy
 from proxy.policy.files import (
     deep_merge,
     format_validation_error,
     merge_policy_data,
     read_policy_file,
 )
-from proxy.policy.models import Policy
 
 logger = logging.getLogger("ctxproxy.policy")
 

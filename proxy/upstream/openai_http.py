@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -18,8 +18,13 @@ from yarl import URL
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 
-if TYPE_CHECKING:
-    from proxy.metrics import RequestStats
+
+class CallTimer(Protocol):
+    """Told when a request is sent and when its response headers arrived (`RequestStats`)."""
+
+    def upstream_started(self) -> float: ...
+
+    def upstream_answered(self, upstream: str, sent: float) -> None: ...
 
 HOP_BY_HOP = frozenset(
     {
@@ -115,7 +120,7 @@ class OpenAIHttpUpstream:
         headers: CIMultiDict[str],
         body: bytes | None,
         query: str = "",
-        stats: RequestStats | None = None,
+        stats: CallTimer | None = None,
     ) -> aiohttp.ClientResponse:
         """Open a request and wait for the response headers (the first-byte timeout).
 

@@ -22,7 +22,8 @@ from proxy.completion.rounds import (
 from proxy.engine.manifest import SyntheticTools
 from proxy.http.services import REQUEST_ID, STATS
 from proxy.jsonio import loads
-from proxy.metrics import Metrics, RequestStats
+from proxy.metrics import Metrics
+from proxy.stats import RequestStats
 
 SCOPE = "tenant-a"
 CLIENT_TOOL = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.engine.budget import compute_budget
-from proxy.policy.models import BudgetPolicy
+from proxy.engine.policy import BudgetPolicy
 from proxy.tokens.catalog import ModelInfo
 
 

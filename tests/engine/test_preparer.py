@@ -41,7 +41,7 @@ def body(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 async def test_under_trigger_forwards_original_bytes(harness: Harness) -> None:
     request = body(agent_history(1, result_chars=500), x_unknown={"k": [1, 2]})
     raw = b'{"model":"gpt-4o",  "messages":' + orjson.dumps(request["messages"]) + b"}"
-    prepared = await harness.preparer.prepare(request, raw, TENANT, "r")
+    prepared = await harness.preparer.prepare(request, raw, TENANT)
     assert prepared.changed is False
     assert prepared.body is raw
     assert prepared.manifest.outcome == "within_trigger"

@@ -64,7 +64,7 @@ async def prepare_raw(harness: Harness, policy: str, raw: bytes) -> Prepared | P
     """What the chat handler does with a body, minus the upstream call."""
     try:
         body = loads_object(raw)
-        return await harness.preparer.prepare(body, raw, tenant(policy), "fuzz")
+        return await harness.preparer.prepare(body, raw, tenant(policy))
     except ProxyError as exc:
         return exc
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from proxy.engine.policy import Policy
 from proxy.policy.files import (
     deep_merge,
     format_validation_error,
     merge_policy_data,
     read_policy_file,
 )
-from proxy.policy.models import Policy
 
 
 def test_yaml_1_2_booleans_so_mode_off_is_the_string_off(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.policy.models import Policy
+from proxy.engine.policy import Policy
 from proxy.policy.store import (
     RESOLVE_CACHE_SIZE,
     PolicyLoadError,

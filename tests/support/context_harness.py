@@ -7,9 +7,9 @@ from functools import cache
 from typing import Any
 
 from proxy.engine.conversation import parse_conversation
+from proxy.engine.policy import Policy
 from proxy.engine.reducer import build_context
 from proxy.engine.step_api import PrepareContext
-from proxy.policy.models import Policy
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
 

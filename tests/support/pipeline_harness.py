@@ -26,7 +26,7 @@ class Harness:
     counters: TokenCounters
 
     async def prepare(self, body: dict[str, Any], tenant: Tenant = TENANT) -> Prepared:
-        return await self.preparer.prepare(body, orjson.dumps(body), tenant, "test")
+        return await self.preparer.prepare(body, orjson.dumps(body), tenant)
 
 
 def write_policy(directory: Path, text: str, name: str = "test") -> None:

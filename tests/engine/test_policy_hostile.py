@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxy.engine.budget import compute_budget
-from proxy.policy.models import BudgetPolicy
+from proxy.engine.policy import BudgetPolicy
 from proxy.policy.store import PolicyLoadError, PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 

@@ -11,11 +11,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from proxy.engine.policy import BudgetPolicy, Policy
 from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
 from proxy.engine.steps.drop_turns import DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
 from proxy.policy.cli import render_schema
-from proxy.policy.models import BudgetPolicy, Policy
 from proxy.policy.store import PolicyStore, bundled_policies_dir, export_schema
 
 REPO = Path(__file__).resolve().parents[2]
