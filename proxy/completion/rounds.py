@@ -14,17 +14,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy.artifacts.read_tool import execute, is_synthetic
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.manifest import SyntheticTools
-from proxy.http.services import REQUEST_ID, STATS
 from proxy.jsonio import dumps
 from proxy.metrics import Metrics
-from proxy.upstream.openai_http import OpenAIHttpUpstream
+from proxy.stats import RequestStats
+from proxy.upstream.base import Upstream, UpstreamResponse
 
 log = logging.getLogger("ctxproxy.synthetic")
 
@@ -34,8 +32,7 @@ READS_HEADER = "x-ctxproxy-artifact-reads"
 
 @dataclass
 class SyntheticRounds:
-    request: web.Request
-    upstream: OpenAIHttpUpstream
+    upstream: Upstream
     upstream_headers: CIMultiDict[str]
     store: ArtifactStore
     scope: str
@@ -43,6 +40,8 @@ class SyntheticRounds:
     body: dict[str, Any]
     """The prepared request; its `messages` grow by one exchange per executed round."""
     metrics: Metrics
+    stats: RequestStats
+    request_id: str
     messages: list[Any] = field(default_factory=list)
     rounds: int = 0
     """Rounds of synthetic calls executed so far."""
@@ -75,10 +74,9 @@ class SyntheticRounds:
             body = without_synthetic_tools(body)
         return dumps(body)
 
-    async def open(self, body: bytes) -> aiohttp.ClientResponse:
-        return await self.upstream.open(
-            "POST", "/chat/completions", headers=self.upstream_headers, body=body,
-            stats=self.request[STATS],
+    async def open(self, body: bytes) -> UpstreamResponse:
+        return await self.upstream.chat_completions(
+            headers=self.upstream_headers, body=body, timer=self.stats
         )
 
     async def execute(self, content: str | None, calls: list[dict[str, Any]]) -> None:
@@ -98,17 +96,15 @@ class SyntheticRounds:
         self.rounds += 1
         self.reads += len(calls)
         self.metrics.record_round(results)
-        stats = self.request[STATS]
-        stats.synthetic_rounds, stats.artifact_reads = self.rounds, self.reads
+        self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
 
     def response_headers(self) -> dict[str, str]:
         return {ROUNDS_HEADER: str(self.rounds), READS_HEADER: str(self.reads)}
 
     def log_outcome(self) -> None:
-        request_id = self.request[REQUEST_ID]
         log.info(
-            "request %s: synthetic rounds=%d artifact reads=%d", request_id, self.rounds,
-            self.reads, extra={"request_id": request_id},
+            "request %s: synthetic rounds=%d artifact reads=%d", self.request_id, self.rounds,
+            self.reads, extra={"request_id": self.request_id},
         )
 
 

@@ -1,91 +1,102 @@
-"""One chat completion end to end: prepare -> upstream -> resolve synthetic calls -> relay.
+"""One chat completion end to end: prepared request -> upstream -> resolve synthetic calls -> reply.
 
 Without synthetic tools in the prepared request the upstream answer is relayed byte for byte
-(`proxy.http.relay`). With them, the proxy runs the read-tool loop itself: a round whose only tool
-calls are synthetic is executed and the upstream asked again, up to the policy's `max_rounds`; the
-client gets one ordinary answer with `usage` summed over the rounds and the synthetic calls removed.
-Non-streaming answers carry `x-ctxproxy-synthetic-rounds` and `x-ctxproxy-artifact-reads`; streams
-(`proxy.completion.stream`) cannot, and every request with synthetic tools logs one INFO line with
-both counts instead.
+(`proxy.completion.reply.relayed`). With them, the proxy runs the read-tool loop itself: a round
+whose only tool calls are synthetic is executed and the upstream asked again, up to the policy's
+`max_rounds`; the client gets one ordinary answer with `usage` summed over the rounds and the
+synthetic calls removed. Non-streaming answers carry `x-ctxproxy-synthetic-rounds` and
+`x-ctxproxy-artifact-reads`; streams (`proxy.completion.stream`) cannot, and every request with
+synthetic tools logs one INFO line with both counts instead.
+
+Nothing here knows the HTTP server: the caller hands in a `CompletionContext` and writes the
+`Reply` it gets back.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-from aiohttp import web
+from multidict import CIMultiDict
 
+from proxy.artifacts.store import ArtifactStore
+from proxy.completion.reply import Reply, relayed
 from proxy.completion.rounds import SyntheticRounds, strip_synthetic_calls, synthetic_only
 from proxy.completion.stream import stream_rounds
 from proxy.engine.manifest import Prepared
-from proxy.engine.preparer import request_model
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.sse import add_usage
-from proxy.http.auth import Tenant
-from proxy.http.relay import is_event_stream, relay
-from proxy.http.services import STATS, Services
 from proxy.jsonio import dumps, loads
-from proxy.upstream.openai_http import (
-    forward_request_headers,
-    relay_response_headers,
-    upstream_read_error,
-)
+from proxy.metrics import Metrics
+from proxy.stats import RequestStats
+from proxy.upstream.base import Upstream, UpstreamResponse
+from proxy.upstream.headers import relay_response_headers
 
 
-async def run_completion(
-    request: web.Request, services: Services, prepared: Prepared, tenant: Tenant
-) -> web.StreamResponse:
-    """Send the prepared request upstream and answer; refusals happened before this."""
-    upstream = services.upstream_for(request_model(prepared.parsed))
-    headers = forward_request_headers(
-        request.headers, tenant.upstream_authorization(upstream.settings)
-    )
+@dataclass(frozen=True)
+class CompletionContext:
+    """Everything one completion needs from its caller."""
+
+    upstream: Upstream
+    headers: CIMultiDict[str]
+    """The headers to send upstream, the credentials already decided."""
+    scope: str
+    """The artifact scope the synthetic tools read from."""
+    store: ArtifactStore
+    metrics: Metrics
+    stats: RequestStats
+    """Filled in as the completion goes: upstream timings, synthetic rounds and reads."""
+    request_id: str
+
+
+async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
+    """Send the prepared request upstream and describe the answer; refusals happened before."""
+    headers = CIMultiDict(context.headers)
     headers["Content-Type"] = "application/json"
+    upstream = context.upstream
     if prepared.synthetic is None:
-        answer = await upstream.open(
-            "POST",
-            "/chat/completions",
-            headers=headers,
-            body=prepared.body,
-            stats=request[STATS],
+        answer = await upstream.chat_completions(
+            headers=headers, body=prepared.body, timer=context.stats
         )
-        return await relay(request, answer, prepared.headers(), upstream.name)
+        return await relayed(answer, prepared.headers(), context.request_id)
     rounds = SyntheticRounds(
-        request,
         upstream,
         headers,
-        services.started_store(),
-        tenant.scope,
+        context.store,
+        context.scope,
         prepared.synthetic,
         prepared.parsed,
-        services.metrics,
+        context.metrics,
+        context.stats,
+        context.request_id,
     )
+    streaming = False
     try:
         answer = await rounds.open(rounds.first_body(prepared.body))
-        if (
+        streaming = (
             prepared.parsed.get("stream") is True
             and answer.status == 200
-            and is_event_stream(answer)
-        ):
-            return await stream_rounds(rounds, answer, prepared.headers())
+            and answer.is_event_stream
+        )
+        if streaming:  # the stream logs the outcome when it is closed
+            return stream_rounds(rounds, answer, prepared.headers())
         return await complete_json(rounds, answer, prepared.headers())
     finally:
-        rounds.log_outcome()
+        if not streaming:
+            rounds.log_outcome()
 
 
 async def complete_json(
-    rounds: SyntheticRounds, answer: aiohttp.ClientResponse, extra_headers: Mapping[str, str]
-) -> web.StreamResponse:
+    rounds: SyntheticRounds, answer: UpstreamResponse, extra_headers: Mapping[str, str]
+) -> Reply:
     """The non-streaming loop; `answer` (the first round's response) is always closed."""
     usage: dict[str, Any] | None = None
     while True:
         if answer.status != 200:
             extra = {**extra_headers, **rounds.response_headers()}
-            return await relay(rounds.request, answer, extra, rounds.upstream.name)
-        raw = await _read_body(answer, rounds.upstream.name)
+            return await relayed(answer, extra, rounds.request_id)
+        raw = await _read_body(answer)
         payload = _parse_completion(raw, rounds.upstream.name)
         usage = add_usage(usage, payload.get("usage"))
         pending = synthetic_only(payload) if rounds.loop_allowed else None
@@ -100,14 +111,12 @@ async def complete_json(
         if usage is not None:
             payload["usage"] = usage
         raw = dumps(payload)
-    return web.Response(body=raw, status=200, headers=headers)
+    return Reply(200, headers, body=raw)
 
 
-async def _read_body(answer: aiohttp.ClientResponse, name: str) -> bytes:
+async def _read_body(answer: UpstreamResponse) -> bytes:
     try:
         return await answer.read()
-    except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
-        raise upstream_read_error(exc, name) from exc
     finally:
         answer.close()
 

@@ -8,16 +8,17 @@ from aiohttp import web
 
 from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.artifacts.store import StoreUnavailable
-from proxy.completion.run import run_completion
+from proxy.completion.reply import relayed
+from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
 from proxy.engine.preparer import request_model
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import Tenant
-from proxy.http.relay import relay
-from proxy.http.services import SERVICES, STATS, TENANT
+from proxy.http.relay import respond
+from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
-from proxy.upstream.openai_http import forward_request_headers
+from proxy.upstream.headers import forward_request_headers
 
 _JSON_TYPES = ("application/json", "text/json")
 
@@ -44,7 +45,26 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     prepared = await services.started_preparer().prepare(body, raw, tenant)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
-    return await run_completion(request, services, prepared, tenant)
+    context = _completion_context(request, services, tenant, request_model(prepared.parsed))
+    return await respond(request, await run_completion(context, prepared))
+
+
+def _completion_context(
+    request: web.Request, services: Services, tenant: Tenant, model: str
+) -> CompletionContext:
+    """What the completion needs of this request: upstream, credentials, scope, services."""
+    upstream = services.upstream_for(model)
+    return CompletionContext(
+        upstream=upstream,
+        headers=forward_request_headers(
+            request.headers, tenant.upstream_authorization(upstream.settings)
+        ),
+        scope=tenant.scope,
+        store=services.started_store(),
+        metrics=services.metrics,
+        stats=request[STATS],
+        request_id=request[REQUEST_ID],
+    )
 
 
 def _note_prepared(request: web.Request, prepared: Prepared) -> None:
@@ -118,9 +138,9 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         headers=headers,
         body=body,
         query=request.rel_url.raw_query_string,
-        stats=request[STATS],
+        timer=request[STATS],
     )
-    return await relay(request, answer, {}, upstream.name)
+    return await respond(request, await relayed(answer, {}, request[REQUEST_ID]))
 
 
 def _model_hint(request: web.Request, body: bytes | None) -> str:

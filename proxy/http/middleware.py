@@ -1,4 +1,8 @@
-"""The edge: request ids, auth -> tenant, and the one place errors become HTTP responses."""
+"""The edge: request ids, auth -> tenant, and the one place errors become HTTP responses.
+
+Errors after a stream has started are SSE events of the client's format
+(`proxy.formats.openai_chat_errors`), written by whoever produces the stream.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from proxy.errors import ErrorCode, ProxyError, error_envelope
+from proxy.errors import ErrorCode, ProxyError
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps
 from proxy.logs import access_fields, access_log
@@ -109,11 +113,3 @@ def _observe(request: web.Request, request_id: str, status: int, stats: RequestS
         access_log(access_fields(request_id, request.method, route, status, stats, duration))
     except Exception:
         log.exception("recording request metrics failed", extra={"request_id": request_id})
-
-
-def error_event(error: ProxyError, request_id: str) -> bytes:
-    """An error after the stream has started: one SSE `data:` event in the OpenAI envelope."""
-    body = error_envelope(
-        error.code, error.message, param=error.param, details=error.details, request_id=request_id
-    )
-    return b"data: " + dumps(body) + b"\n\n"

@@ -1,74 +1,36 @@
-"""Relaying an upstream answer to the client: whole JSON bodies, or SSE chunk by chunk."""
+"""Writing a completion's `Reply` to the client: a whole body, or a stream write by write."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
-
-import aiohttp
 from aiohttp import web
 
-from proxy.http.middleware import error_event
+from proxy.completion.reply import ChunkStream, Reply
+from proxy.http.middleware import REQUEST_ID_HEADER
 from proxy.http.services import REQUEST_ID
-from proxy.upstream.openai_http import relay_response_headers, upstream_read_error
 
 
-def is_event_stream(response: aiohttp.ClientResponse) -> bool:
-    return response.headers.get("Content-Type", "").startswith("text/event-stream")
+async def respond(request: web.Request, reply: Reply) -> web.StreamResponse:
+    """The response for `reply`; a stream is written to its end or until the client has gone."""
+    if reply.stream is None:
+        return web.Response(body=reply.body, status=reply.status, headers=reply.headers)
+    return await _write_stream(request, reply, reply.stream)
 
 
-async def relay(
-    request: web.Request,
-    upstream: aiohttp.ClientResponse,
-    extra_headers: Mapping[str, str],
-    upstream_name: str,
+async def _write_stream(
+    request: web.Request, reply: Reply, stream: ChunkStream
 ) -> web.StreamResponse:
-    """Relay status, headers and body; the upstream response is always closed afterwards."""
+    """One client write per item; the stream is always closed (that releases the upstream)."""
     try:
-        if is_event_stream(upstream):
-            return await _relay_stream(request, upstream, extra_headers, upstream_name)
-        try:
-            body = await upstream.read()
-        except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise upstream_read_error(exc, upstream_name) from exc
-        headers = relay_response_headers(upstream.headers)
-        headers.update(extra_headers)
-        return web.Response(body=body, status=upstream.status, headers=headers)
+        headers = reply.headers
+        headers[REQUEST_ID_HEADER] = request[REQUEST_ID]
+        response = web.StreamResponse(status=reply.status, headers=headers)
+        await response.prepare(request)
+        async for chunk in stream:
+            try:
+                await response.write(chunk)
+            except ConnectionResetError:  # the client has gone: stop reading the upstream
+                return response
+        await response.write_eof()
+        return response
     finally:
-        upstream.close()
-
-
-async def _relay_stream(
-    request: web.Request,
-    upstream: aiohttp.ClientResponse,
-    extra_headers: Mapping[str, str],
-    upstream_name: str,
-) -> web.StreamResponse:
-    headers = relay_response_headers(upstream.headers)
-    headers.update(extra_headers)
-    headers["x-ctxproxy-request-id"] = request[REQUEST_ID]
-    response = web.StreamResponse(status=upstream.status, headers=headers)
-    await response.prepare(request)
-    chunks = upstream.content.iter_any().__aiter__()
-    while True:
-        try:
-            chunk = await chunks.__anext__()
-        except StopAsyncIteration:
-            break
-        except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            error = upstream_read_error(exc, upstream_name)
-            await _write_or_gone(response, error_event(error, request[REQUEST_ID]))
-            return response
-        if not await _write_or_gone(response, chunk):
-            return response
-    await response.write_eof()
-    return response
-
-
-async def _write_or_gone(response: web.StreamResponse, data: bytes) -> bool:
-    """Write to the client; False when the client has gone (the caller then stops reading)."""
-    try:
-        await response.write(data)
-    except ConnectionResetError:
-        return False
-    return True
+        await stream.aclose()

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore
     from proxy.engine.preparer import Preparer
     from proxy.policy.store import PolicyStore
-    from proxy.upstream.openai_http import OpenAIHttpUpstream
+    from proxy.upstream.base import Upstream
 
 
 class NotStarted(RuntimeError):
@@ -34,7 +34,7 @@ class Services:
     counters: TokenCounters
     catalog: ModelCatalog
     metrics: Metrics = field(default_factory=Metrics)
-    upstreams: dict[str, OpenAIHttpUpstream] = field(default_factory=dict)
+    upstreams: dict[str, Upstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
     policies: PolicyStore | None = None
     preparer: Preparer | None = None
@@ -49,7 +49,7 @@ class Services:
             raise NotStarted("preparer")
         return self.preparer
 
-    def upstream_for(self, model: str) -> OpenAIHttpUpstream:
+    def upstream_for(self, model: str) -> Upstream:
         return self.upstreams[self.settings.upstream_for(model).name]
 
 

@@ -1,84 +1,32 @@
-"""The upstream client: raw aiohttp against an OpenAI-compatible base URL.
+"""The OpenAI-compatible upstream: raw aiohttp against a configured base URL.
 
 One pooled `ClientSession` per app (owned by app.py); this module only opens requests on it and
-turns transport failures into typed errors. Relaying the answer is the caller's job, chunk by chunk.
+turns every transport failure into an `UpstreamError`. Relaying the answer is the caller's job,
+chunk by chunk, through the `UpstreamResponse` it gets back.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import aiohttp
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from proxy.errors import ErrorCode, ProxyError
+from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
+from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse, upstream_read_error
 
-
-class CallTimer(Protocol):
-    """Told when a request is sent and when its response headers arrived (`RequestStats`)."""
-
-    def upstream_started(self) -> float: ...
-
-    def upstream_answered(self, upstream: str, sent: float) -> None: ...
-
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
-# upstream answers uncompressed and the proxy can read what it relays; Expect is dropped because
-# the proxy has the whole body already (with `100-continue` the client session would wait for the
-# upstream's interim answer before sending it, and hang on upstreams that never send one).
-_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
-_RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+CHAT_COMPLETIONS = "/chat/completions"
 # RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
 # An already-encoded query keeps its escapes; only characters never valid in a query are escaped.
 _QUERY_SAFE = "/?:@!$&'()*+,;=%~"
 _URL_MEMO_ENTRIES = 256
-
-
-def forward_request_headers(
-    incoming: Mapping[str, str], authorization: str | None
-) -> CIMultiDict[str]:
-    """Client headers minus hop-by-hop ones (fixed, and those the client's `Connection` names).
-
-    `authorization`: None keeps the client's credentials, "" removes them, anything else
-    replaces them."""
-    named = {part.strip().lower() for part in incoming.get("Connection", "").split(",")}
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in incoming.items():
-        lower = name.lower()
-        if lower in _REQUEST_DROP or lower in named or lower.startswith("x-ctxproxy-"):
-            continue
-        if authorization is not None and lower in ("authorization", "api-key"):
-            continue
-        out.add(name, value)
-    if authorization:
-        out["Authorization"] = authorization
-    return out
-
-
-def relay_response_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
-    out: CIMultiDict[str] = CIMultiDict()
-    for name, value in upstream.items():
-        if name.lower() not in _RESPONSE_DROP:
-            out.add(name, value)
-    return out
+# What aiohttp raises when a body stops arriving (a cut connection, a read timeout, a short body).
+_READ_ERRORS = (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError)
 
 
 class OpenAIHttpUpstream:
@@ -112,6 +60,11 @@ class OpenAIHttpUpstream:
             self._urls[path] = url
         return url
 
+    async def chat_completions(
+        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+    ) -> UpstreamResponse:
+        return await self.open("POST", CHAT_COMPLETIONS, headers=headers, body=body, timer=timer)
+
     async def open(
         self,
         method: str,
@@ -120,16 +73,16 @@ class OpenAIHttpUpstream:
         headers: CIMultiDict[str],
         body: bytes | None,
         query: str = "",
-        stats: CallTimer | None = None,
-    ) -> aiohttp.ClientResponse:
+        timer: CallTimer | None = None,
+    ) -> UpstreamResponse:
         """Open a request and wait for the response headers (the first-byte timeout).
 
-        `query` is the raw (encoded) query string; `stats` records when the request was sent and
+        `query` is the raw (encoded) query string; `timer` records when the request was sent and
         how long its response headers took.
         """
         target = self.url(path) + (f"?{quote(query, safe=_QUERY_SAFE)}" if query else "")
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
-        sent = stats.upstream_started() if stats is not None else 0.0
+        sent = timer.upstream_started() if timer is not None else 0.0
         try:
             async with asyncio.timeout(self.settings.timeouts.first_byte_s):
                 response = await self._session.request(
@@ -142,25 +95,64 @@ class OpenAIHttpUpstream:
                     auto_decompress=True,
                 )
         except TimeoutError as exc:
-            raise ProxyError(
+            raise UpstreamError(
                 ErrorCode.upstream_timeout,
                 f"Upstream {self.name!r} did not answer within "
                 f"{self.settings.timeouts.first_byte_s:g}s",
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
-            raise ProxyError(
+            raise UpstreamError(
                 ErrorCode.upstream_unavailable,
                 f"Upstream {self.name!r} is unreachable: {type(exc).__name__}",
             ) from exc
-        if stats is not None:
-            stats.upstream_answered(self.name, sent)
-        return response
+        if timer is not None:
+            timer.upstream_answered(self.name, sent)
+        return _AiohttpResponse(response, self.name)
 
 
-def upstream_read_error(exc: BaseException, name: str) -> ProxyError:
-    if isinstance(exc, TimeoutError):
-        return ProxyError(ErrorCode.upstream_timeout, f"Upstream {name!r} stopped sending")
-    return ProxyError(
-        ErrorCode.upstream_unavailable,
-        f"Upstream {name!r} broke the connection: {type(exc).__name__}",
-    )
+class _AiohttpResponse(UpstreamResponse):
+    def __init__(self, response: aiohttp.ClientResponse, upstream: str) -> None:
+        self._response = response
+        self._upstream = upstream
+
+    @property
+    def status(self) -> int:
+        return self._response.status
+
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        return self._response.headers
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except _READ_ERRORS as exc:
+            raise upstream_read_error(exc, self._upstream) from exc
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return _Chunks(self._response.content.iter_any(), self._upstream)
+
+    def close(self) -> None:
+        self._response.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._response.closed
+
+
+class _Chunks:
+    """aiohttp's chunk iterator with its errors typed (an iterator, not a generator: nothing is
+    left to finalise when its reader stops early)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], upstream: str) -> None:
+        self._chunks = chunks
+        self._upstream = upstream
+
+    def __aiter__(self) -> _Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._chunks.__anext__()
+        except _READ_ERRORS as exc:
+            raise upstream_read_error(exc, self._upstream) from exc

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from multidict import CIMultiDict
+from upstream_double import FakeUpstream, json_answer
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_definitions
 from proxy.artifacts.store import MemoryStore, NewArtifact
@@ -20,7 +21,6 @@ from proxy.completion.rounds import (
     without_synthetic_tools,
 )
 from proxy.engine.manifest import SyntheticTools
-from proxy.http.services import REQUEST_ID, STATS
 from proxy.jsonio import loads
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
@@ -101,19 +101,34 @@ def test_a_body_without_a_tools_list_is_left_alone() -> None:
 
 
 def make_rounds(
-    body: dict[str, Any], *, max_rounds: int, store: MemoryStore | None = None
+    body: dict[str, Any],
+    *,
+    max_rounds: int,
+    store: MemoryStore | None = None,
+    upstream: FakeUpstream | None = None,
 ) -> SyntheticRounds:
-    request = {STATS: RequestStats(), REQUEST_ID: "req-1"}  # only item access is used
     return SyntheticRounds(
-        request=cast(Any, request),
-        upstream=cast(Any, None),
-        upstream_headers=CIMultiDict(),
+        upstream=upstream or FakeUpstream(),
+        upstream_headers=CIMultiDict({"Authorization": "Bearer sk-up"}),
         store=store or MemoryStore(b"secret"),
         scope=SCOPE,
         tools=SyntheticTools(max_rounds=max_rounds, max_page_chars=4000),
         body=body,
         metrics=Metrics(),
+        stats=RequestStats(),
+        request_id="req-1",
     )
+
+
+async def test_each_round_is_a_chat_completion_with_the_upstream_headers() -> None:
+    upstream = FakeUpstream(json_answer({"id": "x"}))
+    rounds = make_rounds(body_with([]), max_rounds=1, upstream=upstream)
+    answer = await rounds.open(b'{"round": 1}')
+    assert await answer.read() == b'{"id": "x"}'
+    [sent] = upstream.calls
+    assert (sent.method, sent.path, sent.body) == ("POST", "/chat/completions", b'{"round": 1}')
+    assert sent.headers["Authorization"] == "Bearer sk-up"
+    assert [c.upstream for c in rounds.stats.upstream_calls] == ["fake"]
 
 
 def test_first_body_is_the_prepared_bytes_while_a_round_is_allowed() -> None:
@@ -179,7 +194,7 @@ async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the
 
     assert body["messages"] == MESSAGES  # the prepared body is never mutated
     assert rounds.response_headers() == {ROUNDS_HEADER: "2", READS_HEADER: "3"}
-    stats = rounds.request[STATS]
+    stats = rounds.stats
     assert (stats.synthetic_rounds, stats.artifact_reads) == (2, 3)
 
 

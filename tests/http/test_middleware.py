@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import TenantResolver
-from proxy.http.middleware import REQUEST_ID_HEADER, edge_middleware, error_event
+from proxy.http.middleware import REQUEST_ID_HEADER, edge_middleware
 from proxy.http.services import REQUEST_ID, SERVICES, TENANT, Services
 from proxy.jsonio import loads
 from proxy.settings import Settings
@@ -209,19 +209,3 @@ async def test_unexpected_exception_is_500_without_its_text(
     logged = [r for r in caplog.records if r.getMessage() == "unhandled error"]
     assert len(logged) == 1 and logged[0].exc_info is not None
     assert logged[0].request_id == error["ctxproxy"]["request_id"]  # type: ignore[attr-defined]
-
-
-def test_error_event_is_one_sse_data_event() -> None:
-    error = ProxyError(ErrorCode.upstream_timeout, "slow", details={"round": 2})
-    raw = error_event(error, "rid")
-    assert raw.startswith(b"data: ") and raw.endswith(b"\n\n") and raw.count(b"\n") == 2
-    assert loads(raw[6:]) == {
-        "error": {
-            "message": "slow",
-            "type": "api_error",
-            "param": None,
-            "code": "upstream_timeout",
-            "ctxproxy": {"round": 2, "request_id": "rid"},
-        }
-    }
-

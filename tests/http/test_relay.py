@@ -1,10 +1,10 @@
-"""`proxy.http.relay`: JSON and SSE bodies relayed from a real upstream (the fake) to a client."""
+"""`proxy.http.relay`: JSON and SSE replies of a real upstream (the fake) written to a client."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -13,10 +13,15 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from fakes import FakeUpstream, error_reply, json_reply, reset_reply, sse_reply
 from fakes.bodies import default_error_body
+from multidict import CIMultiDict
 
+from proxy.completion.reply import ChunkStream, Reply, relayed
 from proxy.errors import ErrorCode, ProxyError
-from proxy.http.relay import is_event_stream, relay
+from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID
+from proxy.settings import UpstreamSettings
+from proxy.upstream.base import UpstreamResponse
+from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 EXTRA = {"x-ctxproxy-policy": "default", "x-ctxproxy-actions": "none"}
 EVENTS = [{"id": "c1", "choices": [{"index": 0, "delta": {"content": f"w{i}"}}]} for i in range(3)]
@@ -27,7 +32,7 @@ class Rig:
     """A one-route app that opens the upstream and relays its answer, recording what happened."""
 
     client: TestClient
-    answers: list[aiohttp.ClientResponse] = field(default_factory=list)
+    answers: list[UpstreamResponse] = field(default_factory=list)
     errors: list[ProxyError] = field(default_factory=list)
     returned: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -37,14 +42,16 @@ async def rig(fake_upstream: FakeUpstream) -> AsyncIterator[Rig]:
     async with aiohttp.ClientSession() as session:
         app = web.Application()
         holder: list[Rig] = []
+        settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)
+        upstream = OpenAIHttpUpstream(settings, session)
 
         async def handler(request: web.Request) -> web.StreamResponse:
             state = holder[0]
             request[REQUEST_ID] = "req-relay-1"
-            answer = await session.get(fake_upstream.base_url + "/anything")
+            answer = await upstream.open("GET", "/anything", headers=CIMultiDict(), body=None)
             state.answers.append(answer)
             try:
-                return await relay(request, answer, EXTRA, "up")
+                return await respond(request, await relayed(answer, EXTRA, request[REQUEST_ID]))
             except ProxyError as exc:
                 state.errors.append(exc)
                 return web.Response(status=599)
@@ -68,7 +75,7 @@ async def test_json_body_status_and_headers(rig: Rig, fake_upstream: FakeUpstrea
         assert response.headers["x-ctxproxy-policy"] == "default"
         assert response.headers["x-ctxproxy-actions"] == "none"
         assert response.headers["Content-Length"] == str(len(body))
-    assert not is_event_stream(rig.answers[0])
+    assert not rig.answers[0].is_event_stream
     assert rig.answers[0].closed
     assert rig.errors == []
 
@@ -97,7 +104,7 @@ async def test_sse_body_is_relayed_byte_for_byte(rig: Rig, fake_upstream: FakeUp
         raw = await response.read()
     assert raw == b"".join(reply.payloads())
     assert raw.endswith(b"data: [DONE]\n\n")
-    assert is_event_stream(rig.answers[0])
+    assert rig.answers[0].is_event_stream
     assert rig.answers[0].closed
 
 
@@ -143,3 +150,35 @@ async def test_client_gone_stops_reading_the_upstream(
     assert rig.errors == []
     await fake_upstream.wait_idle(2)
     assert fake_upstream.cancelled == 1 and fake_upstream.completed == 0
+
+
+async def test_each_stream_item_is_one_http_chunk_and_the_stream_is_closed_once() -> None:
+    items = [b"data: 1\n\n", b"data: 2\n\ndata: 3\n\n", b"data: [DONE]\n\n"]
+    closed: list[str] = []
+
+    async def produce() -> AsyncGenerator[bytes, None]:
+        for item in items:
+            await asyncio.sleep(0.01)
+            yield item
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        request[REQUEST_ID] = "req-relay-2"
+        headers = CIMultiDict({"Content-Type": "text/event-stream", "x-up": "1"})
+        stream = ChunkStream(produce(), lambda: closed.append("closed"))
+        return await respond(request, Reply(200, headers, stream=stream))
+
+    app = web.Application()
+    app.router.add_get("/stream", handler)
+    async with TestClient(TestServer(app)) as client, client.get("/stream") as response:
+        assert list(response.headers.items())[:2] == [
+            ("Content-Type", "text/event-stream"), ("x-up", "1")
+        ]
+        assert response.headers["x-ctxproxy-request-id"] == "req-relay-2"
+        received, current = [], b""
+        async for data, end_of_chunk in response.content.iter_chunks():
+            current += data
+            if end_of_chunk:
+                received.append(current)
+                current = b""
+    assert received == items
+    assert closed == ["closed"]

@@ -1,149 +1,21 @@
-"""`proxy.upstream.openai_http`: forwarded headers, relayed headers, the URL, read errors."""
+"""`proxy.upstream.openai_http`: the URL, opening requests, and the typed response it returns."""
 
 from __future__ import annotations
 
-import asyncio
+import socket
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from fakes import FakeUpstream, never_reply
+from fakes import FakeUpstream, json_reply, never_reply, reset_reply, sse_reply
 from multidict import CIMultiDict
 from yarl import URL
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.http.auth import Tenant
 from proxy.settings import UpstreamSettings
-from proxy.upstream.openai_http import (
-    HOP_BY_HOP,
-    OpenAIHttpUpstream,
-    forward_request_headers,
-    relay_response_headers,
-    upstream_read_error,
-)
-
-CLIENT = {
-    "Host": "proxy.example:8531",
-    "Content-Length": "123",
-    "Accept-Encoding": "gzip, br",
-    "Expect": "100-continue",
-    "Connection": "keep-alive",
-    "Keep-Alive": "timeout=5",
-    "Transfer-Encoding": "chunked",
-    "TE": "trailers",
-    "Trailer": "X-Checksum",
-    "Upgrade": "h2c",
-    "Proxy-Authorization": "Basic cHJveHk6cHc=",
-    "Proxy-Authenticate": "Basic",
-    "X-Ctxproxy-Debug": "1",
-    "x-ctxproxy-request-id": "forged",
-    "Content-Type": "application/json",
-    "OpenAI-Organization": "org-1",
-    "User-Agent": "OpenAI/Python 1.0",
-    "X-Stainless-Retry-Count": "0",
-}
-KEPT = {"Content-Type", "OpenAI-Organization", "User-Agent", "X-Stainless-Retry-Count"}
-UPSTREAM = UpstreamSettings(name="up", base_url="http://127.0.0.1:9/v1")
-
-
-def tenant(*, upstream_key: str | None = None, passthrough: bool = False) -> Tenant:
-    return Tenant("t", "default", "t", upstream_key, passthrough)
-
-
-def test_drops_hop_by_hop_host_length_encoding_expect_and_own_headers() -> None:
-    out = forward_request_headers(CLIENT, None)
-    assert set(out) == KEPT
-    assert all(out[name] == CLIENT[name] for name in KEPT)
-    for name in HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}:
-        assert name not in out, name
-
-
-def test_header_names_are_matched_case_insensitively_and_repeats_kept() -> None:
-    incoming = CIMultiDict(
-        [("HOST", "x"), ("cOnNeCtIoN", "close"), ("X-CTXPROXY-Anything", "1"),
-         ("X-Tag", "a"), ("x-tag", "b")]
-    )
-    out = forward_request_headers(incoming, None)
-    assert list(out.items()) == [("X-Tag", "a"), ("x-tag", "b")]
-
-
-def test_passthrough_tenant_keeps_the_clients_credentials() -> None:
-    auth = tenant(passthrough=True).upstream_authorization(UPSTREAM)
-    assert auth is None
-    out = forward_request_headers(
-        {"Authorization": "Bearer sk-client", "api-key": "sk-azure"}, auth
-    )
-    assert out["Authorization"] == "Bearer sk-client"
-    assert out["api-key"] == "sk-azure"
-
-
-@pytest.mark.parametrize(
-    ("who", "upstream", "expected"),
-    [
-        (tenant(upstream_key="sk-tenant"), UPSTREAM, "Bearer sk-tenant"),
-        (tenant(upstream_key="sk-tenant", passthrough=True), UPSTREAM, "Bearer sk-tenant"),
-        (tenant(), UPSTREAM.model_copy(update={"api_key": "sk-shared"}), "Bearer sk-shared"),
-        (tenant(passthrough=True), UPSTREAM.model_copy(update={"api_key": "sk-shared"}),
-         "Bearer sk-shared"),
-    ],
-)
-def test_a_configured_key_replaces_the_clients(
-    who: Tenant, upstream: UpstreamSettings, expected: str
-) -> None:
-    incoming = {"authorization": "Bearer sk-proxy", "API-KEY": "sk-proxy", "X-Other": "1"}
-    out = forward_request_headers(incoming, who.upstream_authorization(upstream))
-    assert out.getall("Authorization") == [expected]
-    assert "api-key" not in out
-    assert out["X-Other"] == "1"
-    assert "sk-proxy" not in repr(list(out.items()))
-
-
-def test_keys_tenant_without_any_upstream_key_never_forwards_the_proxy_key() -> None:
-    auth = tenant().upstream_authorization(UPSTREAM)
-    assert auth == ""
-    out = forward_request_headers({"Authorization": "Bearer sk-proxy", "api-key": "k"}, auth)
-    assert "sk-proxy" not in repr(list(out.items()))
-    assert "api-key" not in out
-
-
-def test_keys_tenant_without_any_upstream_key_sends_no_authorization() -> None:
-    out = forward_request_headers({"Authorization": "Bearer sk-proxy"}, "")
-    assert "Authorization" not in out
-
-
-def test_headers_named_in_connection_are_hop_by_hop() -> None:
-    out = forward_request_headers(
-        {"Connection": "keep-alive, X-Hop", "X-Hop": "secret", "X-End": "1"}, None
-    )
-    assert "X-Hop" not in out and out["X-End"] == "1"
-
-
-def test_relay_response_headers() -> None:
-    upstream = CIMultiDict(
-        [
-            ("Content-Type", "text/event-stream; charset=utf-8"),
-            ("Content-Length", "10"),
-            ("Content-Encoding", "gzip"),
-            ("Transfer-Encoding", "chunked"),
-            ("Connection", "keep-alive"),
-            ("Server", "cloudflare"),
-            ("Date", "Thu, 01 Jan 2026 00:00:00 GMT"),
-            ("x-request-id", "req_1"),
-            ("openai-processing-ms", "12"),
-            ("Set-Cookie", "a=1"),
-            ("Set-Cookie", "b=2"),
-            ("retry-after", "1"),
-        ]
-    )
-    out = relay_response_headers(upstream)
-    assert list(out.items()) == [
-        ("Content-Type", "text/event-stream; charset=utf-8"),
-        ("x-request-id", "req_1"),
-        ("openai-processing-ms", "12"),
-        ("Set-Cookie", "a=1"),
-        ("Set-Cookie", "b=2"),
-        ("retry-after", "1"),
-    ]
-
+from proxy.stats import RequestStats
+from proxy.upstream.base import Upstream, UpstreamError, UpstreamResponse
+from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 # -- the URL -----------------------------------------------------------------------------------
 
@@ -231,41 +103,121 @@ async def test_open_maps_a_missing_first_byte_to_upstream_timeout(
                 body=b"{}",
             )
     assert caught.value.code is ErrorCode.upstream_timeout
+    assert isinstance(caught.value, UpstreamError)
     assert "'slow'" in caught.value.message
 
 
-# -- read errors -------------------------------------------------------------------------------
+# -- opening requests and their responses ------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("exc", "code", "text"),
-    [
-        (TimeoutError(), ErrorCode.upstream_timeout, "Upstream 'up' stopped sending"),
-        (TimeoutError(), ErrorCode.upstream_timeout, "Upstream 'up' stopped sending"),
-        (
-            aiohttp.ClientPayloadError("cut"),
-            ErrorCode.upstream_unavailable,
-            "Upstream 'up' broke the connection: ClientPayloadError",
-        ),
-        (
-            aiohttp.ServerDisconnectedError(),
-            ErrorCode.upstream_unavailable,
-            "Upstream 'up' broke the connection: ServerDisconnectedError",
-        ),
-        (
-            asyncio.IncompleteReadError(b"partial", 100),
-            ErrorCode.upstream_unavailable,
-            "Upstream 'up' broke the connection: IncompleteReadError",
-        ),
-    ],
-)
-def test_upstream_read_error(exc: BaseException, code: ErrorCode, text: str) -> None:
-    error = upstream_read_error(exc, "up")
-    assert isinstance(error, ProxyError)
-    assert (error.code, error.message) == (code, text)
-    assert error.code.status in (502, 504)
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
 
 
-def test_upstream_read_error_does_not_leak_the_exception_text() -> None:
-    error = upstream_read_error(aiohttp.ClientPayloadError("token sk-secret in body"), "up")
-    assert "sk-secret" not in error.message
+def fake_at(fake: FakeUpstream, session: aiohttp.ClientSession, **timeouts: float) -> Upstream:
+    settings = UpstreamSettings(name="up", base_url=fake.base_url, timeouts=timeouts)
+    return OpenAIHttpUpstream(settings, session)
+
+
+async def test_chat_completions_posts_the_body_to_its_own_path(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(json_reply(b'{"id": "x"}', headers={"x-request-id": "r1"}))
+    stats = RequestStats()
+    headers = CIMultiDict({"Content-Type": "application/json", "X-Tag": "t"})
+    answer = await fake_at(fake_upstream, session).chat_completions(
+        headers=headers, body=b'{"model": "m"}', timer=stats
+    )
+    assert isinstance(answer, UpstreamResponse)
+    assert (answer.status, answer.is_event_stream) == (200, False)
+    assert answer.headers["x-request-id"] == "r1"
+    assert await answer.read() == b'{"id": "x"}'
+    answer.close()
+    answer.close()  # twice is harmless
+    assert answer.closed
+    record = fake_upstream.last
+    assert (record.method, record.path, record.body) == ("POST", "/v1/chat/completions",
+                                                        b'{"model": "m"}')
+    assert record.headers["X-Tag"] == "t"
+    assert stats.upstream_sent is not None
+    assert [call.upstream for call in stats.upstream_calls] == ["up"]
+
+
+async def test_chunks_arrive_as_the_upstream_sends_them(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    reply = sse_reply([{"n": 1}, {"n": 2}], delay_s=0.02)
+    fake_upstream.enqueue(reply)
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/stream", headers=CIMultiDict(), body=None
+    )
+    assert answer.is_event_stream
+    received = [chunk async for chunk in answer.chunks()]
+    answer.close()
+    assert b"".join(received) == b"".join(reply.payloads())
+    assert len(received) > 1
+
+
+async def test_a_body_cut_short_is_an_upstream_error(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(reset_reply(after_bytes=20))
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await answer.read()
+    answer.close()
+    assert caught.value.code is ErrorCode.upstream_unavailable
+    assert caught.value.message.startswith("Upstream 'up' broke the connection")
+
+
+async def test_a_stream_cut_short_is_an_upstream_error_after_its_chunks(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    reply = sse_reply([{"n": i} for i in range(3)], abort_after=2)
+    fake_upstream.enqueue(reply)
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    received = []
+    with pytest.raises(UpstreamError) as caught:
+        async for chunk in answer.chunks():
+            received.append(chunk)
+    answer.close()
+    assert b"".join(received) == b"".join(reply.payloads()[:2])
+    assert caught.value.code is ErrorCode.upstream_unavailable
+
+
+async def test_an_idle_stream_is_an_upstream_timeout(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(sse_reply([{"n": 1}, {"n": 2}], delay_s=1.0))
+    answer = await fake_at(fake_upstream, session, idle_read_s=0.1).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    with pytest.raises(UpstreamError) as caught:
+        async for _ in answer.chunks():
+            pass
+    answer.close()
+    assert caught.value.code is ErrorCode.upstream_timeout
+    assert caught.value.message == "Upstream 'up' stopped sending"
+
+
+async def test_an_unreachable_upstream_is_an_upstream_error(
+    session: aiohttp.ClientSession,
+) -> None:
+    with socket.socket() as closed_port:
+        closed_port.bind(("127.0.0.1", 0))
+        port = closed_port.getsockname()[1]
+    settings = UpstreamSettings(name="gone", base_url=f"http://127.0.0.1:{port}/v1")
+    stats = RequestStats()
+    with pytest.raises(UpstreamError) as caught:
+        await OpenAIHttpUpstream(settings, session).chat_completions(
+            headers=CIMultiDict(), body=b"{}", timer=stats
+        )
+    assert caught.value.code is ErrorCode.upstream_unavailable
+    assert caught.value.message.startswith("Upstream 'gone' is unreachable: ")
+    assert stats.upstream_sent is not None and stats.upstream_calls == []

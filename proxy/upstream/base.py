@@ -1,0 +1,114 @@
+"""The upstream seam: what the rest of the proxy knows of a model provider.
+
+An `Upstream` opens requests and answers with an `UpstreamResponse` of our own (status, headers,
+the body whole or chunk by chunk); which path, protocol or client library it uses is its own
+business. Every transport failure, while opening or while reading the body, is an `UpstreamError`
+(a `ProxyError` with code `upstream_timeout` or `upstream_unavailable`), so callers catch one type
+and the edge answers it like any other error. No client library type leaves `proxy.upstream`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from proxy.errors import ErrorCode, ProxyError
+from proxy.settings import UpstreamSettings
+
+
+class UpstreamError(ProxyError):
+    """A transport failure talking to an upstream (not an error answer: those are responses)."""
+
+
+def upstream_read_error(exc: BaseException, name: str) -> UpstreamError:
+    """The error for a body that stopped arriving (`exc` is the transport's own exception).
+
+    Only the exception's type is named: its text may quote the body (and credentials in it).
+    """
+    if isinstance(exc, TimeoutError):
+        return UpstreamError(ErrorCode.upstream_timeout, f"Upstream {name!r} stopped sending")
+    return UpstreamError(
+        ErrorCode.upstream_unavailable,
+        f"Upstream {name!r} broke the connection: {type(exc).__name__}",
+    )
+
+
+class CallTimer(Protocol):
+    """Told when a request is sent and when its response headers arrived (`RequestStats`)."""
+
+    def upstream_started(self) -> float: ...
+
+    def upstream_answered(self, upstream: str, sent: float) -> None: ...
+
+
+class UpstreamResponse(ABC):
+    """An upstream's answer whose headers have arrived; the body is read once, whole or chunked.
+
+    The holder closes it when done (closing twice is harmless); reading it after `close()` is an
+    error of the caller.
+    """
+
+    @property
+    @abstractmethod
+    def status(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def headers(self) -> CIMultiDictProxy[str]:
+        """As received: case-insensitive, repeated names kept (`relay_response_headers` filters)."""
+
+    @property
+    def is_event_stream(self) -> bool:
+        return self.headers.get("Content-Type", "").startswith("text/event-stream")
+
+    @abstractmethod
+    async def read(self) -> bytes:
+        """The whole body; raises `UpstreamError` when it stops arriving."""
+
+    @abstractmethod
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives, one item per transport chunk; raises `UpstreamError`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection; a body not read to its end is abandoned."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool: ...
+
+
+class Upstream(Protocol):
+    """One configured upstream; the URL and the route of a call are never the client's choice."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> UpstreamSettings: ...
+
+    async def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes | None,
+        query: str = "",
+        timer: CallTimer | None = None,
+    ) -> UpstreamResponse:
+        """Send a request to `path` (relative to the API root) and wait for the response headers.
+
+        Used for the routes the proxy does not interpret (`/v1/models`, ...); `query` is the raw
+        (encoded) query string. Raises `UpstreamError`.
+        """
+        ...
+
+    async def chat_completions(
+        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+    ) -> UpstreamResponse:
+        """Send one prepared chat completion (JSON `body`) wherever this upstream serves them."""
+        ...

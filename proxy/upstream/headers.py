@@ -1,0 +1,59 @@
+"""Which headers cross the proxy: the client's towards the upstream, the upstream's back.
+
+Hop-by-hop headers never cross (RFC 9110 7.6.1), nor those the proxy sets itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from multidict import CIMultiDict
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
+# upstream answers uncompressed and the proxy can read what it relays; Expect is dropped because
+# the proxy has the whole body already (with `100-continue` the client session would wait for the
+# upstream's interim answer before sending it, and hang on upstreams that never send one).
+_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+_RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+
+
+def forward_request_headers(
+    incoming: Mapping[str, str], authorization: str | None
+) -> CIMultiDict[str]:
+    """Client headers minus hop-by-hop ones (fixed, and those the client's `Connection` names).
+
+    `authorization`: None keeps the client's credentials, "" removes them, anything else
+    replaces them."""
+    named = {part.strip().lower() for part in incoming.get("Connection", "").split(",")}
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in incoming.items():
+        lower = name.lower()
+        if lower in _REQUEST_DROP or lower in named or lower.startswith("x-ctxproxy-"):
+            continue
+        if authorization is not None and lower in ("authorization", "api-key"):
+            continue
+        out.add(name, value)
+    if authorization:
+        out["Authorization"] = authorization
+    return out
+
+
+def relay_response_headers(upstream: Mapping[str, str]) -> CIMultiDict[str]:
+    out: CIMultiDict[str] = CIMultiDict()
+    for name, value in upstream.items():
+        if name.lower() not in _RESPONSE_DROP:
+            out.add(name, value)
+    return out

@@ -1,0 +1,133 @@
+"""`proxy.upstream.headers`: the headers forwarded upstream and the headers relayed back."""
+
+from __future__ import annotations
+
+import pytest
+from multidict import CIMultiDict
+
+from proxy.http.auth import Tenant
+from proxy.settings import UpstreamSettings
+from proxy.upstream.headers import HOP_BY_HOP, forward_request_headers, relay_response_headers
+
+CLIENT = {
+    "Host": "proxy.example:8531",
+    "Content-Length": "123",
+    "Accept-Encoding": "gzip, br",
+    "Expect": "100-continue",
+    "Connection": "keep-alive",
+    "Keep-Alive": "timeout=5",
+    "Transfer-Encoding": "chunked",
+    "TE": "trailers",
+    "Trailer": "X-Checksum",
+    "Upgrade": "h2c",
+    "Proxy-Authorization": "Basic cHJveHk6cHc=",
+    "Proxy-Authenticate": "Basic",
+    "X-Ctxproxy-Debug": "1",
+    "x-ctxproxy-request-id": "forged",
+    "Content-Type": "application/json",
+    "OpenAI-Organization": "org-1",
+    "User-Agent": "OpenAI/Python 1.0",
+    "X-Stainless-Retry-Count": "0",
+}
+KEPT = {"Content-Type", "OpenAI-Organization", "User-Agent", "X-Stainless-Retry-Count"}
+UPSTREAM = UpstreamSettings(name="up", base_url="http://127.0.0.1:9/v1")
+
+
+def tenant(*, upstream_key: str | None = None, passthrough: bool = False) -> Tenant:
+    return Tenant("t", "default", "t", upstream_key, passthrough)
+
+
+def test_drops_hop_by_hop_host_length_encoding_expect_and_own_headers() -> None:
+    out = forward_request_headers(CLIENT, None)
+    assert set(out) == KEPT
+    assert all(out[name] == CLIENT[name] for name in KEPT)
+    for name in HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}:
+        assert name not in out, name
+
+
+def test_header_names_are_matched_case_insensitively_and_repeats_kept() -> None:
+    incoming = CIMultiDict(
+        [("HOST", "x"), ("cOnNeCtIoN", "close"), ("X-CTXPROXY-Anything", "1"),
+         ("X-Tag", "a"), ("x-tag", "b")]
+    )
+    out = forward_request_headers(incoming, None)
+    assert list(out.items()) == [("X-Tag", "a"), ("x-tag", "b")]
+
+
+def test_passthrough_tenant_keeps_the_clients_credentials() -> None:
+    auth = tenant(passthrough=True).upstream_authorization(UPSTREAM)
+    assert auth is None
+    out = forward_request_headers(
+        {"Authorization": "Bearer sk-client", "api-key": "sk-azure"}, auth
+    )
+    assert out["Authorization"] == "Bearer sk-client"
+    assert out["api-key"] == "sk-azure"
+
+
+@pytest.mark.parametrize(
+    ("who", "upstream", "expected"),
+    [
+        (tenant(upstream_key="sk-tenant"), UPSTREAM, "Bearer sk-tenant"),
+        (tenant(upstream_key="sk-tenant", passthrough=True), UPSTREAM, "Bearer sk-tenant"),
+        (tenant(), UPSTREAM.model_copy(update={"api_key": "sk-shared"}), "Bearer sk-shared"),
+        (tenant(passthrough=True), UPSTREAM.model_copy(update={"api_key": "sk-shared"}),
+         "Bearer sk-shared"),
+    ],
+)
+def test_a_configured_key_replaces_the_clients(
+    who: Tenant, upstream: UpstreamSettings, expected: str
+) -> None:
+    incoming = {"authorization": "Bearer sk-proxy", "API-KEY": "sk-proxy", "X-Other": "1"}
+    out = forward_request_headers(incoming, who.upstream_authorization(upstream))
+    assert out.getall("Authorization") == [expected]
+    assert "api-key" not in out
+    assert out["X-Other"] == "1"
+    assert "sk-proxy" not in repr(list(out.items()))
+
+
+def test_keys_tenant_without_any_upstream_key_never_forwards_the_proxy_key() -> None:
+    auth = tenant().upstream_authorization(UPSTREAM)
+    assert auth == ""
+    out = forward_request_headers({"Authorization": "Bearer sk-proxy", "api-key": "k"}, auth)
+    assert "sk-proxy" not in repr(list(out.items()))
+    assert "api-key" not in out
+
+
+def test_keys_tenant_without_any_upstream_key_sends_no_authorization() -> None:
+    out = forward_request_headers({"Authorization": "Bearer sk-proxy"}, "")
+    assert "Authorization" not in out
+
+
+def test_headers_named_in_connection_are_hop_by_hop() -> None:
+    out = forward_request_headers(
+        {"Connection": "keep-alive, X-Hop", "X-Hop": "secret", "X-End": "1"}, None
+    )
+    assert "X-Hop" not in out and out["X-End"] == "1"
+
+
+def test_relay_response_headers() -> None:
+    upstream = CIMultiDict(
+        [
+            ("Content-Type", "text/event-stream; charset=utf-8"),
+            ("Content-Length", "10"),
+            ("Content-Encoding", "gzip"),
+            ("Transfer-Encoding", "chunked"),
+            ("Connection", "keep-alive"),
+            ("Server", "cloudflare"),
+            ("Date", "Thu, 01 Jan 2026 00:00:00 GMT"),
+            ("x-request-id", "req_1"),
+            ("openai-processing-ms", "12"),
+            ("Set-Cookie", "a=1"),
+            ("Set-Cookie", "b=2"),
+            ("retry-after", "1"),
+        ]
+    )
+    out = relay_response_headers(upstream)
+    assert list(out.items()) == [
+        ("Content-Type", "text/event-stream; charset=utf-8"),
+        ("x-request-id", "req_1"),
+        ("openai-processing-ms", "12"),
+        ("Set-Cookie", "a=1"),
+        ("Set-Cookie", "b=2"),
+        ("retry-after", "1"),
+    ]
