@@ -24,8 +24,7 @@ import orjson
 from bench.quality_eval import Result
 from bench.quality_text import MODEL
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.budget import compute_budget
-from proxy.engine.policy import BudgetPolicy
+from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.engine.preparer import Preparer
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import Tenant

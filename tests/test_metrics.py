@@ -6,6 +6,7 @@ import socket
 from typing import Any
 
 import prometheus_client
+from artifacts_harness import keyed
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, execute
@@ -92,7 +93,7 @@ class _DownStore(MemoryStore):
 async def test_synthetic_round_outcomes() -> None:
     store = MemoryStore(b"s")
     [aid] = [store.artifact_id("t", "hello world")]
-    await store.put_many("t", [NewArtifact("hello world", "tool_result")], ttl_seconds=60,
+    await store.put_many("t", {aid: NewArtifact("hello world", "tool_result")}, ttl_seconds=60,
                          max_per_scope=10)
     results = [
         await execute(store, "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
@@ -130,8 +131,8 @@ async def test_store_errors_are_read_at_scrape_time() -> None:
     try:
         metrics.watch_store(lambda: store.failed_operations)
         assert await store.ping() is False
-        assert await store.put_many("t", [NewArtifact("x", "k")], ttl_seconds=5,
-                                    max_per_scope=5) == [False]
+        assert await store.put_many("t", keyed(store, "t", NewArtifact("x", "k")), ttl_seconds=5,
+                                    max_per_scope=5) == set()
         assert store.failed_operations == 2
         assert value(metrics, "ctxproxy_store_errors_total") == 2
     finally:

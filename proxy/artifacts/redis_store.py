@@ -30,7 +30,7 @@ import hashlib
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -144,31 +144,33 @@ class RedisStore(_Ids):
     # -- store API ----------------------------------------------------------------------------
 
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]:
-        check_put_arguments(ttl_seconds, max_per_scope)
+        self,
+        scope: str,
+        items: Mapping[str, NewArtifact],
+        *,
+        ttl_seconds: int,
+        max_per_scope: int,
+    ) -> set[str]:
+        check_put_arguments(items, ttl_seconds, max_per_scope)
         if not items:
-            return []
-        ids = [self.artifact_id(scope, item.content) for item in items]
-        unique: dict[str, NewArtifact] = {}
-        for aid, item in zip(ids, items, strict=True):
-            unique.setdefault(aid, item)
+            return set()
         tag = self._tag(scope)
         try:
-            existing, evicted = await self._refresh(tag, list(unique), ttl_seconds, max_per_scope)
+            existing, evicted = await self._refresh(tag, list(items), ttl_seconds, max_per_scope)
         except _FAILURES as exc:
             self._failed(exc)
-            return [False] * len(items)
-        missing = {aid: it for aid, it in unique.items() if not existing[aid]}
+            return set()
+        missing = {aid: it for aid, it in items.items() if not existing[aid]}
         try:
             stored = await self._write(tag, missing, evicted, ttl_seconds)
         except _FAILURES as exc:  # the refreshed ones stay confirmed
             self._failed(exc)
             stored = {}
-        confirmed = {
-            aid: (existing[aid] or stored.get(aid, False)) and aid not in evicted for aid in unique
+        return {
+            aid
+            for aid in items
+            if (existing[aid] or stored.get(aid, False)) and aid not in evicted
         }
-        return [confirmed[aid] for aid in ids]
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):

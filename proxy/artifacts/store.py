@@ -6,7 +6,9 @@ the synthetic tools. `proxy.artifacts.redis_store.RedisStore` is the shared prod
 implementation.
 
 Ids are `art_` + 32 hex chars of HMAC-SHA256(secret, scope, content): stable across requests and
-replicas (same secret), unguessable without the secret, and meaningless in another scope.
+replicas (same secret), unguessable without the secret, and meaningless in another scope. They are
+computed once, by whoever prepares the content (`ArtifactStore.artifact_id`), and handed to
+`put_many` with it: the store keys what it is given and never recomputes an id.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import hmac
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,8 +56,16 @@ class ArtifactStore(Protocol):
     def artifact_id(self, scope: str, content: str) -> str: ...
 
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]: ...
+        self,
+        scope: str,
+        items: Mapping[str, NewArtifact],
+        *,
+        ttl_seconds: int,
+        max_per_scope: int,
+    ) -> set[str]:
+        """Store each `artifact id -> artifact` (ids from `artifact_id(scope, content)`), in
+        order; return the ids whose write is confirmed."""
+        ...
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None: ...
 
@@ -86,8 +96,12 @@ def is_artifact_id(value: object) -> bool:
     return isinstance(value, str) and _ID_PATTERN.match(value) is not None
 
 
-def check_put_arguments(ttl_seconds: int, max_per_scope: int) -> None:
-    """Reject programmer errors loudly (policy validation already guarantees both are > 0)."""
+def check_put_arguments(ids: Iterable[str], ttl_seconds: int, max_per_scope: int) -> None:
+    """Reject programmer errors loudly (policy validation already guarantees both limits are > 0;
+    ids come from `artifact_id`, so a malformed one is a bug, never user input)."""
+    bad = next((i for i in ids if not is_artifact_id(i)), None)
+    if bad is not None:
+        raise ValueError(f"not an artifact id: {bad!r}")
     if ttl_seconds <= 0:
         raise ValueError(f"ttl_seconds must be > 0, got {ttl_seconds}")
     if max_per_scope <= 0:
@@ -138,18 +152,20 @@ class MemoryStore(_Ids):
         self._scopes: dict[str, OrderedDict[str, _Entry]] = {}
 
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]:
-        check_put_arguments(ttl_seconds, max_per_scope)
+        self,
+        scope: str,
+        items: Mapping[str, NewArtifact],
+        *,
+        ttl_seconds: int,
+        max_per_scope: int,
+    ) -> set[str]:
+        check_put_arguments(items, ttl_seconds, max_per_scope)
         if not items:
-            return []
+            return set()
         now = self._clock()
         self._sweep_if_due(now)
         entries = self._scopes.setdefault(scope, OrderedDict())
-        ids = []
-        for item in items:
-            aid = self.artifact_id(scope, item.content)
-            ids.append(aid)
+        for aid, item in items.items():
             entry = entries.get(aid)
             if entry is not None and entry.expires_at > now:
                 entry.expires_at = now + ttl_seconds
@@ -160,7 +176,7 @@ class MemoryStore(_Ids):
         self._trim(entries, now, max_per_scope)
         # An item evicted by the cap within this same call (a batch larger than the cap) is
         # not stored, so its write is not confirmed.
-        return [aid in entries for aid in ids]
+        return {aid for aid in items if aid in entries}
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):

@@ -3,10 +3,56 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from proxy.engine.policy import BudgetPolicy
+from pydantic import Field, ValidationInfo, field_validator
+
+from proxy.engine.config_base import StrictModel
+
+FractionOrTokens = Annotated[float, Field(gt=0)]
+
+
+class BudgetPolicy(StrictModel):
+    context_window: Literal["auto"] | Annotated[int, Field(gt=0)] = Field(
+        default="auto",
+        description="Input window in tokens, or `auto` (litellm's bundled model map).",
+    )
+    fallback_context_window: Annotated[int, Field(gt=0)] = Field(
+        default=128_000, description="Window used when `auto` finds no entry for the model."
+    )
+    reserved_output: Literal["auto"] | Annotated[int, Field(ge=0)] = Field(
+        default="auto",
+        description="Tokens kept free for the answer; `auto` takes the request's "
+        "max_completion_tokens/max_tokens, else `default_reserved_output` "
+        "(at most half the window).",
+    )
+    default_reserved_output: Annotated[int, Field(ge=0)] = 4096
+    safety_margin: Annotated[float, Field(ge=0)] = Field(
+        default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
+    )
+    trigger: FractionOrTokens = Field(
+        default=0.95,
+        description="Reduce only when the input exceeds this (fraction of allowance or tokens).",
+    )
+    target: FractionOrTokens = Field(
+        default=0.7,
+        description="When reducing, reduce to this (fraction of allowance or tokens).",
+        validate_default=True,  # `trigger: 0.5` alone must fail against the default target
+    )
+
+    @field_validator("target")
+    @classmethod
+    def _target_below_trigger(cls, target: float, info: ValidationInfo) -> float:
+        # A field validator (not a model validator) so that the error names `budget.target`.
+        # Mixed units (fraction vs tokens) cannot be compared before the allowance is known.
+        trigger = info.data.get("trigger")
+        if trigger is None:  # trigger itself was invalid; its own error is reported
+            return target
+        both_fractions = trigger <= 1 and target <= 1
+        both_tokens = trigger > 1 and target > 1
+        if (both_fractions or both_tokens) and target > trigger:
+            raise ValueError(f"target ({target:g}) must not exceed trigger ({trigger:g})")
+        return target
 
 
 

@@ -1,9 +1,11 @@
 """Where each reduction step cuts: a deterministic replay of the conversation's growth.
 
-Every step has a *horizon*: the units before it are reduced by that step (the strongest step
-wins where several apply). The planner replays the conversation one unit at a time, as if each
-unit had just arrived; whenever the running total exceeds the trigger, it advances horizons in
-policy order, each just far enough to get under the target. Horizons never move back.
+Every step has a *horizon*: the units before it are reduced by that step. Precedence is the
+policy's order: where several horizons cover a unit, the step listed last applies (policies list
+the gentler reductions first, so a later step is the stronger one). The planner replays the
+conversation one unit at a time, as if each unit had just arrived; whenever the running total
+exceeds the trigger, it advances horizons in policy order, each just far enough to get under the
+target. Horizons never move back.
 
 Why replay: the proxy is stateless, yet the next request (the same history plus new messages)
 must reproduce the same horizons for the old part, so that the prepared prompt keeps the previous
@@ -21,8 +23,6 @@ from itertools import accumulate, pairwise
 
 @dataclass(frozen=True)
 class StepPlan:
-    rank: int
-    """Strength: where several horizons cover a unit, the highest rank applies."""
     costs: list[int]
     """Per unit: its tokens when this step is the strongest one applied to it."""
     limits: list[int]
@@ -35,6 +35,9 @@ class StepPlan:
     """Tokens added once this horizon is above zero (e.g. the notice replacing dropped turns)."""
     target: int | None = None
     """When this step has to act, it reduces to this (below the budget's target) if set."""
+    keeps_from: int | None = None
+    """For a step that removes whole units: the first unit of the recent ones it never removes.
+    None: the step removes no unit (it may shrink them)."""
 
 
 @dataclass
@@ -59,20 +62,19 @@ class _Totals:
         return out
 
     def unit_cost(self, u: int, horizons: list[int]) -> int:
-        """Unit u's tokens under the strongest step whose horizon covers it."""
-        best = -1
-        for k, h in enumerate(horizons):
-            if h > u and (best < 0 or self.steps[k].rank > self.steps[best].rank):
-                best = k
+        """Unit u's tokens under the last step (in policy order) whose horizon covers it."""
+        best = applying_step(horizons, u)
         return self.full[u] if best < 0 else self.steps[best].costs[u]
 
     def _segment(self, a: int, b: int, horizons: list[int]) -> int:
-        best = -1
-        for k, h in enumerate(horizons):
-            if h >= b and (best < 0 or self.steps[k].rank > self.steps[best].rank):
-                best = k
+        best = applying_step(horizons, b - 1)
         prefix = self.full_prefix if best < 0 else self.step_prefix[best]
         return prefix[b] - prefix[a]
+
+
+def applying_step(horizons: list[int], u: int) -> int:
+    """The index of the step that reduces unit u (the last one whose horizon covers it), or -1."""
+    return next((k for k in range(len(horizons) - 1, -1, -1) if horizons[k] > u), -1)
 
 
 def plan_horizons(

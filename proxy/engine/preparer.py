@@ -14,8 +14,16 @@ from proxy.engine.budget import Budget, compute_budget
 from proxy.engine.conversation import Conversation, parse_conversation
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
-from proxy.engine.reducer import Plan, Reduction, build_context, plan_reduction, store_and_apply
-from proxy.engine.step_api import PrepareContext
+from proxy.engine.reducer import (
+    Plan,
+    Reduction,
+    ReductionContext,
+    build_context,
+    plan_reduction,
+    relaxed_policy,
+    store_and_apply,
+)
+from proxy.engine.step_api import StepServices
 from proxy.errors import ErrorCode, ProxyError
 from proxy.jsonio import dumps
 from proxy.tokens.catalog import ModelCatalog
@@ -172,7 +180,9 @@ class Preparer:
                 ids[text] = self._store.artifact_id(tenant.scope, text)
             return ids[text]
 
-        def plan(policy: Policy) -> tuple[PrepareContext, Plan]:
+        services = StepServices(store=self._store, scope=tenant.scope, counter=counter)
+
+        async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
                 request.messages,
                 conversation,
@@ -182,16 +192,13 @@ class Preparer:
                 artifact_id,
                 request.budget.allowance,
             )
-            return ctx, plan_reduction(ctx, request.budget, base, reduced_base)
+            return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
 
-        ctx, planned = plan(policy)
-        relaxed = _relaxed(policy)
+        ctx, planned = await plan(policy)
+        relaxed = relaxed_policy(policy)
         if planned.total > request.budget.allowance and relaxed is not None:
-            ctx, planned = plan(relaxed)
-            request.manifest.notes.append(
-                "last resort before refusing: tool results of the protected recent exchanges "
-                "were cleared too (stored, readable with the read tool)"
-            )
+            ctx, planned = await plan(relaxed.policy)
+            request.manifest.notes.extend(relaxed.notes)
         reduction = await store_and_apply(ctx, planned.outputs, self._store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic)
@@ -273,14 +280,3 @@ class Preparer:
             ErrorCode.context_length_exceeded, message, param="messages", details=details
         )
 
-
-def _relaxed(policy: Policy) -> Policy | None:
-    """The policy without protection of recent tool exchanges, if that could still help."""
-    protect = policy.protect
-    if not protect.clear_recent_before_refusing or protect.recent_tool_exchanges == 0:
-        return None
-    if not any(step.kind == "clear_tool_results" for step in policy.steps):
-        return None
-    return policy.model_copy(
-        update={"protect": protect.model_copy(update={"recent_tool_exchanges": 0})}
-    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,9 +10,9 @@ from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.manifest import Action
-from proxy.engine.planner import plan_horizons, total_after
-from proxy.engine.policy import Policy, ProtectPolicy
-from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
+from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
+from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
+from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput, StepServices
 from proxy.engine.steps import build_steps
 from proxy.tokens.counters import TokenCounter
 
@@ -26,15 +27,45 @@ class Reduction:
     unconfirmed: int = 0
 
 
+@dataclass
+class ReductionContext(PrepareContext):
+    """What the steps see, plus the policy they were built from (the reducer's business)."""
+
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class Relaxed:
+    """A policy whose steps loosened their own protections, and what the manifest says of it."""
+
+    policy: Policy
+    notes: list[str]
+
+
+def relaxed_policy(policy: Policy) -> Relaxed | None:
+    """The last resort before a refusal: every step that can relax (`StepConfig.relaxed`) does;
+    None when none can."""
+    steps = []
+    notes: list[str] = []
+    for config in policy.steps:
+        relaxed = config.relaxed()
+        if relaxed is not None and relaxed.relax_note not in notes:
+            notes.append(relaxed.relax_note)
+        steps.append(config if relaxed is None else relaxed)
+    if not notes:
+        return None
+    return Relaxed(policy.model_copy(update={"steps": steps}), notes)
+
+
 def build_context(
     messages: list[Any],
     conversation: Conversation,
     policy: Policy,
     counter: TokenCounter,
     costs: list[int],
-    artifact_id: Any,
+    artifact_id: Callable[[str], str],
     allowance: int,
-) -> PrepareContext:
+) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
     turn_first_unit: list[int] = []
@@ -42,20 +73,21 @@ def build_context(
         turn_first_unit.append(len(units))
         units.extend(turn.units)
         unit_turn.extend([turn_index] * len(turn.units))
-    return PrepareContext(
+    return ReductionContext(
         messages=messages,
         conversation=conversation,
         units=units,
         unit_turn=unit_turn,
         turn_first_unit=turn_first_unit,
-        policy=policy,
         counter=counter,
         message_costs=costs,
         result_names=(names := _result_names(messages, units)),
         pinned_units=_pinned(messages, units, policy.protect, names),
         first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
+        read_tool_enabled=policy.read_tool.enabled,
         artifact_id=artifact_id,
         allowance=allowance,
+        policy=policy,
     )
 
 
@@ -126,15 +158,19 @@ def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
 
 @dataclass
 class Plan:
-    outputs: list[tuple[Step, StepOutput]]
+    outputs: list[tuple[Step[Any], StepOutput]]
     total: int
     """Planned tokens of the prepared request."""
     protected: int
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
 
 
-def plan_reduction(ctx: PrepareContext, budget: Budget, base: int, reduced_base: int) -> Plan:
-    steps = build_steps(list(ctx.policy.steps), ctx)
+async def plan_reduction(
+    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices
+) -> Plan:
+    steps = build_steps(ctx.policy.steps, ctx)
+    for step in steps:
+        await step.gather(ctx, services)
     plans = [step.plan(ctx) for step in steps]
     full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
     kwargs = {"base": base, "reduced_base": reduced_base}
@@ -142,9 +178,8 @@ def plan_reduction(ctx: PrepareContext, budget: Budget, base: int, reduced_base:
     assigned: list[list[int]] = [[] for _ in steps]
     cost = list(full)
     for u in range(len(ctx.units)):
-        covering = [k for k, h in enumerate(horizons) if h > u]
-        if covering:
-            k = max(covering, key=lambda k: steps[k].rank)
+        k = applying_step(horizons, u)
+        if k >= 0:
             assigned[k].append(u)
             cost[u] = plans[k].costs[u]
     outputs = [
@@ -154,29 +189,28 @@ def plan_reduction(ctx: PrepareContext, budget: Budget, base: int, reduced_base:
     ]
     total = total_after(full, plans, horizons, **kwargs)
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx)))
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
 
 
-def _protected_units(ctx: PrepareContext) -> list[int]:
-    keep = max(ctx.policy.protect.recent_turns, 1)
-    first_recent_turn = max(len(ctx.turn_first_unit) - keep, 0)
-    return [
-        u
-        for u in range(len(ctx.units))
-        if ctx.is_protected(u) or ctx.unit_turn[u] >= first_recent_turn
-    ]
+def _protected_units(ctx: PrepareContext, plans: list[StepPlan]) -> list[int]:
+    """Pinned units, the task, and the recent units that no step removes (the current turn
+    when no step removes any)."""
+    bounds = [plan.keeps_from for plan in plans if plan.keeps_from is not None]
+    current_turn = ctx.turn_first_unit[-1] if ctx.turn_first_unit else 0
+    recent = min(bounds) if bounds else current_turn
+    return [u for u in range(len(ctx.units)) if ctx.is_protected(u) or u >= recent]
 
 
 async def store_and_apply(
-    ctx: PrepareContext,
-    outputs: list[tuple[Step, StepOutput]],
+    ctx: ReductionContext,
+    outputs: list[tuple[Step[Any], StepOutput]],
     store: ArtifactStore,
     scope: str,
 ) -> Reduction:
     wanted: dict[str, NewArtifact] = {}
     for _, out in outputs:
         wanted.update(out.artifacts)
-    sent, confirmed = await _store(ctx.policy, store, scope, wanted)
+    sent, confirmed = await _store(ctx.policy.artifacts, store, scope, wanted)
     reduction = Reduction(messages=[])
     edits: list[Edit] = []
     for step, out in outputs:
@@ -209,20 +243,16 @@ def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
 
 
 async def _store(
-    policy: Policy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
+    limits: ArtifactsPolicy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
 ) -> tuple[int, set[str]]:
     """(how many artifacts were sent, the ids the store confirmed)."""
-    limits = policy.artifacts
-    ids = [i for i, a in wanted.items() if len(a.content) <= limits.max_chars]
-    if not ids:
+    sendable = {i: a for i, a in wanted.items() if len(a.content) <= limits.max_chars}
+    if not sendable:
         return 0, set()
-    results = await store.put_many(
-        scope,
-        [wanted[i] for i in ids],
-        ttl_seconds=limits.ttl_seconds,
-        max_per_scope=limits.max_per_scope,
+    confirmed = await store.put_many(
+        scope, sendable, ttl_seconds=limits.ttl_seconds, max_per_scope=limits.max_per_scope
     )
-    return len(ids), {i for i, ok in zip(ids, results, strict=True) if ok}
+    return len(sendable), confirmed & sendable.keys()
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:

@@ -1,15 +1,22 @@
-"""What a reduction step sees and returns. Steps do no I/O: the pipeline writes artifacts."""
+"""What a reduction step is, sees and returns.
+
+A step is constructed per request from its config entry, may do I/O once in `gather` (through the
+injected `StepServices`), then plans and rewrites synchronously; the reducer writes the artifacts.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+from proxy.engine.config_base import StepConfig
 
 if TYPE_CHECKING:
-    from proxy.artifacts.store import NewArtifact
+    from proxy.artifacts.store import ArtifactStore, NewArtifact
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
-    from proxy.engine.policy import Policy
     from proxy.tokens.counters import TokenCounter
 
 MARKER = "[ctxproxy"
@@ -43,15 +50,16 @@ class PrepareContext:
     """The units after the system prefix, in order; horizons index into this list."""
     unit_turn: list[int]
     turn_first_unit: list[int]
-    policy: Policy
     counter: TokenCounter
     message_costs: list[int]
     result_names: dict[int, str]
     """Tool result message index -> its tool's name (resolved within its own exchange)."""
     pinned_units: frozenset[int]
     first_user_unit: int | None
-    artifact_id: Any
-    """`(content) -> id` for this request's scope (pure HMAC, no I/O)."""
+    read_tool_enabled: bool
+    """Whether the model can read artifacts back itself (texts that name an artifact say how)."""
+    artifact_id: Callable[[str], str]
+    """`(content) -> id` for this request's scope (pure HMAC, no I/O, computed once per text)."""
     allowance: int
     """The request's token allowance (steps scale their fractions by it)."""
 
@@ -63,10 +71,39 @@ class PrepareContext:
         return u in self.pinned_units or u == self.first_user_unit
 
 
-class Step(Protocol):
-    name: str
-    rank: int
+@dataclass(frozen=True)
+class StepServices:
+    """What a step may use for I/O in `gather`; assembled by the preparer per request.
+    (A summarizer joins these when a step needs one.)"""
 
+    store: ArtifactStore
+    scope: str
+    """The requester's artifact scope: every store call of this request uses it."""
+    counter: TokenCounter
+
+
+ConfigT = TypeVar("ConfigT", bound=StepConfig)
+
+
+class Step(ABC, Generic[ConfigT]):
+    """One reduction step, built per request from its config entry (`config_model`).
+
+    Precedence is the policy's order: where the horizons of several steps cover a unit, the step
+    listed last applies. `in_default_policy` steps make up a policy's `steps` when it sets none.
+    """
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[StepConfig]]
+    in_default_policy: ClassVar[bool] = True
+
+    def __init__(self, config: ConfigT, ctx: PrepareContext) -> None:
+        self.config = config
+
+    async def gather(self, ctx: PrepareContext, services: StepServices) -> None:
+        """Optional I/O before planning (e.g. fetching what `plan` will need); none by default."""
+
+    @abstractmethod
     def plan(self, ctx: PrepareContext) -> StepPlan: ...
 
+    @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...

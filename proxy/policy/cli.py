@@ -2,7 +2,8 @@
 
 - `check(directory, out)`: load the directory the way the server does (bundled presets first, the
   directory's files over them) and print one `file: key.path: problem` line per problem, or
-  `ok: N policies: a, b, ...`. Exit code 0 = valid, 1 = problems, 2 = no such directory.
+  `ok: N policies: a, b, ...`; before either, one `warning: file: ...` line per deprecated key.
+  Exit code 0 = valid (warnings or not), 1 = problems, 2 = no such directory.
 - `write_schema(path)`: write the JSON schema of policy files (`policies/schema.json`).
 """
 
@@ -27,12 +28,19 @@ def check(directory: Path, out: TextIO) -> int:
     try:
         store = PolicyStore.load(directory)
     except PolicyLoadError as exc:
+        _print_warnings(exc.warnings, out)
         for line in exc.problems:
             print(line, file=out)
         return EXIT_PROBLEMS
+    _print_warnings(store.warnings, out)
     names = store.names()
     print(f"ok: {len(names)} policies: {', '.join(names)}", file=out)
     return EXIT_OK
+
+
+def _print_warnings(warnings: tuple[str, ...], out: TextIO) -> None:
+    for line in warnings:
+        print(f"warning: {line}", file=out)
 
 
 def render_schema() -> str:

@@ -120,17 +120,21 @@ def read_policy_file(path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     return (None, problems) if problems else (data, [])
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
     """A key as shown in a problem line: as written, or quoted if it holds a line break etc."""
     return key if isinstance(key, str) and key.isprintable() else repr(key)
 
 
-def format_validation_error(error: ValidationError, data: Any) -> list[str]:
-    """`key.path: problem` lines; `data` is the validated input (used to name paths well)."""
+def format_validation_error(
+    error: ValidationError, data: Any, origins: Mapping[str, str] | None = None
+) -> list[str]:
+    """`key.path: problem` lines; `data` is the validated input (used to name paths well);
+    `origins` renames a path to the key the file wrote (an old key carried into the steps)."""
     by_path: dict[str, list[str]] = {}
     for item in error.errors():
         loc = tuple(item["loc"])
         path = _loc_path(loc, data) or "(top level)"
+        path = (origins or {}).get(path, path)
         message = _message(item, loc)
         messages = by_path.setdefault(path, [])
         if message not in messages:
@@ -150,7 +154,7 @@ def _loc_path(loc: Sequence[int | str], data: Any) -> str:
         elif isinstance(node, Mapping):
             if item not in node and item == node.get("kind"):
                 continue  # discriminated union tag, e.g. steps[0].<kind>.key
-            path += f".{_key_text(item)}"
+            path += f".{key_text(item)}"
             node = node.get(item)
         else:
             break  # a scalar: what follows names union members (e.g. `literal['auto']`)

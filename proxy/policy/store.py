@@ -35,6 +35,7 @@ from proxy.policy.files import (
     merge_policy_data,
     read_policy_file,
 )
+from proxy.policy.legacy import deprecation_warnings, migrate
 
 logger = logging.getLogger("ctxproxy.policy")
 
@@ -48,10 +49,12 @@ Fingerprint = tuple[tuple[str, int, int, int], ...]
 
 
 class PolicyLoadError(Exception):
-    """The policy set cannot be loaded; `problems` holds one `file: key.path: problem` per line."""
+    """The policy set cannot be loaded; `problems` holds one `file: key.path: problem` per line
+    (and `warnings` the deprecation lines of the files that could be read)."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    def __init__(self, problems: Sequence[str], warnings: Sequence[str] = ()) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
+        self.warnings: tuple[str, ...] = tuple(warnings)
         super().__init__("\n".join(self.problems))
 
 
@@ -76,8 +79,8 @@ def export_schema() -> dict[str, Any]:
         schema["required"].remove("name")
     schema["title"] = "ctxproxy policy"
     schema["description"] = (
-        "One ctxproxy policy file (policies/<name>.yaml). Generated from proxy/policy.py; "
-        "do not edit by hand."
+        "One ctxproxy policy file (policies/<name>.yaml). Generated from proxy/engine/policy.py "
+        "by `ctxproxy policy schema`; do not edit by hand."
     )
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
@@ -105,6 +108,8 @@ class _Snapshot:
 
     entries: dict[str, _Entry]
     fingerprint: Fingerprint
+    warnings: tuple[str, ...] = ()
+    """`file: old.key is deprecated, ...` lines (the policies load; the old keys still work)."""
     cache: dict[tuple[str, str], Policy] = field(default_factory=dict)
 
     def resolve(self, name: str, model: str) -> Policy:
@@ -202,18 +207,27 @@ def _resolve_extends(
 # Validation and error formatting
 
 
-def _validate(name: str, data: Mapping[str, Any]) -> Policy | ValidationError:
+def _validate(
+    name: str, data: Mapping[str, Any], layers: Sequence[Mapping[str, Any]]
+) -> Policy | list[str]:
+    """The policy, or its `key.path: problem` lines (old keys read through `legacy.migrate`)."""
+    migration = migrate(data, layers)
     try:
-        return Policy.model_validate({**data, "name": name})
+        policy = Policy.model_validate({**migration.data, "name": name})
     except ValidationError as exc:
-        return exc
+        lines = format_validation_error(exc, migration.data, migration.origins)
+        return migration.problems + lines
+    return migration.problems or policy
 
 
-def _build_entry(source: _Source, data: dict[str, Any]) -> tuple[_Entry | None, list[str]]:
+def _build_entry(
+    source: _Source, data: dict[str, Any], layers: Sequence[Mapping[str, Any]]
+) -> tuple[_Entry | None, list[str]]:
+    """`layers`: the raw files merged into `data`, this file first, then its ancestors."""
     label = source.label
-    result = _validate(source.name, data)
-    if isinstance(result, ValidationError):
-        return None, [f"{label}: {line}" for line in format_validation_error(result, data)]
+    result = _validate(source.name, data, layers)
+    if isinstance(result, list):
+        return None, [f"{label}: {line}" for line in result]
     overrides: list[tuple[str, Policy]] = []
     problems: list[str] = []
     for glob, partial in result.models.items():
@@ -222,11 +236,9 @@ def _build_entry(source: _Source, data: dict[str, Any]) -> tuple[_Entry | None, 
         problems += [f"{prefix}.{key}: not allowed in a model override" for key in bad]
         if bad:
             continue
-        merged = deep_merge(data, partial)
-        resolved = _validate(source.name, merged)
-        if isinstance(resolved, ValidationError):
-            lines = format_validation_error(resolved, merged)
-            problems += [f"{prefix}.{line}" for line in lines]
+        resolved = _validate(source.name, deep_merge(data, partial), [partial, *layers])
+        if isinstance(resolved, list):
+            problems += [f"{prefix}.{line}" for line in resolved]
         else:
             overrides.append((glob.lower(), resolved))
     if problems:
@@ -242,6 +254,7 @@ def _build(directories: Sequence[Path]) -> _Snapshot:
     sources, fingerprint, problems = _scan(directories)
     raw: dict[str, dict[str, Any]] = {}
     broken: set[str] = set()
+    warnings: list[str] = []
     for source in sources:
         data, read_problems = read_policy_file(source.path)
         problems += read_problems
@@ -249,6 +262,7 @@ def _build(directories: Sequence[Path]) -> _Snapshot:
             broken.add(source.name)
         else:
             raw[source.name] = data
+            warnings += deprecation_warnings(source.label, data)
     by_name = {s.name: s for s in sources}
     labels = {n: s.label for n, s in by_name.items()}
     chains, merged, extend_problems = _resolve_extends(raw, labels, broken)
@@ -257,13 +271,19 @@ def _build(directories: Sequence[Path]) -> _Snapshot:
     for name in sorted(merged, key=lambda n: (len(chains[n]), n)):  # parents first
         if len(chains[name]) > 1 and chains[name][1] not in entries:
             continue  # the parent is invalid and reported; its errors would repeat here
-        entry, entry_problems = _build_entry(by_name[name], merged[name])
+        layers = [raw[ancestor] for ancestor in chains[name]]
+        entry, entry_problems = _build_entry(by_name[name], merged[name], layers)
         problems += entry_problems
         if entry is not None:
             entries[name] = entry
     if problems:  # grouped by file (a stable sort keeps each file's lines in key order)
-        raise PolicyLoadError(sorted(problems, key=lambda line: line.split(":", 1)[0]))
-    return _Snapshot(entries, fingerprint)
+        raise PolicyLoadError(sorted(problems, key=lambda line: line.split(":", 1)[0]), warnings)
+    return _Snapshot(entries, fingerprint, tuple(warnings))
+
+
+def _log_warnings(warnings: Sequence[str]) -> None:
+    for line in warnings:
+        logger.warning("%s", line)
 
 
 class PolicyStore:
@@ -282,7 +302,9 @@ class PolicyStore:
         directories = [bundled_policies_dir()] if include_bundled else []
         if directory is not None:
             directories.append(directory)
-        return cls(directories, _build(directories))
+        snapshot = _build(directories)
+        _log_warnings(snapshot.warnings)
+        return cls(directories, snapshot)
 
     @property
     def directories(self) -> tuple[Path, ...]:
@@ -290,6 +312,11 @@ class PolicyStore:
 
     def names(self) -> list[str]:
         return sorted(self._snapshot.entries)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Deprecation lines of the active set (`file: old.key is deprecated, set ... instead`)."""
+        return self._snapshot.warnings
 
     def __contains__(self, name: object) -> bool:
         return name in self._snapshot.entries
@@ -323,6 +350,7 @@ class PolicyStore:
         self._snapshot = snapshot
         self._failed = None
         logger.info("policies reloaded: %s", ", ".join(self.names()))
+        _log_warnings(snapshot.warnings)
         return True
 
     async def watch(self, interval_s: float = 2.0) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from artifacts_harness import keyed
 
 from proxy.artifacts.read_tool import (
     HARD_MAX_PAGE_CHARS,
@@ -31,8 +32,10 @@ LOG = (
 @pytest.fixture
 async def store() -> MemoryStore:
     memory = MemoryStore(SECRET)
-    items = [NewArtifact(LONG, "tool_result", {}), NewArtifact(LOG, "tool_result", {})]
-    assert await memory.put_many(SCOPE, items, ttl_seconds=3600, max_per_scope=100) == [True] * 2
+    items = keyed(
+        memory, SCOPE, NewArtifact(LONG, "tool_result", {}), NewArtifact(LOG, "tool_result", {})
+    )
+    assert await memory.put_many(SCOPE, items, ttl_seconds=3600, max_per_scope=100) == set(items)
     return memory
 
 
@@ -133,7 +136,8 @@ async def test_max_chars_is_capped(store: MemoryStore) -> None:
 async def test_content_with_lone_surrogate_still_yields_json() -> None:
     memory = MemoryStore(SECRET)
     content = "before \ud800 after"
-    await memory.put_many(SCOPE, [NewArtifact(content, "k", {})], ttl_seconds=60, max_per_scope=9)
+    item = keyed(memory, SCOPE, NewArtifact(content, "k", {}))
+    await memory.put_many(SCOPE, item, ttl_seconds=60, max_per_scope=9)
     result = await call(memory, READ_TOOL, {"artifact_id": memory.artifact_id(SCOPE, content)})
     assert result["content"] == content
 
@@ -174,8 +178,9 @@ async def test_search_limits_results_and_gives_context(store: MemoryStore) -> No
 async def test_search_is_literal_and_cannot_backtrack() -> None:
     memory = MemoryStore(SECRET)
     content = "a" * 100_000 + "! then a.*b and (a+)+$ literally"
-    await memory.put_many(SCOPE, [NewArtifact(content, "k", {})], ttl_seconds=60, max_per_scope=9)
     aid = memory.artifact_id(SCOPE, content)
+    item = {aid: NewArtifact(content, "k", {})}
+    await memory.put_many(SCOPE, item, ttl_seconds=60, max_per_scope=9)
     started = time.monotonic()
     evil = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "(a+)+$"})
     assert time.monotonic() - started < 1
@@ -221,8 +226,9 @@ async def test_unknown_foreign_and_expired_ids_read_as_not_found() -> None:
     clock = [1000.0]
     memory = MemoryStore(SECRET, clock=lambda: clock[0])
     item = NewArtifact("tenant A data", "k", {})
-    await memory.put_many(SCOPE, [item], ttl_seconds=10, max_per_scope=9)
-    await memory.put_many("tenant-b", [item], ttl_seconds=10, max_per_scope=9)
+    await memory.put_many(SCOPE, keyed(memory, SCOPE, item), ttl_seconds=10, max_per_scope=9)
+    other = keyed(memory, "tenant-b", item)
+    await memory.put_many("tenant-b", other, ttl_seconds=10, max_per_scope=9)
     foreign = memory.artifact_id("tenant-b", item.content)
     for aid in ["art_" + "0" * 32, "nonsense", foreign]:
         for name, extra in ((READ_TOOL, {}), (SEARCH_TOOL, {"pattern": "data"})):
@@ -243,9 +249,9 @@ class _BrokenStore:
         return "art_" + "1" * 32
 
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]:
-        return [False] * len(items)
+        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> set[str]:
+        return set()
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         raise self.error

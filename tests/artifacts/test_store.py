@@ -13,7 +13,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 import redis.asyncio
+from artifacts_harness import keyed
 from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -134,6 +135,23 @@ def harness(request: pytest.FixtureRequest) -> Harness:
     return value
 
 
+async def put(
+    store: ArtifactStore,
+    scope: str,
+    items: Sequence[NewArtifact],
+    *,
+    ttl_seconds: int,
+    max_per_scope: int,
+) -> list[bool]:
+    """`put_many` with the ids the store computes; per item: was its write confirmed."""
+    by_id = keyed(store, scope, *items)
+    confirmed = await store.put_many(
+        scope, by_id, ttl_seconds=ttl_seconds, max_per_scope=max_per_scope
+    )
+    assert confirmed <= by_id.keys()
+    return [store.artifact_id(scope, item.content) in confirmed for item in items]
+
+
 # -- ids ---------------------------------------------------------------------------------------
 
 
@@ -162,7 +180,7 @@ async def test_round_trip(harness: Harness) -> None:
         NewArtifact('{"role":"user"}\n{"role":"assistant"}', "turns", {"turns": 2}),
     ]
     before = time.time()
-    assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True, True]
+    assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True, True]
     for item in items:
         got = await store.get("t1", store.artifact_id("t1", item.content))
         assert got is not None
@@ -173,11 +191,38 @@ async def test_round_trip(harness: Harness) -> None:
     assert await store.ping() is True
 
 
+async def test_put_many_keys_by_the_given_ids_and_returns_the_confirmed_ones(
+    harness: Harness,
+) -> None:
+    store = harness.store
+    chosen = "art_" + "c" * 32  # not the HMAC of the content: the store must not recompute it
+    items = {chosen: NewArtifact("content", "k", {}), "art_" + "d" * 32: NewArtifact("d", "k")}
+    assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == set(items)
+    got = await store.get("t1", chosen)
+    assert got is not None and (got.id, got.content) == (chosen, "content")
+    assert await store.get("t1", store.artifact_id("t1", "content")) is None
+
+
+async def test_put_many_refuses_what_is_not_an_artifact_id(harness: Harness) -> None:
+    for bad in ["", "art_XYZ", "content", "art_" + "0" * 31]:
+        with pytest.raises(ValueError, match="not an artifact id"):
+            await harness.store.put_many(
+                "t1", {bad: NewArtifact("x", "k")}, ttl_seconds=TTL, max_per_scope=CAP
+            )
+
+
+async def test_put_many_confirms_only_what_the_cap_keeps(harness: Harness) -> None:
+    store = harness.store
+    items = keyed(store, "t1", *(NewArtifact(f"capped {i}", "k", {}) for i in range(4)))
+    confirmed = await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=2)
+    assert confirmed == set(list(items)[2:])  # later items of a batch count as more recent
+
+
 async def test_empty_batch_and_duplicates(harness: Harness) -> None:
     store = harness.store
-    assert await store.put_many("t1", [], ttl_seconds=TTL, max_per_scope=CAP) == []
+    assert await put(store, "t1", [], ttl_seconds=TTL, max_per_scope=CAP) == []
     dup = [NewArtifact("same", "k", {}), NewArtifact("same", "k", {})]
-    assert await store.put_many("t1", dup, ttl_seconds=TTL, max_per_scope=CAP) == [True, True]
+    assert await put(store, "t1", dup, ttl_seconds=TTL, max_per_scope=CAP) == [True, True]
     got = await store.get("t1", store.artifact_id("t1", "same"))
     assert got is not None and got.content == "same"
 
@@ -185,14 +230,14 @@ async def test_empty_batch_and_duplicates(harness: Harness) -> None:
 async def test_invalid_put_arguments_are_loud(harness: Harness) -> None:
     item = [NewArtifact("x", "k", {})]
     with pytest.raises(ValueError):
-        await harness.store.put_many("t1", item, ttl_seconds=0, max_per_scope=CAP)
+        await put(harness.store, "t1", item, ttl_seconds=0, max_per_scope=CAP)
     with pytest.raises(ValueError):
-        await harness.store.put_many("t1", item, ttl_seconds=TTL, max_per_scope=0)
+        await put(harness.store, "t1", item, ttl_seconds=TTL, max_per_scope=0)
 
 
 async def test_unknown_ids_read_as_none(harness: Harness) -> None:
     store = harness.store
-    await store.put_many("t1", [NewArtifact("x", "k", {})], ttl_seconds=TTL, max_per_scope=CAP)
+    await put(store, "t1", [NewArtifact("x", "k", {})], ttl_seconds=TTL, max_per_scope=CAP)
     assert await store.get("t1", "art_" + "0" * 32) is None
     assert await store.get("t1", store.artifact_id("t1", "never stored")) is None
     for garbage in ["", "art_", "../../etc/passwd", "art_" + "g" * 32, "*", "art_{x}:idx"]:
@@ -203,13 +248,13 @@ async def test_unknown_ids_read_as_none(harness: Harness) -> None:
 async def test_scope_isolation(harness: Harness) -> None:
     store = harness.store
     item = NewArtifact("secret of tenant A", "tool_result", {})
-    await store.put_many("tenant-a", [item], ttl_seconds=TTL, max_per_scope=CAP)
+    await put(store, "tenant-a", [item], ttl_seconds=TTL, max_per_scope=CAP)
     id_a = store.artifact_id("tenant-a", item.content)
     assert await store.get("tenant-b", id_a) is None
     id_b = store.artifact_id("tenant-b", item.content)
     assert id_a != id_b
     assert await store.get("tenant-b", id_b) is None  # not stored in B yet
-    await store.put_many("tenant-b", [item], ttl_seconds=TTL, max_per_scope=CAP)
+    await put(store, "tenant-b", [item], ttl_seconds=TTL, max_per_scope=CAP)
     got_a, got_b = await store.get("tenant-a", id_a), await store.get("tenant-b", id_b)
     assert got_a is not None and got_b is not None
     assert got_a.content == got_b.content == item.content
@@ -228,7 +273,7 @@ UNICODE_SAMPLES = [
 async def test_unicode_content_is_exact(harness: Harness, content: str) -> None:
     store = harness.store
     item = NewArtifact(content, "tool_result", {"note": "ünï"})
-    assert await store.put_many("t1", [item], ttl_seconds=TTL, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=TTL, max_per_scope=CAP) == [True]
     got = await store.get("t1", store.artifact_id("t1", content))
     assert got is not None and got.content == content and got.meta == {"note": "ünï"}
 
@@ -237,12 +282,12 @@ async def test_ttl_expiry(harness: Harness) -> None:
     store = harness.store
     item = NewArtifact("short lived", "k", {})
     aid = store.artifact_id("t1", item.content)
-    assert await store.put_many("t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
     assert await store.get("t1", aid) is not None
     await harness.advance(1.3)
     assert await store.get("t1", aid) is None
     # writing it again after expiry stores it again
-    assert await store.put_many("t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
     assert await store.get("t1", aid) is not None
 
 
@@ -250,9 +295,9 @@ async def test_ttl_refreshed_by_each_put(harness: Harness) -> None:
     store = harness.store
     item = NewArtifact("referenced every turn", "k", {})
     aid = store.artifact_id("t1", item.content)
-    await store.put_many("t1", [item], ttl_seconds=1, max_per_scope=CAP)
+    await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP)
     await harness.advance(0.6)
-    assert await store.put_many("t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
     await harness.advance(0.6)  # 1.2 s after the first write, 0.6 s after the refresh
     assert await store.get("t1", aid) is not None
     await harness.advance(1.2)
@@ -263,18 +308,18 @@ async def test_cap_evicts_least_recently_referenced(harness: Harness) -> None:
     store = harness.store
     a, b, c, d = (NewArtifact(name, "k", {}) for name in "abcd")
     for item in (a, b, c):
-        assert await store.put_many("t1", [item], ttl_seconds=TTL, max_per_scope=3) == [True]
+        assert await put(store, "t1", [item], ttl_seconds=TTL, max_per_scope=3) == [True]
         await harness.advance(0.01)
-    assert await store.put_many("t1", [a], ttl_seconds=TTL, max_per_scope=3) == [True]
+    assert await put(store, "t1", [a], ttl_seconds=TTL, max_per_scope=3) == [True]
     await harness.advance(0.01)
-    assert await store.put_many("t1", [d], ttl_seconds=TTL, max_per_scope=3) == [True]
+    assert await put(store, "t1", [d], ttl_seconds=TTL, max_per_scope=3) == [True]
     present = {
         item.content: await store.get("t1", store.artifact_id("t1", item.content))
         for item in (a, b, c, d)
     }
     assert {k for k, v in present.items() if v is not None} == {"a", "c", "d"}
     # other scopes are not affected by this scope's cap
-    await store.put_many("t2", [b], ttl_seconds=TTL, max_per_scope=3)
+    await put(store, "t2", [b], ttl_seconds=TTL, max_per_scope=3)
     assert await store.get("t2", store.artifact_id("t2", "b")) is not None
     assert await store.get("t1", store.artifact_id("t1", "c")) is not None
 
@@ -282,7 +327,7 @@ async def test_cap_evicts_least_recently_referenced(harness: Harness) -> None:
 async def test_batch_larger_than_cap_confirms_only_what_is_kept(harness: Harness) -> None:
     store = harness.store
     items = [NewArtifact(f"item {i}", "k", {}) for i in range(5)]
-    results = await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=3)
+    results = await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=3)
     assert results == [False, False, True, True, True]
     for item, ok in zip(items, results, strict=True):
         got = await store.get("t1", store.artifact_id("t1", item.content))
@@ -311,17 +356,17 @@ async def test_redis_repeat_write_skips_payload(
 ) -> None:
     store, _ = redis_store
     items = [NewArtifact(f"payload {i} " * 1000, "tool_result", {}) for i in range(3)]
-    assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True] * 3
+    assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True] * 3
     assert len(pipeline_spy) == 2, "first write: refresh round trip + write round trip"
     assert pipeline_spy[1].count("SET") == 3
     pipeline_spy.clear()
-    assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True] * 3
+    assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True] * 3
     assert len(pipeline_spy) == 1, "repeat write: one round trip"
     assert "SET" not in pipeline_spy[0] and pipeline_spy[0].count("EXPIRE") == 4
     pipeline_spy.clear()
     new = NewArtifact("the only new one", "tool_result", {})
     assert (
-        await store.put_many("t1", [*items, new], ttl_seconds=TTL, max_per_scope=CAP) == [True] * 4
+        await put(store, "t1", [*items, new], ttl_seconds=TTL, max_per_scope=CAP) == [True] * 4
     )
     assert len(pipeline_spy) == 2 and pipeline_spy[1].count("SET") == 1
 
@@ -331,7 +376,7 @@ async def test_redis_keys_are_hash_tagged_and_expire(
 ) -> None:
     store, prefix = redis_store
     items = [NewArtifact(f"x{i}", "k", {}) for i in range(3)]
-    await store.put_many("tenant-a", items, ttl_seconds=500, max_per_scope=CAP)
+    await put(store, "tenant-a", items, ttl_seconds=500, max_per_scope=CAP)
     keys = sorted([k.decode() async for k in redis_client.scan_iter(match=f"{prefix}*")])
     assert len(keys) == 4
     tags = set()
@@ -352,9 +397,7 @@ async def test_redis_cap_deletes_evicted_payloads(
 ) -> None:
     store, prefix = redis_store
     for i in range(5):
-        await store.put_many(
-            "t1", [NewArtifact(f"n{i}", "k", {})], ttl_seconds=TTL, max_per_scope=2
-        )
+        await put(store, "t1", [NewArtifact(f"n{i}", "k", {})], ttl_seconds=TTL, max_per_scope=2)
     keys = [k.decode() async for k in redis_client.scan_iter(match=f"{prefix}*:a:*")]
     assert sorted(keys) == sorted(
         f"{prefix}{{{store._tag('t1')}}}:a:{store.artifact_id('t1', f'n{i}')}" for i in (3, 4)
@@ -367,7 +410,8 @@ async def test_redis_compresses_large_payloads(
     store, prefix = redis_store
     big = "".join(f"line {i}: status=ok value={i % 7}\n" for i in range(20_000))
     small = "tiny"
-    await store.put_many(
+    await put(
+        store,
         "t1",
         [NewArtifact(big, "k", {}), NewArtifact(small, "k", {})],
         ttl_seconds=TTL,
@@ -399,7 +443,7 @@ async def test_redis_pool_waits_for_a_free_connection(
     store = RedisStore(redis_url, SECRET, key_prefix=prefix, pool_size=2, pool_timeout=5)
     try:
         items = [NewArtifact(f"c{i}", "k", {}) for i in range(20)]
-        assert all(await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP))
+        assert all(await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP))
         ids = [store.artifact_id("t1", item.content) for item in items]
         results = await asyncio.gather(*(store.get("t1", aid) for aid in ids * 5))
         assert [r.content if r else None for r in results] == [i.content for i in items] * 5
@@ -417,7 +461,7 @@ async def test_redis_unreachable_fails_soft_and_fast(caplog: pytest.LogCaptureFi
     try:
         items = [NewArtifact("a", "k", {}), NewArtifact("b", "k", {})]
         for _ in range(3):
-            assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [
+            assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [
                 False,
                 False,
             ]
@@ -441,7 +485,7 @@ async def test_redis_incident_logged_once_and_recovery_logged(
     store, _ = redis_store
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
     aid = store.artifact_id("t1", "x")
-    await store.put_many("t1", [NewArtifact("x", "k", {})], ttl_seconds=TTL, max_per_scope=CAP)
+    await put(store, "t1", [NewArtifact("x", "k", {})], ttl_seconds=TTL, max_per_scope=CAP)
 
     async def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RedisConnectionError("Connection refused")
@@ -466,7 +510,7 @@ async def test_redis_write_errors_confirm_only_what_was_stored(
     store, _ = redis_store
     old = NewArtifact("already stored", "k", {})
     new = NewArtifact("rejected by an OOM server", "k", {})
-    assert await store.put_many("t1", [old], ttl_seconds=TTL, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [old], ttl_seconds=TTL, max_per_scope=CAP) == [True]
     original = Pipeline.execute
 
     async def oom_on_set(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
@@ -479,7 +523,7 @@ async def test_redis_write_errors_confirm_only_what_was_stored(
         return await original(self, raise_on_error)
 
     monkeypatch.setattr(Pipeline, "execute", oom_on_set)
-    assert await store.put_many("t1", [old, new], ttl_seconds=TTL, max_per_scope=CAP) == [
+    assert await put(store, "t1", [old, new], ttl_seconds=TTL, max_per_scope=CAP) == [
         True,
         False,
     ]
@@ -492,7 +536,7 @@ async def test_redis_unserialisable_meta_is_not_confirmed(
 ) -> None:
     store, _ = redis_store
     items = [NewArtifact("ok", "k", {}), NewArtifact("bad", "k", {"x": object()})]
-    assert await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True, False]
+    assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True, False]
 
 
 def test_redis_store_rejects_brace_in_prefix() -> None:

@@ -87,10 +87,10 @@ async def test_evidence_only_counts_when_the_read_tool_can_return_it() -> None:
     store = MemoryStore(b"secret")
     original = _body(_exchange("the code is QX-7731; " + "filler " * 50))
     stored = original["messages"][3]["content"]
-    [ok] = await store.put_many(SCOPE, [NewArtifact(stored, "tool_result")], ttl_seconds=60,
-                                max_per_scope=10)
-    assert ok
     known = store.artifact_id(SCOPE, stored)
+    ok = await store.put_many(SCOPE, {known: NewArtifact(stored, "tool_result")}, ttl_seconds=60,
+                              max_per_scope=10)
+    assert ok == {known}
     unknown = store.artifact_id(SCOPE, "never stored")
 
     def prepared(artifact_id: str, read_tool: bool) -> dict[str, Any]:

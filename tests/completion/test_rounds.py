@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from artifacts_harness import keyed
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
@@ -158,7 +159,8 @@ async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the
     store = MemoryStore(b"secret")
     content = "line 1\nline 2\n"
     await store.put_many(
-        SCOPE, [NewArtifact(content, "tool_result", {})], ttl_seconds=60, max_per_scope=10
+        SCOPE, keyed(store, SCOPE, NewArtifact(content, "tool_result", {})), ttl_seconds=60,
+        max_per_scope=10,
     )
     artifact_id = store.artifact_id(SCOPE, content)
     body = body_with([CLIENT_TOOL], tool_choice=choice_of(SEARCH_TOOL), parallel_tool_calls=True)

@@ -18,7 +18,10 @@ from proxy.tokens.counters import TokenCounters
 
 SMALL = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0}
-tool_results: {offload_threshold_chars: 3000}
+steps:
+  - {kind: offload_tool_results, threshold_chars: 3000}
+  - {kind: clear_tool_results}
+  - {kind: drop_turns}
 """
 
 

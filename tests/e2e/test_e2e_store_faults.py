@@ -25,6 +25,7 @@ import aiohttp
 import orjson
 import pytest
 import redis
+from artifacts_harness import keyed
 from fakes import FakeUpstream, Recorded, completion, dynamic_reply
 from fakes.replies import Reply
 from pipeline_harness import agent_history, write_policy
@@ -37,7 +38,10 @@ from proxy.tokens.counters import TokenCounters
 
 POLICY = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}
-tool_results: {offload_threshold_chars: 3000}
+steps:
+  - {kind: offload_tool_results, threshold_chars: 3000}
+  - {kind: clear_tool_results}
+  - {kind: drop_turns}
 """
 ALLOWANCE, TRIGGER = 7000, 6300  # 8000 - 1000 - 0, and 90% of it
 SOCKET_TIMEOUT_S = 0.25
@@ -379,8 +383,8 @@ async def test_a_cancellation_swallowed_by_a_redis_timeout_is_restored(
     monkeypatch.setattr(store._redis, "get", cancelled_into_timeout)
     monkeypatch.setattr(store._redis, "ping", cancelled_into_timeout)
     calls = [
-        store.put_many("s", [NewArtifact("x" * 10, "tool_result")], ttl_seconds=60,
-                       max_per_scope=10),
+        store.put_many("s", keyed(store, "s", NewArtifact("x" * 10, "tool_result")),
+                       ttl_seconds=60, max_per_scope=10),
         store.get("s", "art_" + "0" * 32),
         store.ping(),
     ]

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.engine.budget import compute_budget
-from proxy.engine.policy import BudgetPolicy
+from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.tokens.catalog import ModelInfo
 
 

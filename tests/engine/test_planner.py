@@ -7,15 +7,12 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.planner import StepPlan, plan_horizons, total_after
+from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
     return StepPlan(
-        rank=3,
-        costs=[0] * n,
-        limits=[max(t - keep_last + 1, 0) for t in range(n)],
-        extra_cost=extra,
+        costs=[0] * n, limits=[max(t - keep_last + 1, 0) for t in range(n)], extra_cost=extra
     )
 
 
@@ -55,7 +52,7 @@ def test_horizon_moves_only_when_trigger_is_crossed_again() -> None:
 def test_a_step_that_frees_nothing_does_not_advance() -> None:
     # Costs equal to the full costs (e.g. no tool result in these units): advancing would only
     # switch on the reduced base (the read tools) and make the planned total larger.
-    idle = StepPlan(rank=1, costs=[100] * 3, limits=[1, 2, 3])
+    idle = StepPlan(costs=[100] * 3, limits=[1, 2, 3])
     full = [100] * 3
     horizons = plan_horizons(full, [idle], base=10, reduced_base=250, trigger=100, target=50)
     assert horizons == [0]
@@ -64,22 +61,22 @@ def test_a_step_that_frees_nothing_does_not_advance() -> None:
 
 def test_limit_is_respected_even_when_target_is_missed() -> None:
     n = 5
-    step = StepPlan(rank=3, costs=[0] * n, limits=[0, 0, 1, 1, 2])
+    step = StepPlan(costs=[0] * n, limits=[0, 0, 1, 1, 2])
     [h] = plan_horizons([1000] * n, [step], base=0, reduced_base=0, trigger=10, target=5)
     assert h == 2
 
 
 def test_cuts_restrict_horizons() -> None:
     n = 10
-    step = StepPlan(rank=3, costs=[0] * n, limits=[t + 1 for t in range(n)], cuts=[4, 8])
+    step = StepPlan(costs=[0] * n, limits=[t + 1 for t in range(n)], cuts=[4, 8])
     [h] = plan_horizons([100] * n, [step], base=0, reduced_base=0, trigger=500, target=400)
     assert h in (4, 8)
 
 
 def test_stronger_step_wins_where_horizons_overlap() -> None:
     n = 6
-    offload = StepPlan(rank=1, costs=[50] * n, limits=[t + 1 for t in range(n)])
-    drop = StepPlan(rank=3, costs=[0] * n, limits=[t + 1 for t in range(n)])
+    offload = StepPlan(costs=[50] * n, limits=[t + 1 for t in range(n)])
+    drop = StepPlan(costs=[0] * n, limits=[t + 1 for t in range(n)])
     horizons = plan_horizons(
         [100] * n, [offload, drop], base=0, reduced_base=0, trigger=350, target=300
     )
@@ -87,9 +84,27 @@ def test_stronger_step_wins_where_horizons_overlap() -> None:
     assert horizons[1] == 0 and horizons[0] > 0
 
 
+def test_the_step_listed_last_applies_where_horizons_overlap() -> None:
+    n = 6
+    shrink = StepPlan(costs=[50] * n, limits=[t + 1 for t in range(n)])
+    remove = StepPlan(costs=[0] * n, limits=[t + 1 for t in range(n)])
+    full = [100] * n
+    kwargs = {"base": 0, "reduced_base": 0}
+    # the same horizons (shrink covers u0..u5, remove u0..u2): order alone decides
+    assert total_after(full, [shrink, remove], [6, 3], **kwargs) == 0 * 3 + 50 * 3
+    assert total_after(full, [remove, shrink], [3, 6], **kwargs) == 50 * 6
+
+
+def test_applying_step_is_the_last_covering_horizon() -> None:
+    assert applying_step([4, 2, 0], 1) == 1
+    assert applying_step([4, 2, 0], 3) == 0
+    assert applying_step([4, 2, 0], 4) == -1
+    assert applying_step([], 0) == -1
+
+
 def test_at_least_blocks_small_advances() -> None:
     n = 4
-    clear = StepPlan(rank=2, costs=[90] * n, limits=[t + 1 for t in range(n)], at_least=1000)
+    clear = StepPlan(costs=[90] * n, limits=[t + 1 for t in range(n)], at_least=1000)
     [h] = plan_horizons([100] * n, [clear], base=0, reduced_base=0, trigger=350, target=300)
     assert h == 0  # clearing everything frees only 40 tokens
 
@@ -113,8 +128,8 @@ def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
 def test_a_step_with_its_own_target_reduces_deeper_when_it_acts() -> None:
     n = 11  # the trigger is crossed at the last unit
     limits = [t + 1 for t in range(n)]
-    shallow = StepPlan(rank=3, costs=[0] * n, limits=limits)
-    deep = StepPlan(rank=3, costs=[0] * n, limits=limits, target=400)
+    shallow = StepPlan(costs=[0] * n, limits=limits)
+    deep = StepPlan(costs=[0] * n, limits=limits, target=400)
     kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 700}
     [h_shallow] = plan_horizons([100] * n, [shallow], **kwargs)
     [h_deep] = plan_horizons([100] * n, [deep], **kwargs)
@@ -155,9 +170,8 @@ def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) ->
 def test_incremental_replay_equals_naive_replay(costs: list[int], trigger: int, keep: int) -> None:
     n = len(costs)
     steps = [
-        StepPlan(rank=1, costs=[c // 2 for c in costs], limits=[t + 1 for t in range(n)]),
+        StepPlan(costs=[c // 2 for c in costs], limits=[t + 1 for t in range(n)]),
         StepPlan(
-            rank=2,
             costs=[c // 5 for c in costs],
             limits=[max(t + 1 - keep, 0) for t in range(n)],
             at_least=50,

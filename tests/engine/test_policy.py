@@ -11,7 +11,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from proxy.engine.policy import BudgetPolicy, Policy
+from proxy.engine.budget import BudgetPolicy
+from proxy.engine.policy import Policy, ProtectPolicy
 from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
 from proxy.engine.steps.drop_turns import DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
@@ -50,6 +51,8 @@ def test_default_yaml_spells_out_the_built_in_defaults() -> None:
     assert from_file.model_dump(exclude=exclude) == Policy().model_dump(exclude=exclude)
     documented = set(data)
     assert documented == set(Policy.model_fields) - {"name", "extends"}
+    for entry, config in zip(data["steps"], Policy().steps, strict=True):
+        assert set(entry) == set(type(config).model_fields), entry["kind"]
 
 
 def test_unknown_keys_are_errors_at_every_level() -> None:
@@ -98,6 +101,28 @@ def test_steps_are_a_union_keyed_by_kind() -> None:
     assert _errors({"steps": [{}]}) == [(("steps", 0), "union_tag_not_found")]
 
 
+@pytest.mark.parametrize("kind", ["offload_tool_results", "clear_tool_results", "drop_turns"])
+def test_step_configs_share_the_strict_base(kind: str) -> None:
+    assert _errors({"steps": [{"kind": kind, "keep": 1}]}) == [
+        (("steps", 0, kind, "keep"), "extra_forbidden")
+    ]
+    (config,) = Policy.model_validate({"steps": [{"kind": kind}]}).steps
+    assert type(config).model_config["allow_inf_nan"] is False
+    with pytest.raises(ValidationError):
+        config.kind = "other"  # frozen
+
+
+def test_nan_and_infinity_are_refused_in_step_settings() -> None:
+    for value in (float("nan"), float("inf")):
+        assert _errors({"steps": [{"kind": "drop_turns", "target": value}]})
+        assert _errors({"steps": [{"kind": "offload_tool_results", "threshold_chars": value}]})
+
+
+def test_only_protections_every_step_honours_stay_in_protect() -> None:
+    assert set(ProtectPolicy.model_fields) == {"first_user", "pinned"}
+    assert _errors({"tool_results": {}}) == [(("tool_results",), "extra_forbidden")]
+
+
 def test_read_tool_page_size_is_capped() -> None:
     assert _errors({"read_tool": {"max_page_chars": 20_001}}) == [
         (("read_tool", "max_page_chars"), "less_than_equal")
@@ -119,9 +144,10 @@ def test_every_shipped_preset_loads() -> None:
     assert store.get("strict").mode == "reject"
     assert store.get("strict").steps == []
     assert store.get("inspect").mode == "inspect"
-    assert store.get("coding-agent").tool_results.offload_threshold_chars < (
-        store.get("default").tool_results.offload_threshold_chars
-    )
+    coding, default = store.get("coding-agent").steps[0], store.get("default").steps[0]
+    assert isinstance(coding, OffloadToolResultsConfig)
+    assert isinstance(default, OffloadToolResultsConfig)
+    assert coding.threshold_chars < default.threshold_chars
     acme = store.get("example-acme")
     assert acme.extends == "default"
     assert store.resolve("example-acme", "gpt-4o-mini").budget.context_window == 64_000

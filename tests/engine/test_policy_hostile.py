@@ -16,8 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.budget import compute_budget
-from proxy.engine.policy import BudgetPolicy
+from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.policy.store import PolicyLoadError, PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 
@@ -29,6 +28,8 @@ KEYS = (
     "counting", "tokenizer", "protect", "first_user", "recent_turns", "recent_tool_exchanges",
     "pinned", "role", "name", "contains", "tool_results", "offload_threshold_chars",
     "exclude_tools", "steps", "kind", "notice_role", "artifacts", "ttl_seconds", "read_tool",
+    "threshold_chars", "preview_head_chars", "keep_recent_exchanges", "keep_recent_turns",
+    "refetchable_tools", "clear_at_least", "clear_recent_before_refusing",
     "max_page_chars", "max_rounds", "models", "gpt-*", "extends", "description", "typo",
 )  # fmt: skip
 WORDS = (

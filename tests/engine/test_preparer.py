@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,16 +10,24 @@ import orjson
 import pytest
 from pipeline_harness import TENANT, Harness, agent_history, make_harness, write_policy
 
+import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.conversation import parse_conversation
+from proxy.engine.step_api import PrepareContext, Step, StepServices
+from proxy.engine.steps import build_steps
 from proxy.errors import ErrorCode, ProxyError
 from proxy.tokens.counters import TokenCounters
 
-SMALL = """
+SMALL_BUDGET = """
 extends: default
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
-protect: {recent_turns: 2, recent_tool_exchanges: 1}
-tool_results: {offload_threshold_chars: 3000, preview_head_chars: 300, preview_tail_chars: 200}
+"""
+SMALL = SMALL_BUDGET + """
+steps:
+  - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
+     preview_tail_chars: 200}
+  - {kind: clear_tool_results, keep_recent_exchanges: 1}
+  - {kind: drop_turns, keep_recent_turns: 2}
 """
 
 
@@ -207,9 +215,9 @@ async def test_invalid_messages_rejected_with_index_and_id(
 
 class FailingStore(MemoryStore):
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]:
-        return [False] * len(items)
+        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> set[str]:
+        return set()
 
 
 async def test_store_failure_keeps_content_and_never_shows_an_id(
@@ -272,13 +280,46 @@ async def test_prefix_stays_stable_as_the_conversation_grows(harness: Harness) -
     assert kept / total >= 0.85
 
 
+async def test_steps_gather_with_the_requests_services(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, StepServices]] = []
+
+    def recording(configs: Any, ctx: PrepareContext) -> list[Step[Any]]:
+        steps = build_steps(configs, ctx)
+        for step in steps:
+
+            async def gather(
+                ctx: PrepareContext, services: StepServices, name: str = step.name
+            ) -> None:
+                seen.append((name, services))
+
+            step.gather = gather  # type: ignore[method-assign]
+        return steps
+
+    monkeypatch.setattr(reducer, "build_steps", recording)
+    prepared = await harness.prepare(body(agent_history(12)))
+    assert prepared.manifest.actions  # reduced after gathering
+    assert [name for name, _ in seen] == [
+        "offload_tool_results",
+        "clear_tool_results",
+        "drop_turns",
+    ]
+    services = {id(s) for _, s in seen}
+    assert len(services) == 1  # one per request, shared by its steps
+    given = seen[0][1]
+    assert given.store is harness.store and given.scope == TENANT.scope
+    assert given.counter.method == prepared.manifest.counting_method
+
+
 async def test_last_resort_clears_protected_recent_results(
     tmp_path: Path, counters: TokenCounters
 ) -> None:
     write_policy(
         tmp_path,
         "budget: {context_window: 2600, reserved_output: 200, safety_margin: 0}\n"
-        "protect: {recent_tool_exchanges: 4}\ntool_results: {offload_threshold_chars: 3000}\n",
+        "steps: [{kind: offload_tool_results, threshold_chars: 3000},\n"
+        "        {kind: clear_tool_results, keep_recent_exchanges: 4}, {kind: drop_turns}]\n",
     )
     h = make_harness(tmp_path, counters)
     messages = agent_history(1, result_chars=100)
@@ -311,7 +352,7 @@ async def test_last_resort_clears_protected_recent_results(
 async def test_refusal_reason_names_exhausted_steps(
     tmp_path: Path, counters: TokenCounters
 ) -> None:
-    write_policy(tmp_path, SMALL + "steps: []\n")
+    write_policy(tmp_path, SMALL_BUDGET + "steps: []\n")
     h = make_harness(tmp_path, counters)
     with pytest.raises(ProxyError) as caught:
         await h.prepare(body(agent_history(30)))

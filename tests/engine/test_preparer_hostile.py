@@ -29,15 +29,18 @@ POLICIES = {
     "hostile-default": "extends: default\n",
     "hostile-tiny": """
 budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
-protect: {recent_turns: 1, recent_tool_exchanges: 0}
-tool_results: {offload_threshold_chars: 300, preview_head_chars: 60, preview_tail_chars: 20}
+steps:
+  - {kind: offload_tool_results, threshold_chars: 300, preview_head_chars: 60,
+     preview_tail_chars: 20}
+  - {kind: clear_tool_results, keep_recent_exchanges: 0}
+  - {kind: drop_turns, keep_recent_turns: 1}
 """,
     "hostile-reject": """
 on_invalid: reject
 budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
-protect: {recent_turns: 1, recent_tool_exchanges: 0}
-tool_results: {offload_threshold_chars: 300, preview_head_chars: 60, preview_tail_chars: 20}
-steps: [{kind: clear_tool_results}, {kind: drop_turns, notice_role: system}]
+steps:
+  - {kind: clear_tool_results, keep_recent_exchanges: 0}
+  - {kind: drop_turns, notice_role: system, keep_recent_turns: 1}
 """,
 }
 EXAMPLES = settings(

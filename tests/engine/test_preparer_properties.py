@@ -34,8 +34,11 @@ POLICY = """
 extends: default
 budget: {{context_window: {window}, reserved_output: 200, safety_margin: 0,
          trigger: 0.9, target: 0.6}}
-protect: {{recent_turns: 1, recent_tool_exchanges: 0}}
-tool_results: {{offload_threshold_chars: 2000, preview_head_chars: 200, preview_tail_chars: 100}}
+steps:
+  - {{kind: offload_tool_results, threshold_chars: 2000, preview_head_chars: 200,
+     preview_tail_chars: 100}}
+  - {{kind: clear_tool_results, keep_recent_exchanges: 0}}
+  - {{kind: drop_turns, keep_recent_turns: 1}}
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -19,18 +20,38 @@ from context_harness import (
     user,
 )
 
+import proxy.engine.reducer as reducer
 from proxy.artifacts.store import Artifact, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import parse_conversation
-from proxy.engine.reducer import build_context, plan_reduction, store_and_apply
-from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput
+from proxy.engine.reducer import (
+    ReductionContext,
+    build_context,
+    plan_reduction,
+    relaxed_policy,
+    store_and_apply,
+)
+from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput, StepServices
 from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig, notice_message
 from proxy.engine.steps.offload_tool_results import OffloadToolResults, OffloadToolResultsConfig
 
 ALPHA = big("alpha", 2000)
 GAMMA = big("gamma", 3000)
-OFFLOAD = {"offload_threshold_chars": 500, "preview_head_chars": 100, "preview_tail_chars": 50}
+OFFLOAD = {"threshold_chars": 500, "preview_head_chars": 100, "preview_tail_chars": 50}
+
+
+def steps(
+    offload: dict[str, Any] | None = None,
+    clear: dict[str, Any] | None = None,
+    drop: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The default steps' entries with these settings (offload with OFFLOAD's by default)."""
+    return [
+        {"kind": "offload_tool_results", **(OFFLOAD if offload is None else offload)},
+        {"kind": "clear_tool_results", **(clear or {})},
+        {"kind": "drop_turns", **(drop or {})},
+    ]
 
 
 def history() -> list[dict[str, Any]]:
@@ -68,6 +89,7 @@ def test_build_context_layout() -> None:
     assert ctx.first_user_unit == 1
     assert ctx.messages is messages and ctx.message_costs is costs
     assert ctx.policy is pol and ctx.counter is counter() and ctx.allowance == 1234
+    assert ctx.read_tool_enabled is True
     assert ctx.artifact_id("x") == artifact_id("x")
     assert ctx.unit_cost(2) == costs[3] + costs[4]
     assert ctx.pinned_units == frozenset()
@@ -183,58 +205,158 @@ def budget(trigger: int, target: int, allowance: int = 100_000) -> Budget:
     return Budget(allowance, 0, 0, allowance, trigger, target)
 
 
-def test_plan_under_trigger_changes_nothing() -> None:
-    ctx = make_ctx(history(), policy(tool_results=OFFLOAD))
+def services(store: Any = None) -> StepServices:
+    store = store or ConfirmingStore(lambda item: True)
+    return StepServices(store=store, scope="s", counter=counter())
+
+
+def reduction_ctx(**sections: Any) -> ReductionContext:
+    ctx = make_ctx(history(), policy(**sections))
+    assert isinstance(ctx, ReductionContext)
+    return ctx
+
+
+async def test_plan_under_trigger_changes_nothing() -> None:
+    ctx = reduction_ctx(steps=steps())
     full = [ctx.unit_cost(u) for u in range(9)]
-    plan = plan_reduction(ctx, budget(10**6, 10**5), base=100, reduced_base=150)
+    plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     assert plan.outputs == []
     assert plan.total == 100 + sum(full)
     # protected: base, the task (u0) and the two recent turns (u3..u8)
     assert plan.protected == 100 + full[0] + sum(full[3:])
 
 
-def test_plan_protected_tokens_count_planned_costs_of_protected_units() -> None:
+async def test_plan_protected_tokens_count_planned_costs_of_protected_units() -> None:
     pol = policy(
-        tool_results=OFFLOAD,
-        protect={"recent_turns": 1, "pinned": [{"contains": "b.py"}]},
-        steps=[{"kind": "offload_tool_results"}],
+        protect={"pinned": [{"contains": "b.py"}]},
+        steps=[{"kind": "offload_tool_results", **OFFLOAD}],
     )
     ctx = make_ctx(history(), pol)
-    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
+    assert isinstance(ctx, ReductionContext)
+    step = OffloadToolResults(OffloadToolResultsConfig(**OFFLOAD), ctx)
     costs = step.plan(ctx).costs
-    plan = plan_reduction(ctx, budget(10, 5), base=100, reduced_base=150)
+    plan = await plan_reduction(ctx, budget(10, 5), 100, 150, services())
     [(chosen, out)] = plan.outputs
     assert chosen.name == "offload_tool_results"
     assert out.units == [1, 7]
     assert plan.total == 150 + sum(costs)
-    # task u0, pinned u5, last turn u6..u8 (u7 at its offloaded cost)
+    # task u0, pinned u5, last turn u6..u8 (u7 at its offloaded cost): no step removes turns,
+    # so only the current one counts as recent
     assert plan.protected == 150 + costs[0] + costs[5] + sum(costs[6:])
     assert costs[7] < ctx.unit_cost(7)
 
 
-def test_plan_gives_each_unit_to_the_strongest_covering_step() -> None:
-    pol = policy(tool_results=OFFLOAD, protect={"recent_tool_exchanges": 0, "recent_turns": 9})
-    ctx = make_ctx(history(), pol)
-    plan = plan_reduction(ctx, budget(10, 5), base=0, reduced_base=0)
+@pytest.mark.parametrize(("keep", "recent"), [(1, 6), (2, 3), (3, 0)])
+async def test_plan_protected_tokens_count_the_turns_drop_keeps(keep: int, recent: int) -> None:
+    ctx = reduction_ctx(steps=steps(drop={"keep_recent_turns": keep}))
+    full = [ctx.unit_cost(u) for u in range(9)]
+    plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
+    task = full[0] if recent > 0 else 0
+    assert plan.protected == 100 + task + sum(full[recent:])
+
+
+async def test_plan_gives_each_unit_to_the_strongest_covering_step() -> None:
+    ctx = reduction_ctx(
+        steps=steps(clear={"keep_recent_exchanges": 0}, drop={"keep_recent_turns": 9})
+    )
+    plan = await plan_reduction(ctx, budget(10, 5), 0, 0, services())
     # offload and clear both reach the end; drop_turns may not move (recent turns protected)
     assert [(step.name, out.units) for step, out in plan.outputs] == [
         ("clear_tool_results", [1, 7])
     ]
-    clear = ClearToolResults(ClearToolResultsConfig(), ctx)
+    clear = ClearToolResults(ClearToolResultsConfig(keep_recent_exchanges=0), ctx)
     assert plan.total == sum(clear.plan(ctx).costs)
 
 
-def test_plan_drop_notice_counts_in_the_total() -> None:
-    pol = policy(protect={"recent_turns": 1}, steps=[{"kind": "drop_turns", "target": None}])
-    ctx = make_ctx(history(), pol)
-    drop = DropTurns(DropTurnsConfig(target=None), ctx)
+@pytest.mark.parametrize("order", [[0, 1], [1, 0]])
+async def test_precedence_is_the_policys_order_of_steps(
+    order: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = steps(clear={"keep_recent_exchanges": 0})[:2]
+    ctx = reduction_ctx(steps=[entries[k] for k in order])
+    # both horizons cover every unit: the step listed last gets them all
+    monkeypatch.setattr(reducer, "plan_horizons", lambda full, plans, **kw: [9, 9])
+    plan = await plan_reduction(ctx, budget(10, 5), 0, 0, services())
+    last = entries[order[-1]]["kind"]
+    assert [(step.name, out.units) for step, out in plan.outputs] == [(last, [1, 7])]
+
+
+async def test_plan_drop_notice_counts_in_the_total() -> None:
+    ctx = reduction_ctx(steps=[{"kind": "drop_turns", "target": None, "keep_recent_turns": 1}])
+    drop = DropTurns(DropTurnsConfig(target=None, keep_recent_turns=1), ctx)
     extra = drop.plan(ctx).extra_cost
-    plan = plan_reduction(ctx, budget(10, 5), base=100, reduced_base=150)
+    plan = await plan_reduction(ctx, budget(10, 5), 100, 150, services())
     [(step, out)] = plan.outputs
     assert step.name == "drop_turns" and out.units == [1, 2, 3, 4, 5]
     last_turn = sum(ctx.unit_cost(u) for u in (6, 7, 8))
     assert plan.total == 150 + extra + ctx.unit_cost(0) + last_turn
     assert plan.protected == plan.total  # everything left is protected
+
+
+class Gathering(OffloadToolResults):
+    """The offload step with a recording async phase."""
+
+    log: list[tuple[str, Any]] = []
+
+    async def gather(self, ctx: PrepareContext, services: StepServices) -> None:
+        await asyncio.sleep(0)  # real I/O would suspend here
+        self.log.append(("gather", services))
+
+    def plan(self, ctx: PrepareContext) -> Any:
+        self.log.append(("plan", None))
+        return super().plan(ctx)
+
+
+async def test_the_async_phase_runs_before_planning_with_the_services(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[tuple[str, Any]] = []
+    monkeypatch.setattr(Gathering, "log", log)
+
+    def build(configs: Any, ctx: PrepareContext) -> list[Step[Any]]:
+        return [Gathering(config, ctx) for config in configs]
+
+    monkeypatch.setattr(reducer, "build_steps", build)
+    ctx = reduction_ctx(steps=steps()[:1])
+    given = services()
+    plan = await plan_reduction(ctx, budget(10, 5), 0, 0, given)
+    assert log == [("gather", given), ("plan", None)]
+    assert [out.units for _, out in plan.outputs] == [[1, 7]]
+
+
+async def test_the_default_async_phase_does_nothing() -> None:
+    ctx = reduction_ctx()
+    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
+    assert await step.gather(ctx, services()) is None
+
+
+# ---------------------------------------------------------------- relaxed_policy
+
+
+def test_relaxed_policy_asks_each_step_to_relax() -> None:
+    pol = policy(steps=steps(clear={"keep_recent_exchanges": 3}))
+    relaxed = relaxed_policy(pol)
+    assert relaxed is not None
+    assert relaxed.notes == [ClearToolResultsConfig.relax_note]
+    assert [s.model_dump() for s in relaxed.policy.steps] == [
+        pol.steps[0].model_dump(),
+        ClearToolResultsConfig(keep_recent_exchanges=0).model_dump(),
+        pol.steps[2].model_dump(),
+    ]
+    assert relaxed.policy.model_copy(update={"steps": pol.steps}) == pol  # nothing else changes
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [
+        steps(clear={"clear_recent_before_refusing": False}),
+        steps(clear={"keep_recent_exchanges": 0}),
+        [{"kind": "offload_tool_results"}, {"kind": "drop_turns"}],  # no step can relax
+        [],
+    ],
+)
+def test_no_relaxed_policy_when_no_step_can_relax(entries: list[dict[str, Any]]) -> None:
+    assert relaxed_policy(policy(steps=entries)) is None
 
 
 # ---------------------------------------------------------------- store_and_apply
@@ -246,15 +368,17 @@ class ConfirmingStore:
     def __init__(self, confirm: Callable[[NewArtifact], bool]) -> None:
         self._confirm = confirm
         self.calls: list[tuple[str, list[NewArtifact], int, int]] = []
+        self.ids: list[list[str]] = []
 
     def artifact_id(self, scope: str, content: str) -> str:
-        return artifact_id(content)
+        raise AssertionError("ids are computed once, before the store is called")
 
     async def put_many(
-        self, scope: str, items: Sequence[NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> list[bool]:
-        self.calls.append((scope, list(items), ttl_seconds, max_per_scope))
-        return [self._confirm(item) for item in items]
+        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> set[str]:
+        self.calls.append((scope, list(items.values()), ttl_seconds, max_per_scope))
+        self.ids.append(list(items))
+        return {aid for aid, item in items.items() if self._confirm(item)}
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         raise AssertionError("the reducer never reads")
@@ -266,13 +390,12 @@ class ConfirmingStore:
         return None
 
 
-def offload_ctx(**sections: Any) -> PrepareContext:
-    tool_results = {**OFFLOAD, **sections.pop("tool_results", {})}
-    return make_ctx(history(), policy(tool_results=tool_results, **sections))
+def offload_ctx(**sections: Any) -> ReductionContext:
+    return reduction_ctx(steps=steps(), **sections)
 
 
-def offload_outputs(ctx: PrepareContext, units: list[int]) -> list[tuple[Step, StepOutput]]:
-    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
+def offload_outputs(ctx: PrepareContext, units: list[int]) -> list[tuple[Step[Any], StepOutput]]:
+    step = OffloadToolResults(OffloadToolResultsConfig(**OFFLOAD), ctx)
     return [(step, step.rewrite(ctx, units))]
 
 
@@ -290,6 +413,7 @@ async def test_only_confirmed_edits_are_applied() -> None:
     assert (scope, ttl, cap) == ("tenant:scope", 60, 7)
     assert items == list(out.artifacts.values())
     assert [a.content for a in items] == [ALPHA, GAMMA]
+    assert store.ids == [[artifact_id(ALPHA), artifact_id(GAMMA)]]  # the step's own ids
     alpha_edit = out.edits[0]
     assert len(reduction.messages) == len(ctx.messages)
     assert reduction.messages[3] == alpha_edit.message
@@ -353,14 +477,14 @@ async def test_oversized_artifacts_are_not_store_failures() -> None:
     assert reduction.unconfirmed == 0  # the store confirmed every write it was asked for
 
 
-def mixed_outputs(ctx: PrepareContext) -> list[tuple[Step, StepOutput]]:
-    clear = ClearToolResults(ClearToolResultsConfig(), ctx)
+def mixed_outputs(ctx: PrepareContext) -> list[tuple[Step[Any], StepOutput]]:
+    clear = ClearToolResults(ClearToolResultsConfig(keep_recent_exchanges=0), ctx)
     drop = DropTurns(DropTurnsConfig(), ctx)
     return [(clear, clear.rewrite(ctx, [7])), (drop, drop.rewrite(ctx, [0, 1, 2, 3, 4, 5]))]
 
 
 async def test_drop_and_clear_applied_together() -> None:
-    ctx = make_ctx(history(), policy(protect={"recent_tool_exchanges": 0}))
+    ctx = reduction_ctx(steps=steps(clear={"keep_recent_exchanges": 0}))
     outputs = mixed_outputs(ctx)
     store = ConfirmingStore(lambda item: True)
     reduction = await store_and_apply(ctx, outputs, store, "s")
@@ -382,7 +506,7 @@ async def test_drop_and_clear_applied_together() -> None:
 
 
 async def test_unconfirmed_archive_keeps_the_dropped_turns() -> None:
-    ctx = make_ctx(history(), policy(protect={"recent_tool_exchanges": 0}))
+    ctx = reduction_ctx(steps=steps(clear={"keep_recent_exchanges": 0}))
     outputs = mixed_outputs(ctx)
     store = ConfirmingStore(lambda item: item.kind != "dropped_turns")
     reduction = await store_and_apply(ctx, outputs, store, "s")

@@ -85,6 +85,11 @@ def test_unknown_policy_is_a_clear_error_not_a_key_error(tmp_path: Path) -> None
         ("bugdet: {}\n", "acme.yaml: bugdet: unknown key (did you mean 'budget'?)"),
         ("budget:\n  target: 0\n", "acme.yaml: budget.target: Input should be greater than 0"),
         (
+            "steps:\n  - kind: drop_turns\n    keep_recent_turns: lots\n",
+            "acme.yaml: steps[0].keep_recent_turns: Input should be a valid integer, "
+            "unable to parse string as an integer",
+        ),
+        (  # a deprecated key is carried into the steps, but its problems name it as written
             "protect:\n  recent_turns: lots\n",
             "acme.yaml: protect.recent_turns: Input should be a valid integer, "
             "unable to parse string as an integer",
@@ -172,7 +177,7 @@ def test_extends_deep_merges_mappings_and_replaces_lists(tmp_path: Path) -> None
         """
         description: base
         budget: {trigger: 0.8, target: 0.5, context_window: 100000}
-        tool_results: {exclude_tools: [a, b], preview_head_chars: 100}
+        protect: {pinned: [{name: a}, {name: b}], first_user: false}
         steps: [{kind: offload_tool_results}, {kind: drop_turns}]
         """,
     )
@@ -182,7 +187,7 @@ def test_extends_deep_merges_mappings_and_replaces_lists(tmp_path: Path) -> None
         """
         extends: base
         budget: {target: 0.6}
-        tool_results: {exclude_tools: [c]}
+        protect: {pinned: [{name: c}]}
         steps: [{kind: clear_tool_results}]
         """,
     )
@@ -194,13 +199,13 @@ def test_extends_deep_merges_mappings_and_replaces_lists(tmp_path: Path) -> None
     assert child.description == "base"
     assert (child.budget.trigger, child.budget.target) == (0.8, 0.6)
     assert child.budget.context_window == 100_000
-    assert child.tool_results.exclude_tools == ["c"]  # replaced, not [a, b, c]
-    assert child.tool_results.preview_head_chars == 100
+    assert [rule.name for rule in child.protect.pinned] == ["c"]  # replaced, not [a, b, c]
+    assert child.protect.first_user is False
     assert [s.kind for s in child.steps] == ["clear_tool_results"]
     grandchild = store.get("grandchild")
     assert grandchild.mode == "reject"
     assert grandchild.budget.target == 0.6
-    assert grandchild.tool_results.exclude_tools == ["c"]
+    assert [rule.name for rule in grandchild.protect.pinned] == ["c"]
     assert store.get("base").budget.target == 0.5  # the parent is unchanged
 
 
@@ -275,7 +280,7 @@ models:
     budget: {context_window: 64000}
   "gpt-4o*":
     budget: {context_window: 100000}
-    protect: {recent_turns: 5}
+    read_tool: {max_rounds: 5}
   "*":
     counting: {tokenizer: estimate}
 """
@@ -286,10 +291,10 @@ def test_first_matching_glob_in_file_order_wins(tmp_path: Path) -> None:
     store = load(tmp_path)
     mini = store.resolve("acme", "gpt-4o-mini-2024-07-18")
     assert mini.budget.context_window == 64_000
-    assert mini.protect.recent_turns == 2  # the gpt-4o* override does not apply as well
+    assert mini.read_tool.max_rounds == 4  # the gpt-4o* override does not apply as well
     assert mini.counting.tokenizer == "auto"
     full = store.resolve("acme", "gpt-4o")
-    assert (full.budget.context_window, full.protect.recent_turns) == (100_000, 5)
+    assert (full.budget.context_window, full.read_tool.max_rounds) == (100_000, 5)
     other = store.resolve("acme", "llama-3")
     assert (other.budget.context_window, other.counting.tokenizer) == (128_000, "estimate")
     assert all(p.name == "acme" for p in (mini, full, other))
@@ -333,14 +338,14 @@ def test_override_globs_of_a_child_come_before_its_parents(tmp_path: Path) -> No
           "gpt-4o-2024*":
             budget: {context_window: 50000}
           "gpt-4o*":
-            protect: {recent_turns: 7}
+            read_tool: {max_rounds: 7}
         """,
     )
     store = load(tmp_path)
     assert list(store.get("child").models) == ["gpt-4o-2024*", "gpt-4o*", "gpt-4o-mini*", "*"]
     assert store.resolve("child", "gpt-4o-2024-08-06").budget.context_window == 50_000
     merged = store.resolve("child", "gpt-4o")  # same glob in both: the two overrides merge
-    assert (merged.budget.context_window, merged.protect.recent_turns) == (100_000, 7)
+    assert (merged.budget.context_window, merged.read_tool.max_rounds) == (100_000, 7)
 
 
 def test_a_broken_override_is_a_load_error_naming_the_glob(tmp_path: Path) -> None:

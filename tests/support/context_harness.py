@@ -24,7 +24,7 @@ def artifact_id(text: str) -> str:
 
 
 def policy(**sections: Any) -> Policy:
-    """A policy built from partial sections, e.g. policy(protect={"recent_turns": 1})."""
+    """A policy built from partial sections, e.g. policy(protect={"first_user": False})."""
     return Policy.model_validate(sections)
 
 

@@ -27,7 +27,8 @@ def small_policy(max_rounds: int = 4) -> str:
     return (
         "extends: default\n"
         "budget: {context_window: 4000, default_reserved_output: 500}\n"
-        "tool_results: {offload_threshold_chars: 2000}\n"
+        "steps: [{kind: offload_tool_results, threshold_chars: 2000}, {kind: clear_tool_results},\n"
+        "        {kind: drop_turns}]\n"
         f"read_tool: {{max_rounds: {max_rounds}}}\n"
     )
 

@@ -1,40 +1,73 @@
-"""Step: replace older tool results by a short placeholder naming the stored original."""
+"""Step: replace older tool results by a short placeholder naming the stored original.
+
+Acts on what offloading left: results the model has most likely used already. The most recent
+exchanges are kept (the model is working on them) unless nothing else avoids a refusal.
+"""
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
+from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
-from proxy.engine.step_api import PrepareContext, StepOutput
+from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any
 from proxy.engine.tool_text import placeholder
 
 
-class ClearToolResultsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ClearToolResultsConfig(StepConfig):
     kind: Literal["clear_tool_results"] = "clear_tool_results"
+    keep_recent_exchanges: Annotated[int, Field(ge=0)] = Field(
+        default=2, description="The most recent N tool exchanges are never cleared."
+    )
+    exclude_tools: list[str] = Field(
+        default_factory=list, description="Tool names (globs) whose results are never cleared."
+    )
+    refetchable_tools: list[str] = Field(
+        default_factory=list,
+        description="Tool names (globs) whose cleared results tell the model to call them again.",
+    )
+    clear_at_least: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="Clear nothing unless at least this many tokens would be freed."
+    )
+    clear_recent_before_refusing: bool = Field(
+        default=True,
+        description="Last resort before a refusal: clear the recent tool exchanges' results too "
+        "(they stay readable through the read tool).",
+    )
+
+    relax_note: ClassVar[str] = (
+        "last resort before refusing: tool results of the protected recent exchanges "
+        "were cleared too (stored, readable with the read tool)"
+    )
+
+    def relaxed(self) -> Self | None:
+        if not self.clear_recent_before_refusing or self.keep_recent_exchanges == 0:
+            return None
+        return self.model_copy(update={"keep_recent_exchanges": 0})
 
 
-class ClearToolResults:
+class ClearToolResults(Step[ClearToolResultsConfig]):
     name = "clear_tool_results"
-    rank = 2
+    config_model = ClearToolResultsConfig
 
     def __init__(self, config: ClearToolResultsConfig, ctx: PrepareContext) -> None:
-        self._rewrites = UnitRewrites(ctx, self.name, self._placeholder)
+        super().__init__(config, ctx)
+        self._rewrites = UnitRewrites(ctx, self.name, self._placeholder, config.exclude_tools)
 
     def _placeholder(
         self, ctx: PrepareContext, index: int, message: dict[str, Any], text: str, name: str | None
     ) -> str | None:
-        refetchable = matches_any(name, ctx.policy.tool_results.refetchable_tools)
+        refetchable = matches_any(name, self.config.refetchable_tools)
         return placeholder(ctx.artifact_id(text), len(text), name, refetchable)
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)
         exchanges = [u for u in range(n) if ctx.units[u].kind == "tool_exchange"]
-        keep = ctx.policy.protect.recent_tool_exchanges
+        keep = self.config.keep_recent_exchanges
         limits = []
         for t in range(n):
             seen = bisect_right(exchanges, t)
@@ -44,8 +77,7 @@ class ClearToolResults:
             else:
                 limits.append(exchanges[seen - keep] if seen > keep else 0)
         costs = [self._rewrites.cost(u) for u in range(n)]
-        at_least = ctx.policy.tool_results.clear_at_least
-        return StepPlan(rank=self.rank, costs=costs, limits=limits, at_least=at_least)
+        return StepPlan(costs=costs, limits=limits, at_least=self.config.clear_at_least)
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
         return self._rewrites.output(units)

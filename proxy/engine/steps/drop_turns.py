@@ -1,15 +1,21 @@
-"""Step: drop the oldest whole turns, archived as one artifact behind one notice message."""
+"""Step: drop the oldest whole turns, archived as one artifact behind one notice message.
+
+The strongest reduction, listed last: whole turns go (oldest first, never the recent ones), so it
+acts only when shrinking tool results was not enough. Drops go deeper than the budget's target so
+that they come rarely and each keeps the prompt prefix stable for longer.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.budget import scaled
+from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
-from proxy.engine.step_api import MARKER, Edit, PrepareContext, StepOutput
+from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
 from proxy.jsonio import dumps
 
 _WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
@@ -32,11 +38,16 @@ def notice_message(
     return {"role": role, "content": text}
 
 
-class DropTurnsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class DropTurnsConfig(StepConfig):
     kind: Literal["drop_turns"] = "drop_turns"
-    notice_role: Literal["user", "system", "developer"] = "user"
-    target: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+    keep_recent_turns: Annotated[int, Field(ge=0)] = Field(
+        default=2,
+        description="The most recent N turns are never dropped (the current one always is kept).",
+    )
+    notice_role: Literal["user", "system", "developer"] = Field(
+        default="user", description="Role of the notice that stands where turns were dropped."
+    )
+    target: Annotated[float, Field(gt=0)] | None = Field(
         default=0.5,
         description="When turns must be dropped, drop down to this (fraction of the allowance "
         "when <= 1, else tokens), below the budget's target: drops then come rarely and each "
@@ -44,33 +55,38 @@ class DropTurnsConfig(BaseModel):
     )
 
 
-class DropTurns:
+class DropTurns(Step[DropTurnsConfig]):
     name = "drop_turns"
-    rank = 3
-
-    def __init__(self, config: DropTurnsConfig, ctx: PrepareContext) -> None:
-        self._config = config
+    config_model = DropTurnsConfig
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)
-        keep = max(ctx.policy.protect.recent_turns, 1)
+        keep = max(self.config.keep_recent_turns, 1)
         costs = [ctx.unit_cost(u) if ctx.is_protected(u) else 0 for u in range(n)]
         limits = [ctx.turn_first_unit[max(ctx.unit_turn[t] - keep + 1, 0)] for t in range(n)]
         cuts = sorted(set(ctx.turn_first_unit[1:]))
         sized = self._notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
         extra = ctx.counter.count_message(sized)
         target = None
-        if self._config.target is not None:
-            target = scaled(self._config.target, ctx.allowance)
+        if self.config.target is not None:
+            target = scaled(self.config.target, ctx.allowance)
+        turns = len(ctx.turn_first_unit)
+        keeps_from = ctx.turn_first_unit[turns - keep] if turns > keep else 0
         return StepPlan(
-            rank=self.rank, costs=costs, limits=limits, cuts=cuts, extra_cost=extra, target=target
+            costs=costs,
+            limits=limits,
+            cuts=cuts,
+            extra_cost=extra,
+            target=target,
+            keeps_from=keeps_from,
         )
 
     def _notice(
         self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
     ) -> dict[str, Any]:
-        read_tool = ctx.policy.read_tool.enabled
-        return notice_message(self._config.notice_role, read_tool, turns, tokens, artifact_id)
+        return notice_message(
+            self.config.notice_role, ctx.read_tool_enabled, turns, tokens, artifact_id
+        )
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
         dropped = [u for u in units if not ctx.is_protected(u)]

@@ -19,13 +19,13 @@ def matches_any(name: str | None, globs: list[str]) -> bool:
 
 
 def tool_results(
-    ctx: PrepareContext, u: int
+    ctx: PrepareContext, u: int, excluded: list[str]
 ) -> Iterator[tuple[int, dict[str, Any], str, str | None]]:
-    """(index, message, text, tool name) of each reducible tool result in unit u."""
+    """(index, message, text, tool name) of each reducible tool result in unit u, skipping the
+    results of tools matching a glob in `excluded`."""
     unit = ctx.units[u]
     if not unit.is_tool_exchange or u in ctx.pinned_units:
         return
-    excluded = ctx.policy.tool_results.exclude_tools
     for index in unit.result_indices:
         message = ctx.messages[index]
         text = tool_result_text(message)
@@ -40,10 +40,13 @@ def tool_results(
 class UnitRewrites:
     """Per-unit rewrites of one step, computed once per request and shared by plan and rewrite."""
 
-    def __init__(self, ctx: PrepareContext, step: str, rewrite: Rewriter) -> None:
+    def __init__(
+        self, ctx: PrepareContext, step: str, rewrite: Rewriter, exclude_tools: list[str]
+    ) -> None:
         self._ctx = ctx
         self._step = step
         self._rewrite = rewrite
+        self._exclude_tools = exclude_tools
         self._cache: dict[int, tuple[int, list[Edit], dict[str, NewArtifact]]] = {}
 
     def cost(self, u: int) -> int:
@@ -70,7 +73,7 @@ class UnitRewrites:
         cost = ctx.unit_cost(u)
         edits: list[Edit] = []
         artifacts: dict[str, NewArtifact] = {}
-        for index, message, text, name in tool_results(ctx, u):
+        for index, message, text, name in tool_results(ctx, u, self._exclude_tools):
             content = self._rewrite(ctx, index, message, text, name)
             if content is None:
                 continue

@@ -1,0 +1,30 @@
+"""The base of every configuration model the engine reads from a policy file.
+
+Strict: an unknown key is an error naming it (never ignored), values are immutable, and `nan` or
+`inf` are refused wherever a number is expected.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class StepConfig(StrictModel):
+    """One entry of a policy's `steps`: `kind` names the step (each step file narrows it to its
+    own literal, the discriminator of the `steps` union)."""
+
+    kind: str
+
+    relax_note: ClassVar[str] = ""
+    """What the manifest says when the relaxed config (below) was used."""
+
+    def relaxed(self) -> Self | None:
+        """This config with its own protections loosened, tried once as the last resort before
+        a refusal; None (the default) when the step has nothing to loosen."""
+        return None

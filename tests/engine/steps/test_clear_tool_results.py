@@ -1,0 +1,92 @@
+"""clear_tool_results: older tool results become a placeholder naming the stored original."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from context_harness import artifact_id
+from step_harness import ALPHA, GAMMA, TOOL_UNITS, clear, replaced_cost, tool_ctx, tool_history
+
+from proxy.artifacts.store import NewArtifact
+from proxy.engine.step_api import Edit
+from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
+from proxy.engine.tool_text import placeholder, with_content
+
+
+def test_config_defaults_are_the_documented_ones() -> None:
+    config = ClearToolResultsConfig()
+    assert config.keep_recent_exchanges == 2 and config.clear_at_least == 0
+    assert config.exclude_tools == [] and config.refetchable_tools == []
+    assert config.clear_recent_before_refusing is True
+
+
+def test_relaxed_keeps_no_recent_exchange() -> None:
+    relaxed = ClearToolResultsConfig(keep_recent_exchanges=3, clear_at_least=5).relaxed()
+    assert relaxed == ClearToolResultsConfig(keep_recent_exchanges=0, clear_at_least=5)
+    assert "recent exchanges" in ClearToolResultsConfig.relax_note
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ClearToolResultsConfig(clear_recent_before_refusing=False),
+        ClearToolResultsConfig(keep_recent_exchanges=0),  # nothing left to relax
+    ],
+)
+def test_nothing_to_relax(config: ClearToolResultsConfig) -> None:
+    assert config.relaxed() is None
+
+
+@pytest.mark.parametrize(
+    ("keep", "limits"),
+    [
+        # exchanges are units 1, 4 and 7
+        (0, [1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        (1, [0, 0, 0, 0, 4, 4, 4, 7, 7]),
+        (2, [0, 0, 0, 0, 0, 0, 0, 4, 4]),
+        (3, [0] * 9),
+        (5, [0] * 9),
+    ],
+)
+def test_clear_limits_protect_the_recent_tool_exchanges(keep: int, limits: list[int]) -> None:
+    ctx = tool_ctx()
+    plan = clear(ctx, keep_recent_exchanges=keep).plan(ctx)
+    assert plan.limits == limits
+    assert plan.cuts is None and plan.extra_cost == 0 and plan.target is None
+    assert plan.keeps_from is None  # shrinks results, removes no unit
+
+
+def test_clear_plan_costs_and_at_least() -> None:
+    ctx = tool_ctx()
+    plan = clear(ctx, clear_at_least=777).plan(ctx)
+    assert plan.at_least == 777
+    expected = [ctx.unit_cost(u) for u in range(9)]
+    for u, (index, text, name, _) in TOOL_UNITS.items():
+        cleared = placeholder(artifact_id(text), len(text), name, False)
+        expected[u] = replaced_cost(ctx, u, index, cleared)
+    assert plan.costs == expected
+    # "tiny" is shorter than any placeholder: clearing it would cost more, so it is kept
+    assert plan.costs[4] == ctx.unit_cost(4)
+
+
+def test_clear_rewrite_edits_and_refetchable_tools() -> None:
+    messages = tool_history()
+    before = copy.deepcopy(messages)
+    ctx = tool_ctx(messages)
+    step = clear(ctx, refetchable_tools=["read_*"])
+    plan = step.plan(ctx)
+    out = step.rewrite(ctx, list(range(9)))
+    assert out.units == [1, 7]
+    alpha = placeholder(artifact_id(ALPHA), len(ALPHA), "read_file", refetchable=True)
+    gamma = placeholder(artifact_id(GAMMA), len(GAMMA), "grep", refetchable=False)
+    assert "or call read_file again" in alpha and "again" not in gamma
+    assert out.edits == [
+        Edit("replace", 3, with_content(messages[3], alpha), artifact_id(ALPHA)),
+        Edit("replace", 11, with_content(messages[11], gamma), artifact_id(GAMMA)),
+    ]
+    assert out.artifacts[artifact_id(GAMMA)] == NewArtifact(
+        GAMMA, "tool_result", {"tool": "grep", "tool_call_id": "c2", "step": "clear_tool_results"}
+    )
+    assert out.tokens_freed == sum(ctx.unit_cost(u) - plan.costs[u] for u in (1, 7)) > 0
+    assert messages == before

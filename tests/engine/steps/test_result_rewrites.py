@@ -1,0 +1,122 @@
+"""result_rewrites: what offload and clear share (which results are reducible, unit rewrites)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from context_harness import artifact_id, assistant, call, result, user
+from step_harness import ALPHA, GAMMA, clear, clear_all, offload, tool_ctx
+
+from proxy.engine.step_api import MARKER
+from proxy.engine.steps.result_rewrites import matches_any, tool_results
+
+
+def test_matches_any_is_a_glob_match_on_a_known_name() -> None:
+    assert matches_any("read_file", ["read_*"]) and matches_any("grep", ["x", "gr?p"])
+    assert not matches_any(None, ["*"]) and not matches_any("grep", [])
+    assert not matches_any("Grep", ["grep"])  # case-sensitive, like tool names
+
+
+def test_tool_results_yields_the_reducible_results_of_a_unit() -> None:
+    ctx = tool_ctx()
+    assert [(i, name) for i, _, _, name in tool_results(ctx, 1, [])] == [(3, "read_file")]
+    assert list(tool_results(ctx, 1, ["read_*"])) == []  # excluded by glob
+    assert list(tool_results(ctx, 0, [])) == []  # not a tool exchange
+
+
+def test_exclude_tools_is_each_steps_own_setting() -> None:
+    ctx = tool_ctx()
+    assert [e.index for e in offload(ctx, exclude_tools=["grep"]).rewrite(ctx, [1, 7]).edits] == [3]
+    assert [e.index for e in clear(ctx).rewrite(ctx, [1, 7]).edits] == [3, 11]
+
+
+NON_REDUCIBLE = [
+    pytest.param({}, {"exclude_tools": ["gr?p"]}, id="excluded-glob"),
+    pytest.param(
+        {"protect": {"pinned": [{"role": "tool", "contains": "gamma:"}]}}, {}, id="pinned"
+    ),
+    pytest.param(
+        {"protect": {"pinned": [{"role": "assistant", "contains": "Searching"}]}},
+        {},
+        id="pinned-call",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sections", "settings"), NON_REDUCIBLE)
+@pytest.mark.parametrize("make_step", [offload, clear])
+def test_excluded_and_pinned_results_are_untouched(
+    make_step: Any, sections: Any, settings: Any
+) -> None:
+    ctx = tool_ctx(**sections)
+    step = make_step(ctx, **settings)
+    plan = step.plan(ctx)
+    assert plan.costs[7] == ctx.unit_cost(7)  # the grep exchange
+    assert plan.costs[1] < ctx.unit_cost(1)  # the read_file one still is reduced
+    out = step.rewrite(ctx, list(range(9)))
+    assert 11 not in [e.index for e in out.edits]
+    assert 7 not in out.units and 1 in out.units
+
+
+@pytest.mark.parametrize("make_step", [offload, clear_all])
+def test_proxy_written_and_non_text_results_are_untouched(make_step: Any) -> None:
+    written = f"{MARKER}: tool result cleared to save context (9000 chars). {ALPHA}]"
+    image = [{"type": "text", "text": ALPHA}, {"type": "image_url", "image_url": {"url": "x"}}]
+    messages = [
+        user("go"),
+        call("c1", "read_file"),
+        result("c1", written),
+        call("c2", "read_file"),
+        result("c2", image),
+        call("c3", "read_file"),
+        result("c3", None),
+    ]
+    ctx = tool_ctx(messages)
+    step = make_step(ctx)
+    assert step.plan(ctx).costs == [ctx.unit_cost(u) for u in range(4)]
+    assert step.rewrite(ctx, [0, 1, 2, 3]).edits == []
+
+
+@pytest.mark.parametrize("make_step", [offload, clear_all])
+def test_legacy_function_results_use_the_message_name(make_step: Any) -> None:
+    messages = [
+        user("go"),
+        {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+        {"role": "function", "name": "f", "content": ALPHA},
+    ]
+    ctx = tool_ctx(messages)
+    out = make_step(ctx).rewrite(ctx, [1])
+    [edit] = out.edits
+    assert edit.index == 2
+    assert edit.message["name"] == "f" and edit.message["role"] == "function"  # type: ignore[index]
+    assert out.artifacts[artifact_id(ALPHA)].meta["tool"] == "f"
+    assert make_step(ctx, exclude_tools=["f"]).rewrite(ctx, [1]).edits == []
+
+
+@pytest.mark.parametrize("make_step", [offload, clear_all])
+def test_excluded_tool_is_resolved_per_exchange_when_call_ids_repeat(make_step: Any) -> None:
+    # Some OpenAI-compatible servers number tool calls per response ("call_0" every turn).
+    messages = [
+        user("go"),
+        call("call_0", "get_spec"),
+        result("call_0", ALPHA),
+        assistant("ok"),
+        user("more"),
+        call("call_0", "read_file"),
+        result("call_0", GAMMA),
+        assistant("ok"),
+    ]
+    ctx = tool_ctx(messages)
+    out = make_step(ctx, exclude_tools=["get_spec"]).rewrite(ctx, list(range(len(ctx.units))))
+    assert [e.index for e in out.edits] == [6]  # get_spec's result (index 2) is excluded
+
+
+
+
+def test_clear_and_offload_share_an_artifact_id_for_the_same_text() -> None:
+    ctx = tool_ctx()
+    cleared = clear(ctx).rewrite(ctx, [1]).artifacts
+    offloaded = offload(ctx).rewrite(ctx, [1]).artifacts
+    assert list(cleared) == list(offloaded) == [artifact_id(ALPHA)]
+    assert cleared[artifact_id(ALPHA)].content == offloaded[artifact_id(ALPHA)].content
