@@ -66,10 +66,12 @@ def prepared(max_rounds: int | None = 2, **extra: Any) -> Prepared:
 
 
 async def stored(store: MemoryStore, content: str) -> str:
+    artifact_id = store.artifact_id(SCOPE, content)
     await store.put_many(
-        SCOPE, [NewArtifact(content, "tool_result", {})], ttl_seconds=60, max_per_scope=10
+        SCOPE, {artifact_id: NewArtifact(content, "tool_result", {})}, ttl_seconds=60,
+        max_per_scope=10,
     )
-    return store.artifact_id(SCOPE, content)
+    return artifact_id
 
 
 def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
