@@ -14,10 +14,19 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TENANT = "default"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -39,6 +48,9 @@ class ServerSettings(_Strict):
     )
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
 class StoreSettings(_Strict):
     kind: Literal["memory", "redis"] = "memory"
     url: str = "redis://127.0.0.1:6379/0"
@@ -49,6 +61,15 @@ class StoreSettings(_Strict):
     pool_size: Annotated[int, Field(gt=0)] = 64
     pool_timeout_s: Annotated[float, Field(gt=0)] = 2.0
     socket_timeout_s: Annotated[float, Field(gt=0)] = 2.0
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str, info: ValidationInfo) -> str:
+        if info.data.get("kind") == "redis" and not url.lower().startswith(REDIS_SCHEMES):
+            scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
+            # never the whole URL: it may carry a password
+            raise ValueError(f"must start with {', '.join(REDIS_SCHEMES)} (not {scheme})")
+        return url
 
 
 class TimeoutSettings(_Strict):
@@ -83,7 +104,13 @@ class TenantSettings(_Strict):
 class AuthSettings(_Strict):
     mode: Literal["passthrough", "keys"] = "passthrough"
     passthrough_tenant: str = Field(
-        default="default", description="Tenant used in passthrough mode."
+        default=DEFAULT_TENANT, description="Tenant used in passthrough mode."
+    )
+    allow_operator_key_in_passthrough: bool = Field(
+        default=False,
+        description="Let an upstream api_key (or the passthrough tenant's upstream_key) replace "
+        "every client's credentials in passthrough mode: anyone who reaches the proxy then uses "
+        "the operator's key.",
     )
 
 
@@ -98,20 +125,95 @@ class Settings(_Strict):
     source: str = Field(default="<embedded default>", exclude=True)
 
     @model_validator(mode="after")
-    def _references_exist(self) -> Settings:
-        names = {u.name for u in self.upstreams}
-        if not names:
-            raise ValueError("upstreams: at least one upstream is required")
-        for i, route in enumerate(self.routes):
-            if route.upstream not in names:
-                raise ValueError(f"routes.{i}.upstream: unknown upstream {route.upstream!r}")
-        if self.auth.mode == "keys" and not any(t.keys for t in self.tenants):
-            raise ValueError("tenants: auth mode 'keys' needs at least one tenant with keys")
+    def _consistent(self) -> Settings:
+        """Cross-key checks: every problem is one `key.path: problem` line."""
+        problems = [
+            *_reference_problems(self),
+            *_tenant_problems(self.tenants, self.auth),
+            *_open_relay_problems(self),
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     def upstream_for(self, model: str) -> UpstreamSettings:
         wanted = next((r.upstream for r in self.routes if fnmatchcase(model, r.model)), None)
         return next((u for u in self.upstreams if u.name == wanted), self.upstreams[0])
+
+
+def _reference_problems(settings: Settings) -> list[str]:
+    names = {u.name for u in settings.upstreams}
+    if not names:
+        return ["upstreams: at least one upstream is required"]
+    problems = [
+        f"routes.{i}.upstream: unknown upstream {route.upstream!r}"
+        for i, route in enumerate(settings.routes)
+        if route.upstream not in names
+    ]
+    if settings.auth.mode == "keys" and not any(t.keys for t in settings.tenants):
+        problems.append("tenants: auth mode 'keys' needs at least one tenant with keys")
+    return problems
+
+
+def _tenant_problems(tenants: list[TenantSettings], auth: AuthSettings) -> list[str]:
+    """Unique tenant names; unique, non-empty proxy keys (never shown: they are secrets)."""
+    problems: list[str] = []
+    first_named: dict[str, int] = {}
+    first_key: dict[str, str] = {}
+    for i, tenant in enumerate(tenants):
+        if tenant.name in first_named:
+            first = first_named[tenant.name]
+            problems.append(f"tenants.{i}.name: tenant {tenant.name!r} is already tenants.{first}")
+        first_named.setdefault(tenant.name, i)
+        for j, key in enumerate(tenant.keys):
+            where = f"tenants.{i}.keys.{j}"
+            if not key:
+                problems.append(f"{where}: empty key (is its environment variable set?)")
+            elif key in first_key:
+                problems.append(
+                    f"{where}: tenant {tenant.name!r} has the same proxy key as {first_key[key]}"
+                )
+            else:
+                first_key[key] = f"{where} (tenant {tenant.name!r})"
+    wanted = auth.passthrough_tenant
+    if wanted not in first_named and wanted != DEFAULT_TENANT:
+        known = ", ".join(first_named) or "none"
+        problems.append(f"auth.passthrough_tenant: unknown tenant {wanted!r} (tenants: {known})")
+    return problems
+
+
+def _open_relay_problems(settings: Settings) -> list[str]:
+    """Passthrough auth forwards the client's own key; an operator key would replace it for anyone
+    who reaches the proxy, with or without a key of their own."""
+    auth = settings.auth
+    if auth.mode != "passthrough" or auth.allow_operator_key_in_passthrough:
+        return []
+    keys = [f"upstreams.{i}.api_key" for i, u in enumerate(settings.upstreams) if u.api_key]
+    keys += [
+        f"tenants.{i}.upstream_key"
+        for i, t in enumerate(settings.tenants)
+        if t.name == auth.passthrough_tenant and t.upstream_key
+    ]
+    return [
+        f"{key}: an operator key in passthrough mode would be sent for every client, with or "
+        "without a key of its own (an open relay); remove it, use auth.mode: keys, or set "
+        "auth.allow_operator_key_in_passthrough: true"
+        for key in keys
+    ]
+
+
+def startup_warnings(settings: Settings) -> list[str]:
+    """What works but is probably a mistake: one line each (no secrets)."""
+    if settings.auth.mode != "keys":
+        return []
+    bare = [(i, u) for i, u in enumerate(settings.upstreams) if not u.api_key]
+    return [
+        f"tenant {tenant.name!r} has no upstream_key and "
+        + ", ".join(f"upstreams.{i} {u.name!r}" for i, u in bare)
+        + " no api_key: its requests there go upstream without Authorization"
+        for tenant in settings.tenants
+        if tenant.keys and not tenant.upstream_key and bare
+    ]
 
 
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
@@ -153,7 +255,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: {_yaml_problem(exc)}") from exc
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -162,17 +264,44 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None)
         expanded = expand_env(raw, env)
         if "upstreams" not in expanded:
             expanded["upstreams"] = [embedded_default(env).upstreams[0].model_dump()]
-        return Settings.model_validate({**expanded, "source": str(path)})
+        settings = Settings.model_validate({**expanded, "source": str(path)})
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except ValidationError as exc:
         raise ConfigError(_format_validation(path, exc)) from exc
+    return _with_policies_dir(settings, path)
+
+
+def _with_policies_dir(settings: Settings, path: Path) -> Settings:
+    """A relative `policies_dir` is relative to the config file; it must be a directory."""
+    if settings.policies_dir is None:
+        return settings
+    directory = path.parent / Path(settings.policies_dir).expanduser()
+    if not directory.exists():
+        raise ConfigError(f"{path}: policies_dir: {directory}: no such directory")
+    if not directory.is_dir():
+        raise ConfigError(f"{path}: policies_dir: {directory}: not a directory")
+    return settings.model_copy(update={"policies_dir": str(directory)})
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where and what (PyYAML's own text spans several lines)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
+        return f"invalid YAML: {where}{problem}"
+    return f"invalid YAML: {' '.join(str(exc).split())}"
 
 
 def _format_validation(path: Path, exc: ValidationError) -> str:
+    """`file: key.path: problem` lines; model-level problems carry their own key paths."""
     lines = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        problem = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"{path}: {key}: {problem}")
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems = ["unknown key"]
+        else:
+            problems = str(err["msg"]).removeprefix("Value error, ").splitlines()
+        lines += [f"{path}: {key}: {p}" if key else f"{path}: {p}" for p in problems]
     return "\n".join(lines)

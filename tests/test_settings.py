@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from proxy import settings as settings_module
 from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, embedded_default, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,10 +19,15 @@ def test_embedded_default_reads_openai_base_url() -> None:
 
 
 def test_example_config_is_valid_and_expands_env() -> None:
-    settings = load_settings(REPO / "config.example.yaml", {"OPENAI_API_KEY": "sk-up"})
-    assert settings.upstreams[0].api_key == "sk-up"
+    # the example runs passthrough, so it sets no upstream api_key (item 6): expansion is shown
+    # on the tenant's upstream key instead
+    env = {"OPENAI_API_KEY": "sk-up", "ACME_OPENAI_KEY": "sk-acme-up"}
+    settings = load_settings(REPO / "config.example.yaml", env)
+    assert settings.tenants[0].upstream_key == "sk-acme-up"
     assert settings.upstreams[0].base_url == DEFAULT_OPENAI_BASE_URL
     assert settings.tenants[0].keys == ["sk-proxy-acme-change-me"]
+    custom = load_settings(REPO / "config.example.yaml", {"OPENAI_BASE_URL": "http://x:1/v1"})
+    assert custom.upstreams[0].base_url == "http://x:1/v1"
 
 
 def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
@@ -86,3 +92,185 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     listed.write_text("- 1\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_settings(listed, {})
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def one_line_error(path: Path, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, env or {})
+    message = str(caught.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"{path}: "), message
+    return message
+
+
+# -- item 6: passthrough never lends the operator's key -----------------------------------------
+
+OPERATOR_KEY = "sk-operator-Qw83nZtest"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("upstreams: [{name: a, base_url: 'http://a', api_key: KEY}]\n", "upstreams.0.api_key"),
+        (
+            "upstreams: [{name: a, base_url: 'http://a'}, {name: b, base_url: 'http://b',"
+            " api_key: KEY}]\n",
+            "upstreams.1.api_key",
+        ),
+        (
+            "auth: {passthrough_tenant: acme}\n"
+            "tenants: [{name: other}, {name: acme, upstream_key: KEY}]\n",
+            "tenants.1.upstream_key",
+        ),
+    ],
+)
+def test_passthrough_with_an_operator_key_is_refused(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text.replace("KEY", OPERATOR_KEY))
+    message = one_line_error(path)
+    assert f"{path}: {key}: " in message
+    assert "passthrough" in message and "allow_operator_key_in_passthrough" in message
+    assert OPERATOR_KEY not in message
+
+
+def test_operator_key_in_passthrough_when_explicitly_allowed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"upstreams: [{{name: a, base_url: 'http://a', api_key: {OPERATOR_KEY}}}]\n"
+        "auth: {allow_operator_key_in_passthrough: true}\n",
+    )
+    settings = load_settings(path, {})
+    assert settings.auth.allow_operator_key_in_passthrough is True
+    # keys mode and empty keys are not affected
+    path.write_text(
+        f"upstreams: [{{name: a, base_url: 'http://a', api_key: {OPERATOR_KEY}}}]\n"
+        "auth: {mode: keys}\ntenants: [{name: t, keys: [k1]}]\n"
+    )
+    assert load_settings(path, {}).upstreams[0].api_key == OPERATOR_KEY
+    path.write_text("upstreams: [{name: a, base_url: 'http://a', api_key: ''}]\n")
+    assert load_settings(path, {}).auth.mode == "passthrough"
+
+
+def test_example_config_is_not_an_open_relay() -> None:
+    env = {"OPENAI_API_KEY": "sk-up", "ACME_OPENAI_KEY": "sk-acme-up"}
+    settings = load_settings(REPO / "config.example.yaml", env)
+    assert settings.auth.mode == "passthrough"
+    assert settings.auth.allow_operator_key_in_passthrough is False
+    assert all(not u.api_key for u in settings.upstreams)
+    passthrough = [t for t in settings.tenants if t.name == settings.auth.passthrough_tenant]
+    assert all(not t.upstream_key for t in passthrough)
+
+
+# -- item 12: every start-up mistake is one line naming the file and the key --------------------
+
+def test_store_url_must_be_a_redis_url(tmp_path: Path) -> None:
+    secret_url = "http://user:hunter2@127.0.0.1:6379"
+    path = write(tmp_path, f"store: {{kind: redis, url: '{secret_url}'}}\n")
+    message = one_line_error(path)
+    assert f"{path}: store.url: " in message and "redis://" in message
+    assert "hunter2" not in message
+    for good in ("redis://h:6379/0", "rediss://h:6380", "unix:///tmp/redis.sock"):
+        path.write_text(f"store: {{kind: redis, url: '{good}'}}\n")
+        assert load_settings(path, {}).store.url == good
+    path.write_text(f"store: {{kind: memory, url: '{secret_url}'}}\n")  # unused: not checked
+    assert load_settings(path, {}).store.kind == "memory"
+
+
+def test_missing_policies_dir_names_file_and_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "policies_dir: nowhere\n")
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: policies_dir: ") and "nowhere" in message
+    (tmp_path / "file.yaml").write_text("")
+    path.write_text("policies_dir: file.yaml\n")
+    assert "not a directory" in one_line_error(path)
+
+
+def test_model_level_problems_name_the_key_without_pydantic_noise(tmp_path: Path) -> None:
+    path = write(tmp_path, "routes: [{model: 'gpt-*', upstream: b}]\n")
+    message = one_line_error(path)
+    assert message == f"{path}: routes.0.upstream: unknown upstream 'b'"
+
+
+def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "server:\n  port: [1,\n")
+    assert "invalid YAML" in one_line_error(path)
+
+
+# -- item 16: duplicate tenants and keys --------------------------------------------------------
+
+def test_duplicate_tenant_names_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "tenants: [{name: acme}, {name: beta}, {name: acme}]\n")
+    message = one_line_error(path)
+    assert message == f"{path}: tenants.2.name: tenant 'acme' is already tenants.0"
+
+
+def test_duplicate_proxy_keys_are_refused_without_showing_them(tmp_path: Path) -> None:
+    key = "sk-proxy-shared-Xy12test"
+    path = write(
+        tmp_path,
+        "auth: {mode: keys}\n"
+        f"tenants: [{{name: acme, keys: [k0, {key}]}}, {{name: beta, keys: [{key}]}}]\n",
+    )
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: tenants.1.keys.0: ")
+    assert "'beta'" in message and "tenants.0.keys.1" in message and "'acme'" in message
+    assert key not in message
+
+
+def test_empty_proxy_key_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "auth: {mode: keys}\ntenants: [{name: acme, keys: [k1, '${ACME_KEY:-}']}]\n",
+    )
+    assert one_line_error(path).startswith(f"{path}: tenants.0.keys.1: empty key")
+
+
+def test_unknown_passthrough_tenant_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "auth: {passthrough_tenant: acme}\ntenants: [{name: acmee}]\n")
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: auth.passthrough_tenant: unknown tenant 'acme'")
+    path.write_text("auth: {passthrough_tenant: default}\ntenants: [{name: acme}]\n")
+    assert load_settings(path, {}).auth.passthrough_tenant == "default"
+
+
+# -- item 17: a keys-mode tenant without any upstream key is reported at start-up ---------------
+
+def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "upstreams: [{name: a, base_url: 'http://a'}, {name: b, base_url: 'http://b',"
+        " api_key: sk-b}]\n"
+        "auth: {mode: keys}\n"
+        "tenants: [{name: acme, keys: [k1]}, {name: beta, keys: [k2], upstream_key: sk-beta},"
+        " {name: idle}]\n",
+    )
+    startup_warnings = settings_module.startup_warnings
+    warnings = startup_warnings(load_settings(path, {}))
+    assert len(warnings) == 1
+    [line] = warnings
+    assert "tenant 'acme'" in line and "upstreams.0 'a'" in line and "Authorization" in line
+    assert "sk-b" not in line
+    assert startup_warnings(load_settings(None, {})) == []
+
+
+# -- item 18: a relative policies_dir is relative to the config file -----------------------------
+
+def test_relative_policies_dir_resolves_against_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_dir = tmp_path / "etc"
+    (config_dir / "policies").mkdir(parents=True)
+    path = config_dir / "c.yaml"
+    path.write_text("policies_dir: policies\n")
+    elsewhere = tmp_path / "run"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    settings = load_settings(path, {})
+    assert settings.policies_dir == str(config_dir / "policies")
+    path.write_text(f"policies_dir: {config_dir / 'policies'}\n")
+    assert load_settings(path, {}).policies_dir == str(config_dir / "policies")
