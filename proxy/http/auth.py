@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import Settings, TenantSettings, UpstreamSettings
 
-_SEEN_KEYS = 10_000
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+"""Headers a client authenticates with upstream; in passthrough mode they also name its scope."""
+_BARE_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate"})
+"""An Authorization value that is only one of these carries no secret: no credential."""
 
 
 @dataclass(frozen=True)
@@ -36,20 +40,50 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     return headers.get("api-key") or None
 
 
+def client_credential(headers: Mapping[str, str]) -> str | None:
+    """Every credential the client presented, as one string; None when it presented none.
+
+    A lone key (a Bearer token, `x-api-key` or `api-key`) stands for itself; anything else (Basic
+    or another scheme, several credentials at once) is the header names with their values. Two
+    clients share a scope only if they present the same secret."""
+    present = [
+        (name, value)
+        for name in CREDENTIAL_HEADERS
+        for value in (v.strip() for v in _values(headers, name))
+        if value and value.lower() not in _BARE_SCHEMES
+    ]
+    if not present:
+        return None
+    if len(present) == 1:
+        name, value = present[0]
+        if name != "authorization":
+            return value
+        token = bearer_token({"Authorization": value})
+        if token is not None:
+            return token
+    return "\n".join(f"{name}: {value}" for name, value in present)
+
+
+def _values(headers: Mapping[str, str], name: str) -> list[str]:
+    getall = getattr(headers, "getall", None)  # multidicts keep repeated headers
+    if getall is not None:
+        return list(getall(name, []))
+    return [v for k, v in headers.items() if k.lower() == name]
+
+
 class TenantResolver:
     def __init__(self, settings: Settings) -> None:
         self._mode = settings.auth.mode
         self._by_key = {key: t for t in settings.tenants for key in t.keys}
-        self._seen: dict[str, Tenant] = {}  # client key -> its tenant, bounded by _SEEN_KEYS
         self._passthrough = next(
             (t for t in settings.tenants if t.name == settings.auth.passthrough_tenant),
             TenantSettings(name=settings.auth.passthrough_tenant),
         )
 
     def resolve(self, headers: Mapping[str, str]) -> Tenant:
-        token = bearer_token(headers)
         if self._mode == "passthrough":
-            return self._passthrough_tenant(token)
+            return self._passthrough_tenant(client_credential(headers))
+        token = bearer_token(headers)
         tenant = self._by_key.get(token) if token else None
         if tenant is None:
             raise ProxyError(
@@ -58,15 +92,12 @@ class TenantResolver:
             )
         return Tenant(tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False)
 
-    def _passthrough_tenant(self, token: str | None) -> Tenant:
-        # Artifacts are scoped by a hash of the client's own key: two keys never share artifacts.
-        key = token or ""
-        tenant = self._seen.get(key)
-        if tenant is None:
-            key_hash = hashlib.sha256(key.encode()).hexdigest()[:16]
-            t = self._passthrough
-            tenant = Tenant(t.name, t.policy, f"{t.name}:{key_hash}", t.upstream_key, True)
-            if len(self._seen) >= _SEEN_KEYS:
-                self._seen.clear()
-            self._seen[key] = tenant
-        return tenant
+    def _passthrough_tenant(self, credential: str | None) -> Tenant:
+        # Artifacts are scoped by a hash of the client's own credentials: two clients never share
+        # artifacts. A client without any gets a scope of its own for this one request.
+        t = self._passthrough
+        if credential is None:
+            scope = f"{t.name}:anonymous:{secrets.token_hex(16)}"
+        else:
+            scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
+        return Tenant(t.name, t.policy, scope, t.upstream_key, True)

@@ -38,6 +38,8 @@ steps:
 """
 REJECT = TINY + "on_invalid: reject\nread_tool: {max_rounds: 0}\n"
 JSON = {"Content-Type": "application/json"}
+CLIENT_KEY = {"Authorization": "Bearer sk-hostile-client"}
+"""Artifacts are read back in the scope of the key that stored them (anonymous is private)."""
 TIMEOUT = aiohttp.ClientTimeout(total=30)
 CODES = {code.name: code for code in ErrorCode}
 MiB = 1024 * 1024
@@ -216,7 +218,7 @@ async def send(
 ) -> tuple[int, bytes]:
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
-        session.post(url, data=raw, headers=JSON) as response,
+        session.post(url, data=raw, headers={**JSON, **CLIENT_KEY}) as response,
     ):
         return response.status, await response.read()
 
@@ -301,7 +303,7 @@ async def test_a_reduced_tool_result_with_lone_surrogates_or_nul(
     assert sent["messages"][3]["content"].startswith("[ctxproxy")
     artifact_id = sent["messages"][3]["content"].split("artifact ", 1)[1].split(";", 1)[0]
     async with (
-        aiohttp.ClientSession(timeout=TIMEOUT) as session,
+        aiohttp.ClientSession(timeout=TIMEOUT, headers=CLIENT_KEY) as session,
         session.get(f"{tiny_proxy.base_url}/context/artifacts/{artifact_id}") as response,
     ):
         assert response.status == 200

@@ -98,7 +98,10 @@ async def test_dry_run_shows_the_exact_upstream_body(
     small_proxy: RunningProxy, fake_upstream: FakeUpstream
 ) -> None:
     body = {"model": "gpt-4o", "messages": agent_history(30, result_chars=2500), "x_keep": 1}
-    async with aiohttp.ClientSession() as session:
+    # one client key for both: artifact ids are per scope, and a request without any credential
+    # has a private scope of its own (so its ids differ from any other request's)
+    key = {"Authorization": "Bearer sk-client"}
+    async with aiohttp.ClientSession(headers=key) as session:
         async with session.post(f"{small_proxy.base_url}/context/prepare", json=body) as response:
             assert response.status == 200
             dry = await response.json()

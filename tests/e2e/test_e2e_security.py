@@ -183,6 +183,49 @@ async def test_passthrough_scopes_by_client_key(proxies: SyntheticProxies) -> No
     assert (await call("GET", url, "sk-client-one-aaaaaaaa"))[0] == 200
 
 
+CLIENT_CREDENTIALS = [
+    ("Authorization", "Bearer sk-client-x-Wq41test", "Bearer sk-client-y-Er52test"),
+    ("Authorization", "Basic dXNlci14OnB3LXg=", "Basic dXNlci15OnB3LXk="),
+    ("x-api-key", "sk-ant-x-Ty63test", "sk-ant-y-Ui74test"),
+    ("api-key", "azure-x-Op85test", "azure-y-As96test"),
+]
+
+
+async def prepared_with(base_url: str, headers: dict[str, str]) -> list[str]:
+    status, _, raw = await call("POST", f"{base_url}/context/prepare", None, conversation(),
+                                headers)
+    assert status == 200, raw
+    manifest = json.loads(raw)["manifest"]
+    return [aid for action in manifest["actions"] for aid in action["artifact_ids"]]
+
+
+@pytest.mark.parametrize(("header", "mine", "theirs"), CLIENT_CREDENTIALS)
+async def test_passthrough_scopes_every_kind_of_credential(
+    proxies: SyntheticProxies, header: str, mine: str, theirs: str
+) -> None:
+    proxy = await proxies.start()
+    [aid] = await prepared_with(proxy.base_url, {header: mine})
+    url = f"{proxy.base_url}/context/artifacts/{aid}"
+    assert (await call("GET", url, headers={header: theirs}))[0] == 404
+    assert (await call("GET", url))[0] == 404
+    for other_header, other_value, _ in CLIENT_CREDENTIALS:
+        if other_header != header:
+            assert (await call("GET", url, headers={other_header: other_value}))[0] == 404
+    assert (await call("GET", url, headers={header: mine}))[0] == 200
+
+
+async def test_anonymous_artifacts_are_readable_by_nobody(proxies: SyntheticProxies) -> None:
+    proxy = await proxies.start()
+    [aid] = await prepared_with(proxy.base_url, {})
+    [again] = await prepared_with(proxy.base_url, {})
+    assert again != aid  # each anonymous request has a scope of its own
+    url = f"{proxy.base_url}/context/artifacts/{aid}"
+    assert (await call("GET", url))[0] == 404
+    assert (await call("GET", url, headers={"Authorization": "Bearer "}))[0] == 404
+    for header, value, _ in CLIENT_CREDENTIALS:
+        assert (await call("GET", url, headers={header: value}))[0] == 404
+
+
 # -- unguessable ids --------------------------------------------------------------------------
 
 async def test_artifact_ids_are_hmacs_of_the_server_secret(proxies: SyntheticProxies) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from multidict import CIMultiDict
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.auth import TenantResolver
@@ -54,3 +55,57 @@ def test_keys_mode_rejects_unknown_keys(headers: dict[str, str]) -> None:
         resolver.resolve(headers)
     assert caught.value.code is ErrorCode.invalid_api_key
     assert "k1" not in caught.value.message and "nope" not in caught.value.message
+
+
+CREDENTIALS = [
+    ("Authorization", "Bearer sk-x", "Bearer sk-y"),
+    ("Authorization", "Basic eDp4", "Basic eTp5"),
+    ("Authorization", "Token abc", "Token abd"),
+    ("x-api-key", "sk-ant-x", "sk-ant-y"),
+    ("api-key", "azure-x", "azure-y"),
+]
+
+
+@pytest.mark.parametrize(("header", "mine", "theirs"), CREDENTIALS)
+def test_passthrough_scopes_by_whatever_credential_was_presented(
+    header: str, mine: str, theirs: str
+) -> None:
+    resolver = TenantResolver(settings())
+    x = resolver.resolve({header: mine})
+    y = resolver.resolve({header: theirs})
+    assert x.scope != y.scope
+    assert resolver.resolve({header: mine}).scope == x.scope  # stable for one credential
+    assert mine.split()[-1] not in x.scope
+    anonymous = resolver.resolve({})
+    assert anonymous.scope not in (x.scope, y.scope)
+
+
+def test_passthrough_scope_covers_every_credential_header() -> None:
+    resolver = TenantResolver(settings())
+    alone = resolver.resolve({"x-api-key": "sk-ant-x"})
+    with_other = resolver.resolve({"x-api-key": "sk-ant-x", "Authorization": "Bearer public"})
+    assert alone.scope != with_other.scope
+
+
+def test_anonymous_requests_get_a_private_scope_each() -> None:
+    resolver = TenantResolver(settings())
+    scopes = {resolver.resolve(headers).scope for headers in (
+        {}, {}, {"Authorization": ""}, {"Authorization": "Bearer "}, {"x-api-key": ""},
+        {"Authorization": "Basic"})}
+    assert len(scopes) == 6
+
+
+def test_one_key_has_one_scope_whichever_header_carries_it() -> None:
+    resolver = TenantResolver(settings())
+    scopes = {resolver.resolve(headers).scope for headers in (
+        {"Authorization": "Bearer sk-k"}, {"x-api-key": "sk-k"}, {"api-key": "sk-k"})}
+    assert len(scopes) == 1
+    basic = resolver.resolve({"Authorization": "Basic sk-k"}).scope
+    assert basic not in scopes
+
+
+def test_repeated_credential_headers_all_count() -> None:
+    resolver = TenantResolver(settings())
+    one = resolver.resolve(CIMultiDict([("x-api-key", "a")]))
+    two = resolver.resolve(CIMultiDict([("x-api-key", "a"), ("X-Api-Key", "b")]))
+    assert one.scope != two.scope
