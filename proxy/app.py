@@ -45,11 +45,41 @@ def create_app(
         metrics=Metrics(),
     )
     app[SERVICES] = services
-    app.cleanup_ctx.append(_upstream_session)
-    app.cleanup_ctx.append(_artifact_store)
-    app.cleanup_ctx.append(_policies)
+    app.cleanup_ctx.append(_all_or_nothing)
     add_routes(app)
     return app
+
+
+async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
+    """The start-up parts in order, closed in reverse. If one fails to start, those already
+    started are closed before the error propagates: aiohttp runs no cleanup after a failed
+    start-up (an open client session would be left behind)."""
+    started: list[contextlib.AbstractAsyncContextManager[None]] = []
+    try:
+        for part in (_upstream_session, _artifact_store, _policies):
+            context = contextlib.asynccontextmanager(part)(app)
+            await context.__aenter__()
+            started.append(context)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the start-up error is the one to report
+            await _close(started)
+        raise
+    try:
+        yield
+    finally:
+        await _close(started)
+
+
+async def _close(started: list[contextlib.AbstractAsyncContextManager[None]]) -> None:
+    """Like aiohttp's own cleanup: every part is closed, the first error is raised after."""
+    errors: list[Exception] = []
+    for context in reversed(started):
+        try:
+            await context.__aexit__(None, None, None)
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 async def _upstream_session(app: web.Application) -> AsyncIterator[None]:

@@ -1,16 +1,40 @@
-"""The `ctxproxy` command: serve, policy check/schema, prepare (offline dry run)."""
+"""The `ctxproxy` command: serve, policy check/schema, prepare (offline dry run).
+
+`serve` checks everything it can before it starts (the config file, the policies and the tenants'
+policy names): a mistake is one `file: key.path: problem` line per problem on stderr and exit
+code 2, and so is anything that fails while the server starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from urllib.parse import urlsplit
 
-from proxy.settings import ConfigError, load_settings
+from proxy.policy.store import PolicyLoadError, PolicyStore
+from proxy.settings import ConfigError, Settings, load_settings, startup_warnings
+
+EXIT_CONFIG = 2
+_LISTEN_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+
+log = logging.getLogger("ctxproxy")
+
+
+def ctxproxy_version() -> str:
+    try:
+        return version("ctxproxy")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxproxy", description=__doc__)
+    parser = argparse.ArgumentParser(prog="ctxproxy", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--version", action="version", version=f"ctxproxy {ctxproxy_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", help="config.yaml (default: the embedded default)")
@@ -18,16 +42,70 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="override server.port")
     policy = sub.add_parser("policy", help="policy files")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    check = policy_sub.add_parser("check", help="validate every policy file in a directory")
-    check.add_argument("directory", nargs="?", default="policies")
-    schema = policy_sub.add_parser("schema", help="write the JSON schema of policy files")
-    schema.add_argument("--out", default="policies/schema.json")
+    check = policy_sub.add_parser("check", help="validate a policy file or directory")
+    check.add_argument("path", nargs="?", default="policies", help="default: policies/")
+    schema = policy_sub.add_parser("schema", help="print (or write) the policy-file JSON schema")
+    schema.add_argument("--out", help="write it to this file (default: stdout)")
     prepare = sub.add_parser("prepare", help="prepare a request offline and print the manifest")
     prepare.add_argument("request", help="a chat-completion request body (JSON file)")
-    prepare.add_argument("--policy", help="policy YAML file (default: the bundled default)")
+    prepare.add_argument(
+        "--policy", help="a policy YAML file or a bundled policy's name (default: default)"
+    )
     prepare.add_argument("--model", help="override the request's model")
     prepare.add_argument("--out", help="write the prepared body here (default: stdout)")
     return parser
+
+
+def check_policies(settings: Settings) -> PolicyStore:
+    """The policies the server will load, and every tenant's policy among them."""
+    directory = None if settings.policies_dir is None else Path(settings.policies_dir)
+    try:
+        policies = PolicyStore.load(directory)
+    except PolicyLoadError as exc:
+        lines = [f"{settings.source}: policies_dir: {line}" for line in exc.problems]
+        raise ConfigError("\n".join(lines)) from exc
+    known = ", ".join(policies.names())
+    unknown = [
+        f"{settings.source}: tenants.{i}.policy: unknown policy {tenant.policy!r} (known: {known})"
+        for i, tenant in enumerate(settings.tenants)
+        if tenant.policy not in policies
+    ]
+    if unknown:
+        raise ConfigError("\n".join(unknown))
+    return policies
+
+
+def _shown_url(url: str) -> str:
+    """scheme://host[:port]/path: never the user info or the query (they may hold secrets)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def startup_summary(settings: Settings, policy_names: Sequence[str], policies_from: str) -> str:
+    """One line: store kind, upstreams, policies and auth mode (never a key or a password)."""
+    upstreams = ",".join(f"{u.name}({_shown_url(u.base_url)})" for u in settings.upstreams)
+    auth = settings.auth
+    if auth.mode == "keys":
+        who = "tenants=" + ",".join(t.name for t in settings.tenants if t.keys)
+    else:
+        who = f"tenant={auth.passthrough_tenant}"
+        if auth.allow_operator_key_in_passthrough:
+            who += " operator_key_in_passthrough=allowed"
+    return (
+        f"store={settings.store.kind} upstreams={upstreams} "
+        f"policies={','.join(policy_names)} ({policies_from}) auth={auth.mode} {who}"
+    )
+
+
+def startup_failure(settings: Settings, exc: BaseException, host: str, port: int) -> str:
+    """One line for anything raised while the server starts."""
+    if isinstance(exc, OSError) and exc.errno in _LISTEN_ERRORS:
+        reason = exc.strerror or str(exc)
+        return f"{settings.source}: server.host/port: cannot listen on {host}:{port}: {reason}"
+    first = (str(exc).strip().splitlines() or [""])[0]
+    if first.startswith(f"{settings.source}: "):
+        return first
+    return f"{settings.source}: start-up failed: {type(exc).__name__}: {first}"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -38,20 +116,38 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
+        policies = check_policies(settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     configure_logging(settings.server.log_level, settings.server.log_format)
+    for warning in startup_warnings(settings):
+        log.warning("%s: %s", settings.source, warning)
     host = args.host or settings.server.host
     port = settings.server.port if args.port is None else args.port
-    web.run_app(
-        create_app(settings),
-        host=host,
-        port=port,
-        handler_cancellation=True,
-        access_log=None,
-        print=lambda _: print(f"ctxproxy listening on http://{host}:{port}"),
-    )
+    where = settings.policies_dir or "bundled"
+    summary = startup_summary(settings, policies.names(), where)
+    started = False
+
+    def listening(_: str) -> None:
+        nonlocal started
+        started = True
+        print(f"ctxproxy {ctxproxy_version()} listening on http://{host}:{port}: {summary}")
+
+    try:
+        web.run_app(
+            create_app(settings),
+            host=host,
+            port=port,
+            handler_cancellation=True,
+            access_log=None,
+            print=listening,
+        )
+    except Exception as exc:
+        if started:  # a failure while shutting down: the traceback is worth having
+            raise
+        print(startup_failure(settings, exc, host, port), file=sys.stderr)
+        return EXIT_CONFIG
     return 0
 
 
@@ -60,13 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "policy":
-        from pathlib import Path
-
         from proxy.policy import cli as policy_cli
 
         if args.policy_command == "check":
-            return policy_cli.check(Path(args.directory), sys.stdout)
-        policy_cli.write_schema(Path(args.out))
+            return policy_cli.check(Path(args.path), sys.stdout)
+        if args.out is None:
+            sys.stdout.write(policy_cli.render_schema())
+        else:
+            policy_cli.write_schema(Path(args.out))
         return 0
     from proxy.prepare_cli import run_prepare
 

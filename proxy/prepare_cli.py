@@ -14,7 +14,8 @@ from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads_object
-from proxy.policy.store import DEFAULT_POLICY, PolicyLoadError, PolicyStore
+from proxy.policy.cli import policy_file_directory
+from proxy.policy.store import DEFAULT_POLICY, POLICY_SUFFIXES, PolicyLoadError, PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
@@ -56,17 +57,35 @@ async def _prepare(body: dict[str, Any], raw: bytes, store: PolicyStore, name: s
     return await preparer.prepare(body, raw, tenant)
 
 
+def load_policy(policy: str | None) -> tuple[PolicyStore, str]:
+    """`--policy`: a policy file (with the files beside it that it extends, nothing else) or the
+    name of a bundled policy. Raises `PolicyLoadError` naming what is wrong."""
+    if policy is None:
+        return PolicyStore.load(None), DEFAULT_POLICY
+    path = Path(policy)
+    if path.suffix in POLICY_SUFFIXES or path.is_file():
+        if not path.is_file():
+            raise PolicyLoadError([f"--policy: {policy}: no such file"])
+        with policy_file_directory(path) as directory:
+            return PolicyStore.load(directory), path.stem
+    store = PolicyStore.load(None)
+    if policy not in store:
+        known = ", ".join(store.names())
+        raise PolicyLoadError(
+            [f"--policy: unknown policy {policy!r} (a .yaml file, or one of: {known})"]
+        )
+    return store, policy
+
+
 def run_prepare(request: str, policy: str | None, model: str | None, out_path: str | None) -> int:
     try:
+        store, name = load_policy(policy)
         raw = Path(request).read_bytes()
         body = loads_object(raw)
         if model:
             body["model"] = model
             raw = dumps(body)
-        store = PolicyStore.load(Path(policy).parent if policy else None)
-        prepared = asyncio.run(
-            _prepare(body, raw, store, Path(policy).stem if policy else DEFAULT_POLICY)
-        )
+        prepared = asyncio.run(_prepare(body, raw, store, name))
     except OSError as exc:
         print(f"{request}: {exc.strerror}", file=sys.stderr)
         return 2

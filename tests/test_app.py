@@ -8,6 +8,7 @@ import pytest
 from aiohttp import web
 from proxy_harness import make_settings, shared_parts, start_proxy
 
+from proxy import app as app_module
 from proxy.app import create_app
 from proxy.artifacts.store import MemoryStore
 from proxy.http.services import SERVICES
@@ -82,3 +83,22 @@ def test_without_shared_parts_each_app_gets_its_own() -> None:
     assert isinstance(a.counters, TokenCounters) and isinstance(a.catalog, ModelCatalog)
     assert a.counters is not b.counters and a.catalog is not b.catalog
     assert a.metrics is not b.metrics
+
+
+async def test_a_failed_start_up_closes_what_already_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # aiohttp runs no cleanup when its start-up fails: the app must close what it opened
+    def broken(*_: object) -> None:
+        raise RuntimeError("cannot warm up")
+
+    monkeypatch.setattr(app_module, "_warm_up", broken)
+    counters, catalog = shared_parts()
+    app = create_app(make_settings(UPSTREAM), counters=counters, catalog=catalog)
+    runner = web.AppRunner(app)
+    with pytest.raises(RuntimeError, match="cannot warm up"):
+        await runner.setup()
+    services = app[SERVICES]
+    [upstream] = services.upstreams.values()
+    assert upstream._session.closed
+    assert services.store is not None and services.preparer is None

@@ -88,3 +88,75 @@ async def test_serve_refuses_a_broken_config(tmp_path: object) -> None:
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
     assert f"{config}: server.prot: unknown key" in err.decode()
+
+
+async def run_serve(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", "serve", "--port", "0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+START_UP_MISTAKES = [
+    ("tenants: [{name: a, policy: nope}]\n", "tenants.0.policy"),
+    ("policies_dir: /nonexistent/policies\n", "policies_dir"),
+    ("policies_dir: relative-and-missing\n", "policies_dir"),
+    ("store: {kind: redis, url: 'http://127.0.0.1:6379'}\n", "store.url"),
+    ("upstreams: [{name: a, base_url: 'http://127.0.0.1:9', api_key: sk-op-Zx12test}]\n",
+     "upstreams.0.api_key"),
+    ("tenants: [{name: a, keys: [k]}, {name: a}]\n", "tenants.1.name"),
+    ("server:\n  port: [1,\n", "invalid YAML"),
+]
+
+
+@pytest.mark.parametrize(("config_text", "key"), START_UP_MISTAKES)
+async def test_serve_start_up_mistakes_are_one_line_and_exit_2(
+    tmp_path: object, config_text: str, key: str
+) -> None:
+    from pathlib import Path
+
+    config = Path(str(tmp_path)) / "c.yaml"
+    config.write_text(config_text)
+    code, out, err = await run_serve("--config", str(config))
+    lines = err.strip().splitlines()
+    assert code == 2, (out, err)
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{config}: ") and key in lines[0], err
+    assert "Traceback" not in err and "Unclosed" not in err and "sk-op-Zx12test" not in err
+
+
+async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_key(
+    tmp_path: object, fake_upstream: FakeUpstream
+) -> None:
+    from pathlib import Path
+
+    config = Path(str(tmp_path)) / "c.yaml"
+    port = free_port()
+    config.write_text(
+        f"server: {{port: {port}, log_format: text}}\n"
+        f"upstreams: [{{name: fake, base_url: '{fake_upstream.base_url}'}}]\n"
+        "auth: {mode: keys}\n"
+        "tenants: [{name: acme, keys: [sk-proxy-Rt45test], upstream_key: sk-up-Gh67test},"
+        " {name: beta, keys: [sk-proxy-Jk89test]}]\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", "serve", "--config", str(config),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        await wait_until_up(f"http://127.0.0.1:{port}")
+    finally:
+        process.terminate()
+        output = (await asyncio.wait_for(process.communicate(), 10))[0].decode()
+    [summary] = [line for line in output.splitlines() if "listening on" in line]
+    for part in ("store=memory", "upstreams=fake", "auth=keys", "policies=", "coding-agent",
+                 "tenants=acme,beta"):
+        assert part in summary, summary
+    [warning] = [line for line in output.splitlines() if "WARNING" in line]
+    assert "tenant 'beta'" in warning and "Authorization" in warning
+    for secret in ("Rt45test", "Gh67test", "Jk89test"):
+        assert secret not in output

@@ -44,7 +44,22 @@ def test_check_prints_one_line_per_problem(tmp_path: Path) -> None:
 def test_check_a_missing_directory(tmp_path: Path) -> None:
     out = io.StringIO()
     assert check(tmp_path / "nope", out) == EXIT_USAGE
-    assert out.getvalue() == f"{tmp_path / 'nope'}: not a directory\n"
+    assert out.getvalue() == f"{tmp_path / 'nope'}: no such policy file or directory\n"
+
+
+def test_check_one_file_with_its_extends_chain_and_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("server: {port: 1}\n")  # not a policy: never read
+    (tmp_path / "base.yaml").write_text("extends: default\nmode: reject\n")
+    (tmp_path / "child.yaml").write_text("extends: base\n")
+    (tmp_path / "loop.yaml").write_text("extends: loop\n")
+    out = io.StringIO()
+    assert check(tmp_path / "child.yaml", out) == EXIT_OK
+    (line,) = out.getvalue().splitlines()
+    names = line.split(": ", 2)[2].split(", ")
+    assert "child" in names and "base" in names and "config" not in names and "loop" not in names
+    out = io.StringIO()
+    assert check(tmp_path / "loop.yaml", out) == EXIT_PROBLEMS
+    assert out.getvalue() == "loop.yaml: extends: cycle loop -> loop\n"
 
 
 def test_write_schema(tmp_path: Path) -> None:
