@@ -129,6 +129,10 @@ def access_fields(
     if stats.synthetic_rounds:
         fields["synthetic_rounds"] = stats.synthetic_rounds
         fields["artifact_reads"] = stats.artifact_reads
+    if stats.error is not None:
+        fields["error"] = stats.error
+    if stats.reason is not None:
+        fields["reason"] = stats.reason
     return fields
 
 
@@ -138,12 +142,19 @@ _PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 def access_log(fields: dict[str, Any]) -> None:
     """One line: INFO, or DEBUG for successful probes (load balancers poll them every second).
 
-    The message reads well as text; the fields are there for JSON."""
+    The message reads well as text (an error answer shows its code and reason instead of the
+    tokens it never got to); the fields are there for JSON."""
     quiet = fields["route"] in _PROBES and fields["status"] < 400
-    _access.log(
-        logging.DEBUG if quiet else logging.INFO,
-        "%s %s %s %d %.1fms tenant=%s policy=%s tokens=%s->%s actions=%s",
+    message = "%s %s %s %d %.1fms tenant=%s policy=%s"
+    args: list[Any] = [
         fields["request_id"], fields["method"], fields["route"], fields["status"],
-        fields["duration_ms"], fields["tenant"], fields["policy"], fields["tokens_before"],
-        fields["tokens_after"], fields["actions"], extra=fields,
-    )
+        fields["duration_ms"], fields["tenant"], fields["policy"],
+    ]
+    if fields["tokens_before"] is not None:
+        message += " tokens=%s->%s actions=%s"
+        args += [fields["tokens_before"], fields["tokens_after"], fields["actions"]]
+    for name in ("error", "reason"):
+        if name in fields:
+            message += f" {name}=%s"
+            args.append(fields[name])
+    _access.log(logging.DEBUG if quiet else logging.INFO, message, *args, extra=fields)

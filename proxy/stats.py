@@ -34,6 +34,10 @@ class RequestStats:
     upstream_calls: list[UpstreamCall] = field(default_factory=list)
     synthetic_rounds: int = 0
     artifact_reads: int = 0
+    error: str | None = None
+    """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
+    reason: str | None = None
+    """Why the request was refused (the error's `reason` detail), when it says."""
 
     def upstream_started(self) -> float:
         now = time.perf_counter()

@@ -148,3 +148,30 @@ async def test_one_access_line_per_request(
     assert health["route"] == "/healthz" and health["upstream_ms"] is None
     assert "synthetic_rounds" not in health and health["tenant"] == "-"
     assert all(KEY not in json.dumps(line) for line in (chat, health))
+
+
+async def test_a_refusal_access_line_shows_the_error_and_its_reason(
+    fake_upstream: FakeUpstream, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=ACCESS_LOGGER)
+    proxies = SyntheticProxies(fake_upstream, tmp_path)
+    proxy = await proxies.start()
+    refused = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 6000}]}
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{proxy.base_url}/chat/completions", json=refused,
+                                    headers={"Authorization": f"Bearer {KEY}"}) as response:
+                assert response.status == 400
+            async with session.get(f"{proxy.base_url}/context/artifacts/art_0") as response:
+                assert response.status == 404
+    finally:
+        await proxies.stop_all()
+    chat, missing = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    fields = json.loads(JsonFormatter().format(chat))
+    assert fields["error"] == "context_length_exceeded"
+    assert fields["reason"] == "protected_content_exceeds_allowance"
+    message = chat.getMessage()
+    assert "error=context_length_exceeded reason=protected_content_exceeds_allowance" in message
+    assert "None" not in message
+    assert "error=artifact_not_found" in missing.getMessage()
+    assert "reason" not in missing.getMessage()
