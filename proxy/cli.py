@@ -11,7 +11,8 @@ import argparse
 import errno
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ from proxy.policy.store import PolicyLoadError, PolicyStore
 from proxy.settings import ConfigError, Settings, load_settings, startup_warnings
 
 EXIT_CONFIG = 2
+POLICY_LOGGER = "ctxproxy.policy"
 _LISTEN_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 
 log = logging.getLogger("ctxproxy")
@@ -75,6 +77,17 @@ def check_policies(settings: Settings) -> PolicyStore:
     return policies
 
 
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
 def _shown_url(url: str) -> str:
     """scheme://host[:port]/path: never the user info or the query (they may hold secrets)."""
     parts = urlsplit(url)
@@ -116,11 +129,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
-        policies = check_policies(settings)
+        configure_logging(settings.server.log_level, settings.server.log_format)
+        with _quiet(POLICY_LOGGER):  # the app loads them again and logs their warnings once
+            policies = check_policies(settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(settings.server.log_level, settings.server.log_format)
     for warning in startup_warnings(settings):
         log.warning("%s: %s", settings.source, warning)
     host = args.host or settings.server.host
