@@ -28,7 +28,7 @@ import redis
 from artifacts_harness import keyed
 from fakes import FakeUpstream, Recorded, completion, dynamic_reply
 from fakes.replies import Reply
-from pipeline_harness import agent_history, write_policy
+from pipeline_harness import agent_history, client_bytes, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from redis_process import RedisProcess, require_redis_server
 
@@ -49,7 +49,7 @@ POOL_SIZE = 4
 SLOW_BOUND_S = 2.5  # pool wait + one attempt + one retry, with room for a loaded CI machine
 ART_ID = re.compile(rb"art_[0-9a-f]{32}")
 
-SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello there."}]}
+SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello there, café ✓."}]}
 MID = {"model": "gpt-4o", "messages": agent_history(2, result_chars=8000)}  # trigger < n <= allow
 BIG = {"model": "gpt-4o", "messages": agent_history(4, result_chars=6000)}  # fits only offloaded
 
@@ -87,7 +87,7 @@ class Rig:
         started = time.monotonic()
         async with self.session.post(
             f"{self.proxy.base_url}/chat/completions",
-            data=orjson.dumps(body),
+            data=client_bytes(body),  # unlike any re-serialisation by the proxy
             headers={"Content-Type": "application/json", "Authorization": "Bearer k"},
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as response:
@@ -179,7 +179,7 @@ async def expect_forwarded_unchanged(rig: Rig, body: dict[str, Any]) -> Answer:
     answer = await rig.post(body)
     assert answer.status == 200, answer.body[:500]
     assert answer.upstream_calls == 1
-    assert rig.upstream.last.body == orjson.dumps(body)  # the client's bytes, content kept
+    assert rig.upstream.last.body == client_bytes(body)  # the client's bytes, content kept
     assert not ART_ID.search(rig.upstream.last.body)
     return answer
 

@@ -8,7 +8,14 @@ from typing import Any
 
 import orjson
 import pytest
-from pipeline_harness import TENANT, Harness, agent_history, make_harness, write_policy
+from pipeline_harness import (
+    TENANT,
+    Harness,
+    agent_history,
+    client_bytes,
+    make_harness,
+    write_policy,
+)
 
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
@@ -164,7 +171,7 @@ async def test_passive_modes_change_nothing(
     request = body(agent_history(30))
     prepared = await h.prepare(request)
     assert not prepared.changed and prepared.manifest.outcome == outcome
-    assert prepared.body == orjson.dumps(request)
+    assert prepared.body == client_bytes(request)  # the client's bytes, not a re-dump
 
 
 async def test_reject_mode_refuses_only_over_allowance(
@@ -196,7 +203,7 @@ async def test_invalid_messages_forwarded_untouched_by_default(harness: Harness)
     request = body(orphaned(agent_history(30)))
     prepared = await harness.prepare(request)
     assert not prepared.changed and prepared.manifest.outcome == "invalid_forwarded"
-    assert prepared.body == orjson.dumps(request)
+    assert prepared.body == client_bytes(request)  # the client's bytes, not a re-dump
 
 
 async def test_invalid_messages_rejected_with_index_and_id(

@@ -2,21 +2,40 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.manifest import Prepared
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import Tenant
+from proxy.jsonio import dumps
 from proxy.policy.store import PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
 TENANT = Tenant(name="t", policy="test", scope="t:scope", upstream_key=None, passthrough=True)
+
+
+def client_bytes(body: Any) -> bytes:
+    """`body` as a client might send it, unlike any re-serialisation by the proxy: the keys of
+    every object in reverse order, a space after each separator, non-ASCII as `\\u00e9` escapes
+    and a trailing newline. A test asserting "the client's bytes went out" then fails if the
+    proxy sends `dumps(body)` instead."""
+    text = json.dumps(_keys_reversed(body), ensure_ascii=True, separators=(", ", ": "))
+    raw = (text + "\n").encode()
+    assert raw != dumps(body)  # also != orjson.dumps(body), which `dumps` equals where it works
+    return raw
+
+
+def _keys_reversed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _keys_reversed(value[k]) for k in reversed(value)}
+    if isinstance(value, list):
+        return [_keys_reversed(v) for v in value]
+    return value
 
 
 @dataclass
@@ -26,7 +45,8 @@ class Harness:
     counters: TokenCounters
 
     async def prepare(self, body: dict[str, Any], tenant: Tenant = TENANT) -> Prepared:
-        return await self.preparer.prepare(body, orjson.dumps(body), tenant)
+        """Prepares `body`, sent as `client_bytes(body)` (see `Prepared.body` for what went out)."""
+        return await self.preparer.prepare(body, client_bytes(body), tenant)
 
 
 def write_policy(directory: Path, text: str, name: str = "test") -> None:
