@@ -92,6 +92,14 @@ def test_crlf_split_between_chunks_is_one_line_end() -> None:
     assert parser.feed(b"\ndata: y\r\n\r\n") == [SSEEvent(b"y")]
 
 
+@pytest.mark.parametrize("size", [1, 2, 8])
+def test_crlf_split_inside_an_event_does_not_end_it(size: int) -> None:
+    # Every split of this event puts some `\r` and its `\n` in different chunks (at size 1, all):
+    # a `\n` taken as a second line end would be a blank line, ending the event after "a".
+    assert parse_all(b"data: a\r\ndata: b\r\n\r\n", size) == [SSEEvent(b"a\nb")]
+    assert parse_all(b"data: a\r\n\r\ndata: b\r\n\r\n", size) == [SSEEvent(b"a"), SSEEvent(b"b")]
+
+
 def test_encoding_round_trips() -> None:
     event = SSEEvent(b"line one\nline two", b"error")
     assert encode_event(event) == b"event: error\ndata: line one\ndata: line two\n\n"
