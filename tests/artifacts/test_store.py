@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -25,6 +22,13 @@ from artifacts_harness import keyed
 from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from shared_redis import (
+    REDIS_URL,
+    age_keys,
+    delete_prefix,
+    require_shared_redis,
+    unique_prefix,
+)
 
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import (
@@ -36,38 +40,15 @@ from proxy.artifacts.store import (
     is_artifact_id,
 )
 
-# A dedicated DB; override with CTXPROXY_TEST_REDIS_URL (e.g. another host in CI).
-REDIS_URL = os.environ.get("CTXPROXY_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 SECRET = b"test-secret-0123456789abcdef0123"
 TTL = 3600
 CAP = 1000
 
 
-def _ci_requires_redis() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _where(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port or 6379}"
-
-
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """The test Redis URL; skip (or, under CI, fail) when the server is unreachable."""
-    client = redis.Redis.from_url(REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
-    try:
-        client.ping()
-        problem = ""
-    except redis.RedisError as exc:
-        problem = f"Redis at {_where(REDIS_URL)} is unreachable ({type(exc).__name__}: {exc})"
-    finally:
-        client.close()
-    if problem and _ci_requires_redis():
-        pytest.fail(f"{problem}; CI is set, so the Redis tests must run", pytrace=False)
-    if problem:
-        pytest.skip(f"{problem}; start Redis to run the RedisStore tests")
-    return REDIS_URL
+    return require_shared_redis()
 
 
 class FakeClock:
@@ -83,12 +64,9 @@ class Harness:
     kind: str
     store: ArtifactStore
     advance: Callable[[float], Awaitable[None]]
-
-
-async def _delete_prefix(client: redis.asyncio.Redis, prefix: str) -> None:
-    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
+    """Let `seconds` pass (Redis: really sleep)."""
+    age: Callable[[float], Awaitable[None]]
+    """Make what is stored `seconds` older without waiting (Redis: shrink every key's TTL)."""
 
 
 @pytest.fixture
@@ -102,13 +80,13 @@ async def redis_client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
 async def redis_store(
     redis_client: redis.asyncio.Redis,
 ) -> AsyncIterator[tuple[RedisStore, str]]:
-    prefix = f"ctxtest:{uuid.uuid4().hex}:"
+    prefix = unique_prefix()
     store = RedisStore(REDIS_URL, SECRET, key_prefix=prefix, socket_timeout=2, pool_timeout=2)
     try:
         yield store, prefix
     finally:
         await store.close()
-        await _delete_prefix(redis_client, prefix)
+        await delete_prefix(redis_client, prefix)
 
 
 @pytest.fixture
@@ -119,13 +97,20 @@ async def memory_harness() -> AsyncIterator[Harness]:
     async def advance(seconds: float) -> None:
         clock.now += seconds
 
-    yield Harness("memory", store, advance)
+    yield Harness("memory", store, advance, advance)
     await store.close()
 
 
 @pytest.fixture
-def redis_harness(redis_store: tuple[RedisStore, str]) -> Harness:
-    return Harness("redis", redis_store[0], asyncio.sleep)  # real Redis expiry
+def redis_harness(
+    redis_store: tuple[RedisStore, str], redis_client: redis.asyncio.Redis
+) -> Harness:
+    store, prefix = redis_store
+
+    async def age(seconds: float) -> None:
+        await age_keys(redis_client, prefix, seconds)
+
+    return Harness("redis", store, asyncio.sleep, age)  # real Redis expiry either way
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -292,15 +277,16 @@ async def test_ttl_expiry(harness: Harness) -> None:
 
 
 async def test_ttl_refreshed_by_each_put(harness: Harness) -> None:
+    # Aged, not slept: every "still there" has 40 s of margin, however slow the machine.
     store = harness.store
     item = NewArtifact("referenced every turn", "k", {})
     aid = store.artifact_id("t1", item.content)
-    await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP)
-    await harness.advance(0.6)
-    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
-    await harness.advance(0.6)  # 1.2 s after the first write, 0.6 s after the refresh
+    await put(store, "t1", [item], ttl_seconds=100, max_per_scope=CAP)
+    await harness.age(60)
+    assert await put(store, "t1", [item], ttl_seconds=100, max_per_scope=CAP) == [True]
+    await harness.age(60)  # 120 s after the first write, 60 s after the refresh
     assert await store.get("t1", aid) is not None
-    await harness.advance(1.2)
+    await harness.age(60)  # 120 s after the refresh
     assert await store.get("t1", aid) is None
 
 
@@ -332,6 +318,43 @@ async def test_batch_larger_than_cap_confirms_only_what_is_kept(harness: Harness
     for item, ok in zip(items, results, strict=True):
         got = await store.get("t1", store.artifact_id("t1", item.content))
         assert (got is not None) == ok
+
+
+async def test_batch_over_the_cap_never_confirms_what_it_evicted(harness: Harness) -> None:
+    """A stored artifact referenced early in a batch that overflows the cap is evicted by that
+    same batch: confirming it would let a prompt name an artifact whose payload is gone."""
+    store = harness.store
+    old = [NewArtifact(f"old {i}", "k", {}) for i in range(2)]
+    assert await put(store, "t1", old, ttl_seconds=TTL, max_per_scope=3) == [True, True]
+    await harness.advance(0.01)
+    new = [NewArtifact(f"new {i}", "k", {}) for i in range(4)]
+    batch = [old[0], *new, old[1]]  # later in a batch = referenced later
+    results = await put(store, "t1", batch, ttl_seconds=TTL, max_per_scope=3)
+    for item, ok in zip(batch, results, strict=True):
+        got = await store.get("t1", store.artifact_id("t1", item.content))
+        if ok:
+            assert got is not None, f"{item.content!r} was confirmed but cannot be read"
+        else:
+            assert got is None, f"{item.content!r} is stored but was not confirmed"
+    assert results == [False, False, False, True, True, True]
+
+
+@pytest.mark.parametrize("cap", [1, 2, 3, 5])
+async def test_every_confirmed_id_is_readable_after_mixed_batches(
+    harness: Harness, cap: int
+) -> None:
+    store = harness.store
+    contents = [f"c{i}" for i in range(6)]
+    batches = [contents[:2], [contents[0], *contents[2:5]], contents[3:], contents]
+    for batch in batches:
+        items = [NewArtifact(c, "k", {}) for c in batch]
+        results = await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=cap)
+        confirmed = {c for c, ok in zip(batch, results, strict=True) if ok}
+        assert 0 < len(confirmed) <= cap
+        for content in confirmed:
+            got = await store.get("t1", store.artifact_id("t1", content))
+            assert got is not None, f"{content!r} was confirmed but cannot be read"
+        await harness.advance(0.01)
 
 
 # -- Redis specifics ---------------------------------------------------------------------------
@@ -439,7 +462,7 @@ async def test_redis_corrupt_value_reads_as_missing(
 async def test_redis_pool_waits_for_a_free_connection(
     redis_url: str, redis_client: redis.asyncio.Redis
 ) -> None:
-    prefix = f"ctxtest:{uuid.uuid4().hex}:"
+    prefix = unique_prefix()
     store = RedisStore(redis_url, SECRET, key_prefix=prefix, pool_size=2, pool_timeout=5)
     try:
         items = [NewArtifact(f"c{i}", "k", {}) for i in range(20)]
@@ -449,7 +472,7 @@ async def test_redis_pool_waits_for_a_free_connection(
         assert [r.content if r else None for r in results] == [i.content for i in items] * 5
     finally:
         await store.close()
-        await _delete_prefix(redis_client, prefix)
+        await delete_prefix(redis_client, prefix)
 
 
 async def test_redis_unreachable_fails_soft_and_fast(caplog: pytest.LogCaptureFixture) -> None:
