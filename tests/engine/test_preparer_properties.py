@@ -42,6 +42,12 @@ steps:
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
 EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+DROP_ONLY = """
+extends: default
+budget: {context_window: 3000, reserved_output: 200, safety_margin: 0, trigger: 0.9, target: 0.6}
+protect: {recent_turns: 1, recent_tool_exchanges: 0}
+steps: [{kind: drop_turns}]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +55,19 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
     directory: Path = tmp_path_factory.mktemp("policies")
     for window in WINDOWS:
         write_policy(directory, POLICY.format(window=window), name=f"w{window}")
+    write_policy(directory, DROP_ONLY, name="drop-only")
+    unprotected_task = DROP_ONLY.replace("protect: {", "protect: {first_user: false, ")
+    write_policy(directory, unprotected_task, name="drop-only-any")
     return make_harness(directory, TokenCounters())
 
 
-def tenant(window: int) -> Tenant:
-    return Tenant(
-        name="p", policy=f"w{window}", scope="p:scope", upstream_key=None, passthrough=True
-    )
+def tenant(window: int | str) -> Tenant:
+    policy = window if isinstance(window, str) else f"w{window}"
+    return Tenant(name="p", policy=policy, scope="p:scope", upstream_key=None, passthrough=True)
 
 
 def prepare(
-    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int | str
 ) -> Prepared | ProxyError:
     request = {"model": "gpt-4o", "messages": messages}
     try:
@@ -207,3 +215,96 @@ def test_deterministic_and_idempotent(
     again = prepare(loop, harness, first.parsed["messages"], window)
     assert isinstance(again, Prepared)
     assert again.parsed["messages"] == first.parsed["messages"]
+
+
+# -- the same invariants on hand-written examples (drop_turns over parallel tool exchanges) -----
+
+
+def parallel_exchanges(turns: int, fan_out: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Turns of: user, then one assistant message per entry of `fan_out` calling that many tools
+    at once, each followed by all its results, then the assistant's answer."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Task: check every file."},
+    ]
+    for t in range(turns):
+        if t:
+            messages.append({"role": "user", "content": f"Go on with batch {t}."})
+        for e, calls in enumerate(fan_out):
+            ids = [f"call_{t}_{e}_{c}" for c in range(calls)]
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": i, "type": "function",
+                 "function": {"name": "read_file", "arguments": f'{{"path": "src/{i}.py"}}'}}
+                for i in ids]})
+            messages += [
+                {"role": "tool", "tool_call_id": i, "content": f"{i}:\n" + "x = 1\n" * 30}
+                for i in ids
+            ]
+        messages.append({"role": "assistant", "content": f"Batch {t} checked."})
+    return messages
+
+
+def assert_exchanges_whole(out: list[dict[str, Any]]) -> None:
+    """Every call is directly followed by all of its results, and every result by nothing else."""
+    i = 0
+    while i < len(out):
+        message = out[i]
+        assert message["role"] != "tool", f"result at {i} without its call: {message}"
+        calls = message.get("tool_calls") or []
+        results = out[i + 1 : i + 1 + len(calls)]
+        assert sorted(r.get("tool_call_id") for r in results if r["role"] == "tool") == sorted(
+            c["id"] for c in calls
+        ), f"exchange at {i} is split"
+        i += 1 + len(calls)
+
+
+def dropped_span(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], out: list[Any]
+) -> tuple[int, int]:
+    """(start, end) of the original messages archived behind the one notice in `out`."""
+    [notice] = [m for m in out if str(m.get("content")).startswith("[ctxproxy: ")]
+    [artifact_id] = ARTIFACT.findall(notice["content"])
+    archive = loop.run_until_complete(harness.store.get("p:scope", artifact_id))
+    assert archive is not None and archive.kind == "dropped_turns"
+    dropped = [orjson.loads(line) for line in archive.content.split("\n")]
+    start = messages.index(dropped[0])
+    assert messages[start : start + len(dropped)] == dropped, "the archive is not one span"
+    position = out.index(notice)
+    assert out[:position] == messages[:start]
+    assert out[position + 1 :] == messages[start + len(dropped) :]
+    return start, start + len(dropped)
+
+
+@pytest.mark.parametrize("fan_out", [(3,), (2, 3), (1, 4, 2)], ids=str)
+def test_drop_turns_keeps_parallel_exchanges_whole(
+    loop: asyncio.AbstractEventLoop, harness: Harness, fan_out: tuple[int, ...]
+) -> None:
+    messages = parallel_exchanges(12, fan_out)
+    result = prepare(loop, harness, messages, "drop-only")
+    assert isinstance(result, Prepared) and result.changed
+    assert [a.step for a in result.manifest.actions] == ["drop_turns"]
+    out = result.parsed["messages"]
+    assert_exchanges_whole(out)
+    assert parse_conversation(out).problems == ()
+    assert result.manifest.tokens_after <= result.manifest.allowance
+
+
+@pytest.mark.parametrize("fan_out", [(3,), (2, 3)], ids=str)
+@pytest.mark.parametrize(("policy", "first_dropped"), [("drop-only", 2), ("drop-only-any", 1)])
+def test_dropped_span_is_whole_turns(
+    loop: asyncio.AbstractEventLoop,
+    harness: Harness,
+    fan_out: tuple[int, ...],
+    policy: str,
+    first_dropped: int,
+) -> None:
+    messages = parallel_exchanges(12, fan_out)
+    result = prepare(loop, harness, messages, policy)
+    assert isinstance(result, Prepared)
+    start, end = dropped_span(loop, harness, messages, result.parsed["messages"])
+    turn_starts = [turn.start for turn in parse_conversation(messages).turns]
+    # From the first turn (after the task when the task is protected) ...
+    assert (start, turn_starts[0]) == (first_dropped, 1)
+    # ... up to the start of a later turn, never into the middle of one.
+    assert end in turn_starts, f"the span ends inside a turn, at message {end}"
+    assert turn_starts.index(end) >= 2  # at least two whole turns went
