@@ -1,12 +1,15 @@
-"""End-to-end fixtures: the real proxy in front of the fake upstream."""
+"""End-to-end fixtures: the real proxy in front of the fake upstream, on either artifact store."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+import redis.asyncio
 from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
+from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
 
 @pytest.fixture
@@ -14,3 +17,21 @@ async def proxy(fake_upstream: FakeUpstream) -> AsyncIterator[RunningProxy]:
     running = await start_proxy(make_settings(fake_upstream.base_url))
     yield running
     await running.stop()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store_settings(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, Any]]:
+    """The `store` settings of a test's proxies: the memory store, then the shared test Redis
+    under a key prefix of this test's own (deleted afterwards). Under CI an unreachable Redis
+    fails the test instead of skipping it."""
+    if request.param == "memory":
+        yield {"kind": "memory", "secret": "test-secret"}
+        return
+    url = require_shared_redis()
+    prefix = unique_prefix()
+    yield {"kind": "redis", "url": url, "key_prefix": prefix, "secret": "test-secret"}
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        await delete_prefix(client, prefix)
+    finally:
+        await client.aclose()

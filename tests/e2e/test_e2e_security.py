@@ -51,8 +51,11 @@ REFUSED = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " *
 
 
 @pytest.fixture
-async def proxies(fake_upstream: FakeUpstream, tmp_path: Path) -> AsyncIterator[SyntheticProxies]:
-    started = SyntheticProxies(fake_upstream, tmp_path)
+async def proxies(
+    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
+) -> AsyncIterator[SyntheticProxies]:
+    """Every test here runs on the memory store and on Redis."""
+    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
     yield started
     await started.stop_all()
 
@@ -231,7 +234,7 @@ async def test_anonymous_artifacts_are_readable_by_nobody(proxies: SyntheticProx
 async def test_artifact_ids_are_hmacs_of_the_server_secret(proxies: SyntheticProxies) -> None:
     first = await proxies.start(**KEYS)
     again = await proxies.start(**KEYS)
-    other = await proxies.start(**KEYS, store={"secret": "another-secret"})
+    other = await proxies.start(**KEYS, store=proxies.another_deployment("another-secret"))
     [aid] = await prepared_ids(first.base_url, ACME_KEY, conversation())
     assert ID_FORMAT.match(aid)  # art_ + 32 hex = 128 bits
     assert aid == compute_artifact_id(b"test-secret", "acme", BIG)

@@ -46,8 +46,11 @@ from proxy.artifacts.store import is_artifact_id
 
 
 @pytest.fixture
-async def proxies(fake_upstream: FakeUpstream, tmp_path: Path) -> AsyncIterator[SyntheticProxies]:
-    started = SyntheticProxies(fake_upstream, tmp_path)
+async def proxies(
+    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
+) -> AsyncIterator[SyntheticProxies]:
+    """Every test here runs on the memory store and on Redis."""
+    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
     yield started
     await started.stop_all()
 

@@ -14,6 +14,9 @@ from fakes import FakeUpstream, Recorded, completion, dynamic_reply, stream_comp
 from fakes.replies import Reply
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
+from proxy.artifacts.redis_store import RedisStore
+from proxy.artifacts.store import MemoryStore
+
 READ = "read_context_artifact"
 SEARCH = "search_context_artifact"
 CHAT = "/v1/chat/completions"
@@ -34,11 +37,18 @@ def small_policy(max_rounds: int = 4) -> str:
 
 
 class SyntheticProxies:
-    """Starts proxies whose default tenant uses the small-window policy; `stop_all` afterwards."""
+    """Starts proxies whose default tenant uses the small-window policy; `stop_all` afterwards.
 
-    def __init__(self, fake: FakeUpstream, tmp_path: Path) -> None:
+    `store` is the proxies' store settings (the memory store, or Redis under a test's prefix);
+    a `store=` given to `start` overrides single keys of it (e.g. another secret).
+    """
+
+    def __init__(
+        self, fake: FakeUpstream, tmp_path: Path, store: dict[str, Any] | None = None
+    ) -> None:
         self._fake = fake
         self._tmp_path = tmp_path
+        self._store = store or {"secret": "test-secret"}
         self._running: list[RunningProxy] = []
 
     async def start(self, max_rounds: int = 4, **settings: Any) -> RunningProxy:
@@ -46,11 +56,22 @@ class SyntheticProxies:
         directory.mkdir()
         (directory / "small.yaml").write_text(small_policy(max_rounds))
         settings.setdefault("tenants", [{"name": "default", "policy": "small"}])
+        settings["store"] = {**self._store, **settings.get("store", {})}
         proxy = await start_proxy(
             make_settings(self._fake.base_url, policies_dir=str(directory), **settings)
         )
         self._running.append(proxy)
+        want = RedisStore if settings["store"].get("kind") == "redis" else MemoryStore
+        assert isinstance(proxy.services.store, want), "the store under test is not in use"
         return proxy
+
+    def another_deployment(self, secret: str) -> dict[str, Any]:
+        """`store=` for a proxy of another deployment: its own secret and, on Redis, its own
+        keys (a key prefix under this test's, so they are deleted with it)."""
+        store: dict[str, Any] = {"secret": secret}
+        if self._store.get("kind") == "redis":
+            store["key_prefix"] = f"{self._store['key_prefix']}other:"
+        return store
 
     async def stop_all(self) -> None:
         for proxy in self._running:
