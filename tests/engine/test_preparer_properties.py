@@ -220,13 +220,20 @@ def test_deterministic_and_idempotent(
 # -- the same invariants on hand-written examples (drop_turns over parallel tool exchanges) -----
 
 
-def parallel_exchanges(turns: int, fan_out: tuple[int, ...]) -> list[dict[str, Any]]:
+def parallel_exchanges(
+    turns: int, fan_out: tuple[int, ...], *, heavy_results: bool = False
+) -> list[dict[str, Any]]:
     """Turns of: user, then one assistant message per entry of `fan_out` calling that many tools
-    at once, each followed by all its results, then the assistant's answer."""
+    at once, each followed by all its results, then the assistant's answer. The tokens sit in the
+    answers (a result a broken drop leaves behind still fits, so the output shows it instead of
+    a refusal) or, with `heavy_results`, spread over the results (cuts inside a turn then free
+    as much as cuts at its start)."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are an agent."},
         {"role": "user", "content": "Task: check every file."},
     ]
+    result = "x = 1\n" * 30 if heavy_results else "ok"
+    answer = "" if heavy_results else " ".join(f"file {k} is fine;" for k in range(40))
     for t in range(turns):
         if t:
             messages.append({"role": "user", "content": f"Go on with batch {t}."})
@@ -236,11 +243,9 @@ def parallel_exchanges(turns: int, fan_out: tuple[int, ...]) -> list[dict[str, A
                 {"id": i, "type": "function",
                  "function": {"name": "read_file", "arguments": f'{{"path": "src/{i}.py"}}'}}
                 for i in ids]})
-            messages += [
-                {"role": "tool", "tool_call_id": i, "content": f"{i}:\n" + "x = 1\n" * 30}
-                for i in ids
-            ]
-        messages.append({"role": "assistant", "content": f"Batch {t} checked."})
+            messages += [{"role": "tool", "tool_call_id": i, "content": f"{i}: {result}"}
+                         for i in ids]
+        messages.append({"role": "assistant", "content": f"Batch {t} checked. {answer}"})
     return messages
 
 
@@ -298,7 +303,7 @@ def test_dropped_span_is_whole_turns(
     policy: str,
     first_dropped: int,
 ) -> None:
-    messages = parallel_exchanges(12, fan_out)
+    messages = parallel_exchanges(12, fan_out, heavy_results=True)
     result = prepare(loop, harness, messages, policy)
     assert isinstance(result, Prepared)
     start, end = dropped_span(loop, harness, messages, result.parsed["messages"])
