@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.engine.budget import BudgetPolicy, compute_budget
+import pytest
+
+from proxy.engine.budget import BudgetPolicy, compute_budget, scaled
 from proxy.tokens.catalog import ModelInfo
 
 
@@ -61,3 +63,45 @@ def test_huge_numbers_are_capped_at_the_whole() -> None:
     assert (b.allowance, b.trigger) == (9000, 9000)
     b = budget({"context_window": 10_000, "safety_margin": 1e300}, {"model": "x"})
     assert (b.safety_margin, b.allowance, b.trigger, b.target) == (10_000, 0, 0, 0)
+
+
+def test_one_is_the_whole_and_larger_numbers_are_tokens() -> None:
+    assert (scaled(1, 500), scaled(1.0, 500), scaled(0.5, 500)) == (500, 500, 250)
+    assert (scaled(2, 500), scaled(1.5, 500), scaled(499, 500)) == (2, 1, 499)
+    assert (scaled(500, 500), scaled(501, 500)) == (500, 500)
+    b = budget({"context_window": 10_000, "safety_margin": 0, "trigger": 1, "target": 2},
+               {"max_tokens": 1000})
+    assert (b.allowance, b.trigger, b.target) == (9000, 9000, 2)
+
+
+def test_max_tokens_zero_reserves_nothing() -> None:
+    b = budget({"context_window": 10_000, "safety_margin": 0}, {"max_tokens": 0})
+    assert (b.reserved_output, b.allowance) == (0, 10_000)
+    b = budget({"context_window": 10_000, "safety_margin": 0}, {"max_completion_tokens": 0,
+                                                                "max_tokens": 700})
+    assert b.reserved_output == 0  # max_completion_tokens wins, even when it is 0
+
+
+def test_default_reserved_output_on_an_odd_window_is_whole_tokens() -> None:
+    b = budget({"context_window": 2049, "safety_margin": 0}, {"model": "x"})
+    assert (b.reserved_output, b.allowance) == (1024, 1025)
+    assert all(type(v) is int for v in vars(b).values())
+
+
+class RecordingModels:
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    def lookup(self, model: str) -> ModelInfo | None:
+        self.asked.append(model)
+        return None
+
+
+@pytest.mark.parametrize("model", [7, None, ["m"], {"m": 1}])
+def test_a_model_that_is_not_a_string_is_never_looked_up(model: Any) -> None:
+    models = RecordingModels()
+    policy = BudgetPolicy.model_validate({"fallback_context_window": 5000})
+    b = compute_budget(policy, {"model": model}, models)
+    assert models.asked == [] and b.context_window == 5000
+    compute_budget(policy, {"model": "gpt-4o"}, models)
+    assert models.asked == ["gpt-4o"]
