@@ -53,20 +53,42 @@ def _artifact_id_schema() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """A synthetic tool, format-neutral: each wire format wraps it in its own tool shape."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """The JSON schema of the arguments."""
+
+
+def tool_specs(max_page_chars: int) -> list[ToolSpec]:
+    """Both synthetic tools (fresh objects on every call)."""
+    return [_read_spec(page_cap(max_page_chars)), _search_spec()]
+
+
 def tool_definitions(max_page_chars: int) -> list[dict[str, Any]]:
     """OpenAI `tools` entries for both synthetic tools (fresh dicts on every call)."""
     return [
-        {"type": "function", "function": _read_definition(page_cap(max_page_chars))},
-        {"type": "function", "function": _search_definition()},
+        {
+            "type": "function",
+            "function": {
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.parameters,
+            },
+        }
+        for s in tool_specs(max_page_chars)
     ]
 
 
-def _read_definition(cap: int) -> dict[str, Any]:
-    return {
-        "name": READ_TOOL,
-        "description": "Read content removed from this conversation to save space, from a "
+def _read_spec(cap: int) -> ToolSpec:
+    return ToolSpec(
+        name=READ_TOOL,
+        description="Read content removed from this conversation to save space, from a "
         f"character offset; continue at next_offset. {_UNTRUSTED}",
-        "parameters": {
+        parameters={
             "type": "object",
             "properties": {
                 "artifact_id": _artifact_id_schema(),
@@ -85,15 +107,15 @@ def _read_definition(cap: int) -> dict[str, Any]:
             "required": ["artifact_id"],
             "additionalProperties": False,
         },
-    }
+    )
 
 
-def _search_definition() -> dict[str, Any]:
-    return {
-        "name": SEARCH_TOOL,
-        "description": "Find a literal text (case-insensitive) in removed content; returns "
+def _search_spec() -> ToolSpec:
+    return ToolSpec(
+        name=SEARCH_TOOL,
+        description="Find a literal text (case-insensitive) in removed content; returns "
         f"offsets for {READ_TOOL} and context. {_UNTRUSTED}",
-        "parameters": {
+        parameters={
             "type": "object",
             "properties": {
                 "artifact_id": _artifact_id_schema(),
@@ -112,7 +134,7 @@ def _search_definition() -> dict[str, Any]:
             "required": ["artifact_id", "pattern"],
             "additionalProperties": False,
         },
-    }
+    )
 
 
 @dataclass(frozen=True)
