@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounters
 
 SIZES = {"10 KB": 10_000, "100 KB": 100_000, "1 MB": 1_000_000, "5 MB": 5_000_000}
@@ -58,7 +59,7 @@ async def time_prepare(h: Harness, body: dict[str, Any], runs: int) -> list[floa
     out = []
     for _ in range(runs):
         start = time.perf_counter()
-        await h.preparer.prepare(body, raw, _tenant())
+        await h.preparer.prepare(body, raw, _tenant(), OPENAI_CHAT)
         out.append((time.perf_counter() - start) * 1000)
     return out
 
@@ -79,7 +80,7 @@ async def part_one(runs: int) -> None:
             cold = await time_prepare(h, body, 1)
             warm = await time_prepare(h, body, runs)
             raw = orjson.dumps(body)
-            prepared = await h.preparer.prepare(body, raw, _tenant())
+            prepared = await h.preparer.prepare(body, raw, _tenant(), OPENAI_CHAT)
             p90 = statistics.quantiles(warm, n=10)[-1] if len(warm) >= 10 else max(warm)
             print(
                 f"| {label} ({len(raw) / 1e6:.2f} MB) | {len(body['messages'])} | {name} "
@@ -98,7 +99,7 @@ async def part_two(turns: int) -> None:
     for n in range(1, turns + 1):
         body = {"model": "gpt-4o", "messages": history[: 2 + n * 4 - 1]}
         start = time.perf_counter()
-        prepared = await h.preparer.prepare(body, orjson.dumps(body), _tenant())
+        prepared = await h.preparer.prepare(body, orjson.dumps(body), _tenant(), OPENAI_CHAT)
         times.append((time.perf_counter() - start) * 1000)
         messages = prepared.parsed["messages"]
         changed += prepared.changed

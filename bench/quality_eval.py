@@ -16,8 +16,8 @@ from typing import Any
 from bench.quality_text import Probe
 from proxy.artifacts.read_tool import READ_TOOL, execute
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.conversation import parse_conversation
 from proxy.engine.step_api import MARKER
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 

@@ -27,6 +27,7 @@ from proxy.artifacts.store import MemoryStore
 from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.engine.preparer import Preparer
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
 from proxy.policy.store import PolicyStore
@@ -244,7 +245,7 @@ class _Proxy:
     async def prepare(self, body: dict[str, Any]) -> Result:
         self.requests += 1
         try:
-            prepared = await self.preparer.prepare(body, dumps(body), self.tenant)
+            prepared = await self.preparer.prepare(body, dumps(body), self.tenant, OPENAI_CHAT)
         except ProxyError as exc:
             if exc.code not in (ErrorCode.context_length_exceeded,
                                 ErrorCode.artifact_store_unavailable):
@@ -290,7 +291,7 @@ def _window_for(budget: BudgetPolicy, allowance: int, catalog: ModelCatalog) -> 
     while True:
         trial = budget.model_copy(update={"context_window": window,
                                           "reserved_output": RESERVED_OUTPUT})
-        got = compute_budget(trial, {"model": MODEL}, catalog).allowance
+        got = compute_budget(trial, MODEL, None, catalog).allowance
         if got >= allowance:
             return window
         window += max(1, allowance - got)
@@ -319,7 +320,7 @@ def derived_policies(budgets: list[int], catalog: ModelCatalog, extra: Path | No
         for budget in budgets:
             for preset in presets:
                 policy = store.resolve(derived_name(preset, budget), MODEL)
-                got = compute_budget(policy.budget, {"model": MODEL}, catalog).allowance
+                got = compute_budget(policy.budget, MODEL, None, catalog).allowance
                 if got != budget:
                     raise RuntimeError(f"{derived_name(preset, budget)}: allowance {got}")
         yield store, presets

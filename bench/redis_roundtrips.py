@@ -27,6 +27,7 @@ from pipeline_harness import TENANT, agent_history, write_policy
 
 from proxy.artifacts.redis_store import RedisStore
 from proxy.engine.preparer import Preparer
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
@@ -87,7 +88,7 @@ async def report(label: str, preparer: Preparer, counting: Counting,
     trips, sent = [], []
     for body in bodies:
         before_trips, before_bytes = counting.trips, counting.bytes
-        prepared = await preparer.prepare(body, orjson.dumps(body), TENANT)
+        prepared = await preparer.prepare(body, orjson.dumps(body), TENANT, OPENAI_CHAT)
         assert prepared.changed, "the history must be over the trigger"
         trips.append(counting.trips - before_trips)
         sent.append(counting.bytes - before_bytes)

@@ -12,6 +12,7 @@ from proxy.artifacts.store import MemoryStore
 from proxy.engine.manifest import Manifest, Prepared
 from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads_object
 from proxy.policy.cli import policy_file_directory
@@ -54,7 +55,7 @@ async def _prepare(body: dict[str, Any], raw: bytes, store: PolicyStore, name: s
         policies=store, counters=TokenCounters(), catalog=ModelCatalog(), store=MemoryStore(secret)
     )
     tenant = Tenant(name="local", policy=name, scope="local", upstream_key=None, passthrough=True)
-    return await preparer.prepare(body, raw, tenant)
+    return await preparer.prepare(body, raw, tenant, OPENAI_CHAT)
 
 
 def load_policy(policy: str | None) -> tuple[PolicyStore, str]:

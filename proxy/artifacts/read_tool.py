@@ -68,21 +68,6 @@ def tool_specs(max_page_chars: int) -> list[ToolSpec]:
     return [_read_spec(page_cap(max_page_chars)), _search_spec()]
 
 
-def tool_definitions(max_page_chars: int) -> list[dict[str, Any]]:
-    """OpenAI `tools` entries for both synthetic tools (fresh dicts on every call)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": s.name,
-                "description": s.description,
-                "parameters": s.parameters,
-            },
-        }
-        for s in tool_specs(max_page_chars)
-    ]
-
-
 def _read_spec(cap: int) -> ToolSpec:
     return ToolSpec(
         name=READ_TOOL,

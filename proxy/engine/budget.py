@@ -55,7 +55,6 @@ class BudgetPolicy(StrictModel):
         return target
 
 
-
 class ModelLookup(Protocol):
     def lookup(self, model: str) -> Any: ...
 
@@ -78,23 +77,18 @@ def scaled(value: float, whole: int) -> int:
     return whole if value >= whole else int(value)
 
 
-def _requested_output(body: dict[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
-
-
-def compute_budget(policy: BudgetPolicy, body: dict[str, Any], models: ModelLookup) -> Budget:
-    model = body.get("model")
+def compute_budget(
+    policy: BudgetPolicy, model: str, requested_output: int | None, models: ModelLookup
+) -> Budget:
+    """The budget for a request for `model` that asks for at most `requested_output` tokens
+    (its explicit output limit, if any)."""
     window = policy.context_window
     if window == "auto":
-        info = models.lookup(model) if isinstance(model, str) else None
+        info = models.lookup(model) if model else None
         window = getattr(info, "context_window", None) or policy.fallback_context_window
     reserved = policy.reserved_output
     if reserved == "auto":
-        requested = _requested_output(body)
+        requested = requested_output
         # Without max tokens in the request, never reserve more than half the window: a small
         # local model (n_ctx 2048) must not have every request refused by a 4096 default.
         default = min(policy.default_reserved_output, window // 2)

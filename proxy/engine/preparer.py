@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.artifacts.read_tool import tool_definitions
+from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, compute_budget
-from proxy.engine.conversation import Conversation, parse_conversation
+from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
@@ -24,10 +24,10 @@ from proxy.engine.reducer import (
     store_and_apply,
 )
 from proxy.engine.step_api import StepServices
+from proxy.engine.wire import WireFormat
 from proxy.errors import ErrorCode, ProxyError
-from proxy.jsonio import dumps
 from proxy.tokens.catalog import ModelCatalog
-from proxy.tokens.counters import REPLY_PRIMER, TokenCounter, TokenCounters
+from proxy.tokens.counters import TokenCounter, TokenCounters
 
 
 class Requester(Protocol):
@@ -46,14 +46,9 @@ class PolicyResolver(Protocol):
     def resolve(self, name: str, model: str) -> Policy: ...
 
 
-def request_model(body: dict[str, Any]) -> str:
-    """The request's `model`, or "" when it is missing or not a string."""
-    model = body.get("model")
-    return model if isinstance(model, str) else ""
-
-
 @dataclass
 class _Request:
+    wire: WireFormat
     body: dict[str, Any]
     raw: bytes
     messages: list[Any]
@@ -89,20 +84,21 @@ class Preparer:
         self._store = store
 
     async def prepare(
-        self, body: dict[str, Any], raw: bytes, tenant: Requester
+        self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat
     ) -> Prepared:
-        model = request_model(body)
+        """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes)."""
+        model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
-        request = self._count(body, raw, policy, manifest)
+        request = self._count(wire, body, raw, policy, manifest)
         over = request.tokens > request.budget.trigger
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
         if policy.on_invalid == "reject" or (policy.mode == "window" and over):
-            conversation = parse_conversation(request.messages)
+            conversation = wire.parse(request.messages)
             if conversation.problems:
                 return self._invalid(request, conversation)
         if policy.mode == "inspect":
@@ -117,20 +113,18 @@ class Preparer:
         return await self._reduce(request, conversation, tenant)
 
     def _count(
-        self, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
+        self, wire: WireFormat, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
     ) -> _Request:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ProxyError(
-                ErrorCode.invalid_request,
-                "'messages' must be a non-empty array",
-                param="messages",
-            )
+        messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
-        budget = compute_budget(policy.budget, body, self._catalog)
+        budget = compute_budget(
+            policy.budget, manifest.model, wire.output_limit(body), self._catalog
+        )
         costs = [counter.count_message(m) for m in messages]
-        fixed = counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
-        request = _Request(body, raw, messages, policy, counter, budget, costs, fixed, manifest)
+        fixed = wire.overhead_tokens(body, counter)
+        request = _Request(
+            wire, body, raw, messages, policy, counter, budget, costs, fixed, manifest
+        )
         manifest.counting_method = counter.method
         manifest.context_window = budget.context_window
         manifest.reserved_output = budget.reserved_output
@@ -143,36 +137,19 @@ class Preparer:
     def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
         first = conversation.problems[0]
         if request.policy.on_invalid == "reject":
-            raise ProxyError(
-                ErrorCode.invalid_messages,
-                first.reason,
-                param=first.param,
-                details={
-                    "problems": [
-                        {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
-                        for p in conversation.problems
-                    ]
-                },
-            )
+            raise request.wire.invalid_error(conversation.problems)
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
         return request.unchanged("invalid_forwarded")
 
     async def _reduce(
         self, request: _Request, conversation: Conversation, tenant: Requester
     ) -> Prepared:
-        policy, counter = request.policy, request.counter
-        tools = request.body.get("tools")
-        client_tools = tools if isinstance(tools, list) else []
-        synthetic = (
-            tool_definitions(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
-        )
-        base = sum(request.costs[: conversation.system_end]) + request.fixed
-        reduced_base = (
-            base
-            - request.fixed
-            + REPLY_PRIMER
-            + counter.count_tools(client_tools + synthetic, request.body.get("tool_choice"))
-        )
+        policy, counter, wire = request.policy, request.counter, request.wire
+        specs = tool_specs(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
+        synthetic = wire.synthetic_tools(specs)
+        system = sum(request.costs[: conversation.system_end])
+        base = system + request.fixed
+        reduced_base = system + wire.overhead_tokens(request.body, counter, synthetic)
         ids: dict[str, str] = {}
 
         def artifact_id(text: str) -> str:
@@ -184,6 +161,7 @@ class Preparer:
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
+                wire,
                 request.messages,
                 conversation,
                 policy,
@@ -213,13 +191,10 @@ class Preparer:
                 f"artifact store did not confirm {reduction.unconfirmed} write(s): "
                 "that content was kept"
             )
-        body = dict(request.body)
-        body["messages"] = reduction.messages
-        if reduction.referenced and synthetic:
-            tools = body.get("tools")
-            body["tools"] = (tools if isinstance(tools, list) else []) + synthetic
-        after = reduction.message_tokens
-        after += counter.count_tools(body.get("tools"), body.get("tool_choice")) + REPLY_PRIMER
+        wire = request.wire
+        added = synthetic if reduction.referenced else []
+        body = wire.render(request.body, reduction.messages, added)
+        after = reduction.message_tokens + wire.overhead_tokens(body, counter)
         manifest.tokens_after = after
         if after > request.budget.allowance:
             raise self._refusal(
@@ -234,7 +209,7 @@ class Preparer:
         read = request.policy.read_tool
         tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
         return Prepared(
-            dumps(body),
+            wire.encode(body),
             True,
             manifest,
             body,
@@ -277,6 +252,9 @@ class Preparer:
         if store_failed:
             return ProxyError(ErrorCode.artifact_store_unavailable, message, details=details)
         return ProxyError(
-            ErrorCode.context_length_exceeded, message, param="messages", details=details
+            ErrorCode.context_length_exceeded,
+            message,
+            param=request.wire.items_param,
+            details=details,
         )
 

@@ -14,6 +14,7 @@ from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_a
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput, StepServices
 from proxy.engine.steps import build_steps
+from proxy.engine.wire import WireFormat
 from proxy.tokens.counters import TokenCounter
 
 
@@ -58,6 +59,7 @@ def relaxed_policy(policy: Policy) -> Relaxed | None:
 
 
 def build_context(
+    wire: WireFormat,
     messages: list[Any],
     conversation: Conversation,
     policy: Policy,
@@ -73,7 +75,9 @@ def build_context(
         turn_first_unit.append(len(units))
         units.extend(turn.units)
         unit_turn.extend([turn_index] * len(turn.units))
+    names = {i: n for unit in units for i, n in wire.tool_names(messages, unit).items()}
     return ReductionContext(
+        wire=wire,
         messages=messages,
         conversation=conversation,
         units=units,
@@ -81,9 +85,11 @@ def build_context(
         turn_first_unit=turn_first_unit,
         counter=counter,
         message_costs=costs,
-        result_names=(names := _result_names(messages, units)),
-        pinned_units=_pinned(messages, units, policy.protect, names),
-        first_user_unit=_first_user_unit(messages, units) if policy.protect.first_user else None,
+        result_names=names,
+        pinned_units=_pinned(wire, messages, units, policy.protect, names),
+        first_user_unit=_first_user_unit(conversation, turn_first_unit)
+        if policy.protect.first_user
+        else None,
         read_tool_enabled=policy.read_tool.enabled,
         artifact_id=artifact_id,
         allowance=allowance,
@@ -91,68 +97,36 @@ def build_context(
     )
 
 
-def _result_names(messages: list[Any], units: list[Unit]) -> dict[int, str]:
-    """Tool result index -> the tool's name, resolved inside its own exchange (call ids may
-    repeat across turns: some servers number them per response); else the message's `name`."""
-    names: dict[int, str] = {}
-    for unit in units:
-        if not unit.is_tool_exchange:
-            continue
-        calls = messages[unit.start].get("tool_calls")
-        by_id = {
-            call["id"]: str(call["function"].get("name"))
-            for call in (calls if isinstance(calls, list) else ())
-            if isinstance(call, dict)
-            and isinstance(call.get("id"), str)
-            and isinstance(call.get("function"), dict)
-        }
-        for index in unit.result_indices:
-            message = messages[index]
-            call_id = message.get("tool_call_id")
-            name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")
-            if isinstance(name, str):
-                names[index] = name
-    return names
-
-
-def _message_text(message: Any) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p.get("text", "")
-            for p in content
-            if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def _pinned(
-    messages: list[Any], units: list[Unit], protect: ProtectPolicy, result_names: dict[int, str]
+    wire: WireFormat,
+    messages: list[Any],
+    units: list[Unit],
+    protect: ProtectPolicy,
+    result_names: dict[int, str],
 ) -> frozenset[int]:
     """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing).
-    A rule's `name` matches a tool result's tool (through its call) or a message's own `name`."""
+    A rule's `name` matches a tool result's tool (through its call) or an item's own name."""
 
     def matches(index: int) -> bool:
-        message = messages[index]
-        text = _message_text(message)
-        if message.get("role") != "tool" and text.startswith(MARKER):
+        facts = wire.pin_facts(messages[index])
+        if not facts.result_item and facts.text.startswith(MARKER):
             return True
-        names = (result_names.get(index), message.get("name"))
+        names = (result_names.get(index), facts.name)
         return any(
-            (rule.role is None or message.get("role") == rule.role)
+            (rule.role is None or facts.role == rule.role)
             and (rule.name is None or rule.name in names)
-            and (rule.contains is None or rule.contains in text)
+            and (rule.contains is None or rule.contains in facts.text)
             for rule in protect.pinned
         )
 
     return frozenset(u for u, unit in enumerate(units) if any(map(matches, unit.indices)))
 
 
-def _first_user_unit(messages: list[Any], units: list[Any]) -> int | None:
+def _first_user_unit(conversation: Conversation, turn_first_unit: list[int]) -> int | None:
+    """The unit of the first user item (the task): the first unit of the first user turn."""
     return next(
-        (u for u, unit in enumerate(units) if messages[unit.start].get("role") == "user"), None
+        (turn_first_unit[t] for t, turn in enumerate(conversation.turns) if not turn.leading),
+        None,
     )
 
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
+    from proxy.engine.wire import WireFormat
     from proxy.tokens.counters import TokenCounter
 
 MARKER = "[ctxproxy"
@@ -44,7 +45,10 @@ class StepOutput:
 class PrepareContext:
     """One request being prepared: read-only inputs shared by every step."""
 
+    wire: WireFormat
+    """The request's format: steps read and rewrite items only through it."""
     messages: list[Any]
+    """The request's items (opaque: see `wire`)."""
     conversation: Conversation
     units: list[Unit]
     """The units after the system prefix, in order; horizons index into this list."""
@@ -53,7 +57,7 @@ class PrepareContext:
     counter: TokenCounter
     message_costs: list[int]
     result_names: dict[int, str]
-    """Tool result message index -> its tool's name (resolved within its own exchange)."""
+    """Tool result item index -> its tool's name (resolved within its own exchange)."""
     pinned_units: frozenset[int]
     first_user_unit: int | None
     read_tool_enabled: bool

@@ -1,39 +1,14 @@
-"""Reading and writing the text of tool results, and the texts the proxy puts in their place."""
+"""The texts the proxy puts in place of tool results (reading and writing a result's text is the
+wire format's business: `engine.wire.WireFormat.result_text`/`with_result_text`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.engine.step_api import MARKER
-
-
-def tool_result_text(message: Any) -> str | None:
-    """The text of a tool result: a string, or text parts joined; None when it has other parts."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or not content:
-        return None
-    texts = []
-    for part in content:
-        if not (isinstance(part, dict) and part.get("type") == "text"):
-            return None
-        text = part.get("text")
-        if not isinstance(text, str):
-            return None
-        texts.append(text)
-    return "".join(texts)
 
 
 def is_proxy_text(text: str) -> bool:
     return text.startswith(MARKER)
-
-
-def with_content(message: dict[str, Any], content: str) -> dict[str, Any]:
-    """A copy that keeps every field (role, tool_call_id, name, unknown ones) but the content."""
-    copy = dict(message)
-    copy["content"] = content
-    return copy
 
 
 def preview(
@@ -42,8 +17,8 @@ def preview(
     head, tail = text[:head_chars], text[len(text) - tail_chars :] if tail_chars else ""
     omitted = len(text) - len(head) - len(tail)
     how = (
-        f'read_context_artifact(artifact_id="{artifact_id}", offset={len(head)}) pages through '
-        "the rest; search_context_artifact finds text in it"
+        f'{READ_TOOL}(artifact_id="{artifact_id}", offset={len(head)}) pages through '
+        f"the rest; {SEARCH_TOOL} finds text in it"
         if read_tool
         else f"the operator can read it at /v1/context/artifacts/{artifact_id}"
     )
@@ -59,5 +34,5 @@ def placeholder(artifact_id: str, chars: int, tool: str | None, refetchable: boo
     again = f" or call {tool} again" if refetchable and tool else ""
     return (
         f"{MARKER}: tool result cleared to save context ({chars} chars). The original is "
-        f"artifact {artifact_id}; use read_context_artifact{again} if you need it.]"
+        f"artifact {artifact_id}; use {READ_TOOL}{again} if you need it.]"
     )

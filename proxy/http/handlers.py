@@ -11,8 +11,8 @@ from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
-from proxy.engine.preparer import request_model
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
 from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
@@ -42,7 +42,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT]
-    prepared = await services.started_preparer().prepare(body, raw, tenant)
+    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
     context = _completion_context(request, services, tenant, request_model(prepared.parsed))
@@ -76,7 +76,7 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.started_preparer().prepare(body, raw, request[TENANT])
+    prepared = await services.started_preparer().prepare(body, raw, request[TENANT], OPENAI_CHAT)
     _note_prepared(request, prepared)
     payload = {
         "changed": prepared.changed,

@@ -16,7 +16,6 @@ from proxy.artifacts.read_tool import (
     SEARCH_TOOL,
     execute,
     is_synthetic,
-    tool_definitions,
     tool_specs,
 )
 from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
@@ -55,26 +54,6 @@ def error_code(result: dict[str, Any]) -> str:
 
 
 # -- definitions -------------------------------------------------------------------------------
-
-
-def test_tool_definitions_shape_and_caps() -> None:
-    tools = tool_definitions(5000)
-    assert [t["function"]["name"] for t in tools] == [READ_TOOL, SEARCH_TOOL]
-    for tool in tools:
-        assert tool["type"] == "function"
-        fn = tool["function"]
-        assert "untrusted" in fn["description"].lower()
-        assert fn["parameters"]["type"] == "object"
-        assert "artifact_id" in fn["parameters"]["required"]
-    read_props = tools[0]["function"]["parameters"]["properties"]
-    assert read_props["max_chars"]["maximum"] == 5000
-    assert read_props["offset"]["minimum"] == 0
-    assert (
-        tool_definitions(10**6)[0]["function"]["parameters"]["properties"]["max_chars"]["maximum"]
-        == HARD_MAX_PAGE_CHARS
-    )
-    assert tools[1]["function"]["parameters"]["required"] == ["artifact_id", "pattern"]
-    json.dumps(tools)  # plain JSON
 
 
 def test_tool_specs_shape_and_caps() -> None:

@@ -18,9 +18,10 @@ from bench.quality_report import (
     write_section,
 )
 from bench.quality_text import MODEL, Probe
-from proxy.artifacts.read_tool import tool_definitions
+from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import MemoryStore, NewArtifact
-from proxy.engine.conversation import parse_conversation
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import dumps
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
@@ -69,7 +70,7 @@ def _exchange(content: str) -> list[dict[str, Any]]:
 def _body(messages: list[dict[str, Any]], read_tool: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"model": MODEL, "messages": messages}
     if read_tool:
-        body["tools"] = tool_definitions(20_000)
+        body["tools"] = OPENAI_CHAT.synthetic_tools(tool_specs(20_000))
     return body
 
 

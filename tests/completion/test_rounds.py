@@ -11,7 +11,7 @@ from artifacts_harness import keyed
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_definitions
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_specs
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.rounds import (
     READS_HEADER,
@@ -22,6 +22,7 @@ from proxy.completion.rounds import (
     without_synthetic_tools,
 )
 from proxy.engine.manifest import SyntheticTools
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import loads
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
@@ -45,7 +46,7 @@ def body_with(client_tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any
     return {
         "model": "gpt-4o",
         "messages": copy.deepcopy(MESSAGES),
-        "tools": [*copy.deepcopy(client_tools), *tool_definitions(4000)],
+        "tools": [*copy.deepcopy(client_tools), *OPENAI_CHAT.synthetic_tools(tool_specs(4000))],
         **extra,
     }
 

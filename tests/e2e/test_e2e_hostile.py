@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.engine.conversation import parse_conversation
 from proxy.errors import ErrorCode
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import loads
 
 TINY = """

@@ -13,7 +13,7 @@ from fakes import FakeUpstream
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.engine.conversation import parse_conversation
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.tokens.counters import TokenCounters
 
 SMALL = """

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from proxy.engine.budget import BudgetPolicy, compute_budget, scaled
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.catalog import ModelInfo
 
 
@@ -14,7 +15,9 @@ class Models:
 
 
 def budget(policy: dict[str, Any], body: dict[str, Any]) -> Any:
-    return compute_budget(BudgetPolicy.model_validate(policy), body, Models())
+    """The budget of a chat-completions `body` (its model and output limit read by the adapter)."""
+    model, limit = OPENAI_CHAT.model(body), OPENAI_CHAT.output_limit(body)
+    return compute_budget(BudgetPolicy.model_validate(policy), model, limit, Models())
 
 
 def test_fractions_of_the_allowance() -> None:
@@ -101,7 +104,7 @@ class RecordingModels:
 def test_a_model_that_is_not_a_string_is_never_looked_up(model: Any) -> None:
     models = RecordingModels()
     policy = BudgetPolicy.model_validate({"fallback_context_window": 5000})
-    b = compute_budget(policy, {"model": model}, models)
+    b = compute_budget(policy, OPENAI_CHAT.model({"model": model}), None, models)  # "" for these
     assert models.asked == [] and b.context_window == 5000
-    compute_budget(policy, {"model": "gpt-4o"}, models)
+    compute_budget(policy, OPENAI_CHAT.model({"model": "gpt-4o"}), None, models)
     assert models.asked == ["gpt-4o"]

@@ -82,7 +82,7 @@ def check(files: dict[str, bytes]) -> PolicyStore | PolicyLoadError:
         return result
     for name in result.names():
         policy = result.resolve(name, "gpt-4o")
-        budget = compute_budget(policy.budget, {"model": "gpt-4o", "max_tokens": 10}, CATALOG)
+        budget = compute_budget(policy.budget, "gpt-4o", 10, CATALOG)
         assert 0 <= budget.target <= budget.trigger <= budget.allowance
     return result
 
@@ -165,7 +165,7 @@ def test_infinite_budget_numbers_are_load_errors(budget: str, key: str) -> None:
 
 def test_budget_math_survives_values_beyond_the_whole() -> None:
     policy = BudgetPolicy(trigger=1e300, target=1e299, safety_margin=1e300)
-    got = compute_budget(policy, {"model": "gpt-4o", "max_tokens": 10}, CATALOG)
+    got = compute_budget(policy, "gpt-4o", 10, CATALOG)
     assert got.allowance == 0 and got.trigger == 0
 
 

@@ -19,10 +19,11 @@ from pipeline_harness import (
 
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
-from proxy.engine.conversation import parse_conversation
 from proxy.engine.step_api import PrepareContext, Step, StepServices
 from proxy.engine.steps import build_steps
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.tokens.counters import TokenCounters
 
 SMALL_BUDGET = """
@@ -56,7 +57,7 @@ def body(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 async def test_under_trigger_forwards_original_bytes(harness: Harness) -> None:
     request = body(agent_history(1, result_chars=500), x_unknown={"k": [1, 2]})
     raw = b'{"model":"gpt-4o",  "messages":' + orjson.dumps(request["messages"]) + b"}"
-    prepared = await harness.preparer.prepare(request, raw, TENANT)
+    prepared = await harness.preparer.prepare(request, raw, TENANT, OPENAI_CHAT)
     assert prepared.changed is False
     assert prepared.body is raw
     assert prepared.manifest.outcome == "within_trigger"

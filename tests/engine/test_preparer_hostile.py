@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
-from proxy.engine.conversation import parse_conversation
 from proxy.engine.manifest import Prepared
 from proxy.errors import ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads, loads_object
 from proxy.tokens.counters import TokenCounters
@@ -67,7 +68,7 @@ async def prepare_raw(harness: Harness, policy: str, raw: bytes) -> Prepared | P
     """What the chat handler does with a body, minus the upstream call."""
     try:
         body = loads_object(raw)
-        return await harness.preparer.prepare(body, raw, tenant(policy))
+        return await harness.preparer.prepare(body, raw, tenant(policy), OPENAI_CHAT)
     except ProxyError as exc:
         return exc
 

@@ -15,17 +15,19 @@ from typing import Any
 
 import orjson
 import pytest
+from context_harness import notice_message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pipeline_harness import Harness, make_harness, write_policy
 from strategies import conversations
 
-from proxy.artifacts.read_tool import tool_definitions
-from proxy.engine.conversation import parse_conversation
+from proxy.artifacts.read_tool import tool_specs
 from proxy.engine.manifest import Prepared
-from proxy.engine.steps.drop_turns import notice_message
-from proxy.engine.tool_text import placeholder, tool_result_text
+from proxy.engine.tool_text import placeholder
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.formats.openai_chat.fields import content_text
 from proxy.http.auth import Tenant
 from proxy.tokens.counters import TokenCounters
 
@@ -94,7 +96,7 @@ def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
     for i in sorted(set(keep)):
         message = messages[i]
         cost = counter.count_message(message)
-        text = tool_result_text(message) if message["role"] == "tool" else None
+        text = content_text(message) if message["role"] == "tool" else None
         if text is not None:
             # The placeholder the clear step writes: the id this content gets (ids are random
             # hex; one of zeros counts far fewer tokens and made this bound too low), its size,
@@ -107,7 +109,7 @@ def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
         realistic_id = harness.store.artifact_id("p:scope", "any content")
         wide = notice_message("user", True, 10**9, 10**9, realistic_id)
         total += counter.count_message(wide)
-    return total + counter.count_tools(tool_definitions(20_000), None) + 3
+    return total + counter.count_tools(OPENAI_CHAT.synthetic_tools(tool_specs(20_000)), None) + 3
 
 
 @EXAMPLES

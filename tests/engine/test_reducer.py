@@ -14,6 +14,7 @@ from context_harness import (
     call,
     counter,
     make_ctx,
+    notice_message,
     policy,
     result,
     system,
@@ -23,7 +24,6 @@ from context_harness import (
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import Artifact, NewArtifact
 from proxy.engine.budget import Budget
-from proxy.engine.conversation import parse_conversation
 from proxy.engine.reducer import (
     ReductionContext,
     build_context,
@@ -33,8 +33,10 @@ from proxy.engine.reducer import (
 )
 from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput, StepServices
 from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
-from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig, notice_message
+from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResults, OffloadToolResultsConfig
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_chat.conversation import parse_conversation
 
 ALPHA = big("alpha", 2000)
 GAMMA = big("gamma", 3000)
@@ -81,7 +83,9 @@ def test_build_context_layout() -> None:
     conversation = parse_conversation(messages)
     costs = [counter().count_message(m) for m in messages]
     pol = policy()
-    ctx = build_context(messages, conversation, pol, counter(), costs, artifact_id, 1234)
+    ctx = build_context(
+        OPENAI_CHAT, messages, conversation, pol, counter(), costs, artifact_id, 1234
+    )
     assert ctx.units == list(conversation.units)
     assert [u.start for u in ctx.units] == [1, 2, 3, 5, 6, 7, 9, 10, 11, 13]
     assert ctx.turn_first_unit == [0, 1, 4, 7]  # the leading turn is a turn of its own
@@ -125,7 +129,9 @@ def test_tool_names_skip_malformed_calls() -> None:
         {"role": "tool", "tool_call_id": "bad_function", "content": "x"},
     ]
     conversation = parse_conversation(messages)
-    ctx = build_context(messages, conversation, policy(), counter(), [1] * 4, artifact_id, 0)
+    ctx = build_context(
+        OPENAI_CHAT, messages, conversation, policy(), counter(), [1] * 4, artifact_id, 0
+    )
     assert ctx.result_names == {2: "grep"}
 
 

@@ -1,59 +1,12 @@
-"""Tool result text: reading it, copying a message with new content, previews and placeholders."""
+"""The texts the proxy writes in place of tool results: previews and placeholders.
+
+Reading a result's text and copying a message with new content are the format's business
+(tests/formats/test_openai_chat_fields.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
 from proxy.engine.step_api import MARKER
-from proxy.engine.tool_text import (
-    is_proxy_text,
-    placeholder,
-    preview,
-    tool_result_text,
-    with_content,
-)
-
-
-@pytest.mark.parametrize(
-    ("message", "expected"),
-    [
-        ({"role": "tool", "content": "plain"}, "plain"),
-        ({"role": "tool", "content": ""}, ""),
-        (
-            {
-                "role": "tool",
-                "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "cd"}],
-            },
-            "abcd",
-        ),
-        ({"role": "tool", "content": [{"type": "text", "text": ""}]}, ""),
-        ({"role": "tool", "content": []}, None),
-        ({"role": "tool", "content": None}, None),
-        ({"role": "tool"}, None),
-        ({"role": "tool", "content": 42}, None),
-        ({"role": "tool", "content": {"type": "text", "text": "x"}}, None),
-        # any non-text part makes the whole result non-text (it is never rewritten)
-        (
-            {
-                "role": "tool",
-                "content": [
-                    {"type": "text", "text": "a"},
-                    {"type": "image_url", "image_url": {"url": "data:"}},
-                ],
-            },
-            None,
-        ),
-        ({"role": "tool", "content": [{"type": "text", "text": 3}]}, None),
-        ({"role": "tool", "content": [{"type": "text"}]}, None),
-        ({"role": "tool", "content": ["bare string part"]}, None),
-        ("not a message", None),
-        (None, None),
-    ],
-)
-def test_tool_result_text(message: Any, expected: str | None) -> None:
-    assert tool_result_text(message) == expected
+from proxy.engine.tool_text import is_proxy_text, placeholder, preview
 
 
 def test_is_proxy_text_is_a_prefix_test() -> None:
@@ -64,30 +17,6 @@ def test_is_proxy_text_is_a_prefix_test() -> None:
     assert not is_proxy_text("quoted [ctxproxy: later in the text]")
     assert not is_proxy_text("[CTXPROXY")
     assert not is_proxy_text("")
-
-
-def test_with_content_copies_every_field_but_content() -> None:
-    original = {
-        "role": "tool",
-        "tool_call_id": "call_1",
-        "name": "read_file",
-        "content": [{"type": "text", "text": "old"}],
-        "x_vendor": {"nested": [1, 2]},
-    }
-    snapshot = {**original}
-    copy = with_content(original, "new")
-    assert copy == {**snapshot, "content": "new"}
-    assert list(copy) == list(original)  # key order kept
-    assert original == snapshot  # the input is not changed
-    assert copy is not original
-
-
-def test_with_content_adds_missing_content() -> None:
-    assert with_content({"role": "tool", "tool_call_id": "c"}, "x") == {
-        "role": "tool",
-        "tool_call_id": "c",
-        "content": "x",
-    }
 
 
 TEXT = "".join(f"{n:04d}" for n in range(100))  # 400 chars, every position distinct

@@ -11,11 +11,12 @@ from typing import Any
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream
 
-from proxy.artifacts.read_tool import READ_TOOL, tool_definitions
+from proxy.artifacts.read_tool import READ_TOOL, tool_specs
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
@@ -58,7 +59,7 @@ def prepared(max_rounds: int | None = 2, **extra: Any) -> Prepared:
     body: dict[str, Any] = {"model": "gpt-4o", "messages": copy.deepcopy(MESSAGES), **extra}
     tools = [copy.deepcopy(CLIENT_TOOL)]
     if max_rounds is not None:
-        tools += tool_definitions(4000)
+        tools += OPENAI_CHAT.synthetic_tools(tool_specs(4000))
     body["tools"] = tools
     synthetic = None if max_rounds is None else SyntheticTools(max_rounds, max_page_chars=4000)
     manifest = Manifest(policy="p", model="gpt-4o", mode="window", tokens_before=10, tokens_after=5)

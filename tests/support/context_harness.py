@@ -6,10 +6,11 @@ import hashlib
 from functools import cache
 from typing import Any
 
-from proxy.engine.conversation import parse_conversation
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import build_context
 from proxy.engine.step_api import PrepareContext
+from proxy.engine.steps.drop_turns import notice_text
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
 
@@ -31,12 +32,23 @@ def policy(**sections: Any) -> Policy:
 def make_ctx(
     messages: list[dict[str, Any]], pol: Policy | None = None, allowance: int = 100_000
 ) -> PrepareContext:
-    conversation = parse_conversation(messages)
+    conversation = OPENAI_CHAT.parse(messages)
     assert conversation.ok, conversation.problems
     costs = [counter().count_message(m) for m in messages]
+    pol = pol or policy()
     return build_context(
-        messages, conversation, pol or policy(), counter(), costs, artifact_id, allowance
+        OPENAI_CHAT, messages, conversation, pol, counter(), costs, artifact_id, allowance
     )
+
+
+def notice_message(
+    role: str, read_tool: bool, turns: int, tokens: int, artifact_id: str
+) -> dict[str, Any]:
+    """The drop-turns notice as a chat-completions message."""
+    notice: dict[str, Any] = OPENAI_CHAT.notice_item(
+        role, notice_text(read_tool, turns, tokens, artifact_id)
+    )
+    return notice
 
 
 def system(text: str = "You are a careful agent.") -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.manifest import Prepared
 from proxy.engine.preparer import Preparer
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
 from proxy.policy.store import PolicyStore
@@ -46,7 +47,7 @@ class Harness:
 
     async def prepare(self, body: dict[str, Any], tenant: Tenant = TENANT) -> Prepared:
         """Prepares `body`, sent as `client_bytes(body)` (see `Prepared.body` for what went out)."""
-        return await self.preparer.prepare(body, client_bytes(body), tenant)
+        return await self.preparer.prepare(body, client_bytes(body), tenant, OPENAI_CHAT)
 
 
 def write_policy(directory: Path, text: str, name: str = "test") -> None:

@@ -20,7 +20,8 @@ from context_harness import (
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResults, OffloadToolResultsConfig
-from proxy.engine.tool_text import preview, with_content
+from proxy.engine.tool_text import preview
+from proxy.formats.openai_chat.fields import with_content
 
 ALPHA = big("alpha", 2000)
 GAMMA = big("gamma", 3000)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.budget import scaled
 from proxy.engine.config_base import StepConfig
@@ -21,21 +22,18 @@ from proxy.jsonio import dumps
 _WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
 
 
-def notice_message(
-    role: str, read_tool: bool, turns: int, tokens: int, artifact_id: str
-) -> dict[str, Any]:
-    """The one message that stands where dropped turns were."""
+def notice_text(read_tool: bool, turns: int, tokens: int, artifact_id: str) -> str:
+    """The text of the one item that stands where dropped turns were."""
     how = (
-        "search_context_artifact or read_context_artifact with this id"
+        f"{SEARCH_TOOL} or {READ_TOOL} with this id"
         if read_tool
         else "the operator's artifact endpoint"
     )
-    text = (
+    return (
         f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were removed from this "
         f"conversation to fit the context window. They are archived as artifact "
         f"{artifact_id} (one JSON message per line); use {how} to look things up.]"
     )
-    return {"role": role, "content": text}
 
 
 class DropTurnsConfig(StepConfig):
@@ -83,10 +81,9 @@ class DropTurns(Step[DropTurnsConfig]):
 
     def _notice(
         self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
-    ) -> dict[str, Any]:
-        return notice_message(
-            self.config.notice_role, ctx.read_tool_enabled, turns, tokens, artifact_id
-        )
+    ) -> Any:
+        text = notice_text(ctx.read_tool_enabled, turns, tokens, artifact_id)
+        return ctx.wire.notice_item(self.config.notice_role, text)
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
         dropped = [u for u in units if not ctx.is_protected(u)]
@@ -98,7 +95,7 @@ class DropTurns(Step[DropTurnsConfig]):
         tokens = sum(ctx.message_costs[i] for i in indices)
         turns = len({ctx.unit_turn[u] for u in dropped})
         out = StepOutput(units=dropped, tokens_freed=tokens)
-        meta = {"turns": turns, "messages": len(indices), "first_index": indices[0]}
+        meta = {"turns": turns, ctx.wire.items_param: len(indices), "first_index": indices[0]}
         out.artifacts[artifact_id] = NewArtifact(content=archive, kind="dropped_turns", meta=meta)
         notice = self._notice(ctx, turns, tokens, artifact_id)
         out.edits.append(Edit("insert_before", indices[0], notice, artifact_id))

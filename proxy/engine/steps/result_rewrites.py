@@ -8,7 +8,7 @@ from typing import Any
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit, PrepareContext, StepOutput
-from proxy.engine.tool_text import is_proxy_text, tool_result_text, with_content
+from proxy.engine.tool_text import is_proxy_text
 
 # (context, message index, message, text, tool name) -> new content, or None to leave it
 Rewriter = Callable[[PrepareContext, int, dict[str, Any], str, str | None], str | None]
@@ -28,7 +28,7 @@ def tool_results(
         return
     for index in unit.result_indices:
         message = ctx.messages[index]
-        text = tool_result_text(message)
+        text = ctx.wire.result_text(message)
         if text is None or is_proxy_text(text):
             continue
         name = ctx.result_names.get(index)
@@ -77,12 +77,12 @@ class UnitRewrites:
             content = self._rewrite(ctx, index, message, text, name)
             if content is None:
                 continue
-            new_message = with_content(message, content)
+            new_message = ctx.wire.with_result_text(message, content)
             new_cost = ctx.counter.count_message(new_message)
             if new_cost >= ctx.message_costs[index]:
                 continue
             artifact_id = ctx.artifact_id(text)
-            meta = {"tool": name, "tool_call_id": message.get("tool_call_id"), "step": self._step}
+            meta = {"tool": name, **ctx.wire.result_meta(message), "step": self._step}
             artifacts[artifact_id] = NewArtifact(content=text, kind="tool_result", meta=meta)
             edits.append(Edit("replace", index, new_message, artifact_id))
             cost += new_cost - ctx.message_costs[index]

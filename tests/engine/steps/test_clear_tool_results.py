@@ -11,7 +11,8 @@ from step_harness import ALPHA, GAMMA, TOOL_UNITS, clear, replaced_cost, tool_ct
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit
 from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
-from proxy.engine.tool_text import placeholder, with_content
+from proxy.engine.tool_text import placeholder
+from proxy.formats.openai_chat.fields import with_content
 
 
 def test_config_defaults_are_the_documented_ones() -> None:

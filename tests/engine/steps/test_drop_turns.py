@@ -13,6 +13,7 @@ from context_harness import (
     call,
     counter,
     make_ctx,
+    notice_message,
     policy,
     result,
     system,
@@ -21,7 +22,7 @@ from context_harness import (
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import MARKER, Edit, PrepareContext
-from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig, notice_message
+from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
 
 
 def test_config_defaults_are_the_documented_ones() -> None:

@@ -21,7 +21,7 @@ from step_harness import (
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
-from proxy.engine.tool_text import with_content
+from proxy.formats.openai_chat.fields import with_content
 
 
 def test_config_defaults_are_the_documented_ones() -> None:

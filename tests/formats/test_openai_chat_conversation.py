@@ -1,4 +1,5 @@
-"""Tests for proxy.engine.conversation: system prefix, turns, units and structural problems."""
+"""Tests for proxy.formats.openai_chat.conversation: `messages` -> system prefix, turns, units and
+structural problems (worded `messages[i]: ...`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import BREAKAGE_KINDS, Broken, broken_conversations, conversations, requests
 
-from proxy.engine.conversation import Conversation, Problem, Turn, Unit, parse_conversation
+from proxy.engine.conversation import Conversation, Problem, Turn, Unit
+from proxy.formats.openai_chat.conversation import parse_conversation
 
 PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -164,6 +166,7 @@ def test_orphan_result_in_run_names_index_and_id() -> None:
             "call_abc",
             "messages[4]: tool result for 'call_abc' has no matching tool call in the preceding "
             "assistant message",
+            "messages[4]",
         ),
     )
     assert conv.problems[0].param == "messages[4]"
@@ -189,7 +192,9 @@ def test_missing_result_before_next_message() -> None:
     msgs = [user(), calls("a", "b"), result("b"), user("next")]
     conv = parse_conversation(msgs)
     assert conv.problems == (
-        Problem(1, "a", "messages[1]: tool call 'a' has no result before messages[3]"),
+        Problem(
+            1, "a", "messages[1]: tool call 'a' has no result before messages[3]", "messages[1]"
+        ),
     )
     assert conv.units[1] == Unit(1, 3, "tool_exchange", ("a", "b"))
 
@@ -197,8 +202,18 @@ def test_missing_result_before_next_message() -> None:
 def test_missing_results_at_end_of_messages_is_a_problem() -> None:
     conv = parse_conversation([user(), calls("a", "b")])
     assert conv.problems == (
-        Problem(1, "a", "messages[1]: tool call 'a' has no result before the end of the messages"),
-        Problem(1, "b", "messages[1]: tool call 'b' has no result before the end of the messages"),
+        Problem(
+            1,
+            "a",
+            "messages[1]: tool call 'a' has no result before the end of the messages",
+            "messages[1]",
+        ),
+        Problem(
+            1,
+            "b",
+            "messages[1]: tool call 'b' has no result before the end of the messages",
+            "messages[1]",
+        ),
     )
     assert conv.units[1] == Unit(1, 2, "tool_exchange", ("a", "b"))
 
@@ -226,7 +241,9 @@ def test_result_moved_before_its_call() -> None:
 def test_tool_calls_not_a_list() -> None:
     msg = {"role": "assistant", "content": None, "tool_calls": {"id": "a"}}
     conv = parse_conversation([user(), msg, result("a")])
-    assert conv.problems[0] == Problem(1, None, "messages[1]: 'tool_calls' is not a list")
+    assert conv.problems[0] == Problem(
+        1, None, "messages[1]: 'tool_calls' is not a list", "messages[1]"
+    )
     assert pairs(conv) == [(1, None), (2, "a")]
     assert conv.units[1] == Unit(1, 3, "tool_exchange", ())
 
@@ -248,7 +265,7 @@ def test_tool_call_entries_without_string_id() -> None:
 def test_tool_message_without_string_tool_call_id() -> None:
     conv = parse_conversation([user(), calls("a"), result("a"), {"role": "tool", "content": "x"}])
     assert conv.problems == (
-        Problem(3, None, "messages[3]: tool message has no string 'tool_call_id'"),
+        Problem(3, None, "messages[3]: tool message has no string 'tool_call_id'", "messages[3]"),
     )
     conv = parse_conversation([user(), result(None)])
     assert pairs(conv) == [(1, None)]
@@ -424,6 +441,7 @@ def test_broken_conversations_report_exactly_the_breakage(broken: Broken) -> Non
     assert len(conv.problems) == len(broken.expected)
     for p in conv.problems:
         assert p.reason.startswith(f"messages[{p.index}]: ")
+        assert p.param == f"messages[{p.index}]"
         assert p.tool_call_id is None or f"'{p.tool_call_id}'" in p.reason
     assert_partition(broken.messages, conv)
     assert_turn_rules(broken.messages, conv)
@@ -466,6 +484,7 @@ def test_arbitrary_input_never_raises_and_still_partitions(messages: list[Any]) 
     assert_turn_rules(messages, conv)
     for p in conv.problems:
         assert 0 <= p.index < len(messages) and p.reason.startswith(f"messages[{p.index}]: ")
+        assert p.param == f"messages[{p.index}]"
     assert list(conv.problems) == sorted(conv.problems, key=lambda p: p.index)
 
 

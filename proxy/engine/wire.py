@@ -1,0 +1,114 @@
+"""The seam between the engine and a client's wire format: what the engine asks a format adapter.
+
+The engine never reads a request body or a message itself. It works on a list of opaque *items*
+that the adapter hands it (for OpenAI Chat Completions: the `messages`; an adapter may choose
+another granularity, e.g. Responses `input` items), on the neutral structure the adapter parses
+from them (`engine.conversation`), and on the few facts below. Items are never changed in place:
+what stays is forwarded as the very object the client sent, and a rewritten tool result is a copy
+with every other field kept.
+
+How the other formats map onto it (each one adapter module under `proxy/formats/`):
+- Anthropic Messages: the `system` field is outside the items (counted in `overhead_tokens`,
+  system prefix empty); an assistant message with `tool_use` blocks and the next user message
+  holding their `tool_result` blocks form one tool exchange (`Unit`), and such a user message does
+  not open a turn; `thinking` blocks stay inside their (untouched) assistant message.
+- OpenAI Responses: `instructions` are outside the items; a `function_call` item (with the
+  `reasoning` items before it: `Unit.call_items`) and the `function_call_output` items answering
+  it by `call_id` form one unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from proxy.artifacts.read_tool import ToolSpec
+    from proxy.engine.conversation import Conversation, Problem, Unit
+    from proxy.errors import ProxyError
+    from proxy.tokens.counters import TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class PinFacts:
+    """What the policy's pin rules (`protect.pinned`) match an item against."""
+
+    role: str | None
+    """The item's role when it has a string one (rules match it literally)."""
+    name: str | None
+    """The item's own name, if any (a rule's `name` also matches the tool of a result)."""
+    text: str
+    """The item's text (text parts joined; "" when it has none)."""
+    result_item: bool
+    """A tool-result item: text marked as the proxy's is an offloaded result, not a notice."""
+
+
+class WireFormat(Protocol):
+    """One inbound wire format, as the engine sees it (implemented in `proxy.formats`)."""
+
+    @property
+    def name(self) -> str:
+        """The registry name, e.g. `openai_chat`."""
+
+    @property
+    def items_param(self) -> str:
+        """The body field that holds the items (the `param` of a refusal), e.g. `messages`."""
+
+    def items(self, body: dict[str, Any]) -> list[Any]:
+        """The conversation's items; raises `ProxyError(invalid_request)` when there are none."""
+
+    def model(self, body: dict[str, Any]) -> str:
+        """The requested model, or "" when missing or not a string."""
+
+    def stream(self, body: dict[str, Any]) -> bool:
+        """True only when the client asked for a streamed answer."""
+
+    def output_limit(self, body: dict[str, Any]) -> int | None:
+        """The request's explicit output limit (a non-negative integer), if any."""
+
+    def parse(self, items: Sequence[Any]) -> Conversation:
+        """System prefix, turns, units and structural problems (worded for this format)."""
+
+    def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
+        """The refusal of structurally broken input (`on_invalid: reject`); `problems` is not
+        empty."""
+
+    def result_text(self, item: Any) -> str | None:
+        """The text of a tool result; None when it is not all text (then it is never rewritten)."""
+
+    def with_result_text(self, item: Any, text: str) -> Any:
+        """A copy of a tool result with `text` as its content and every other field kept."""
+
+    def result_meta(self, item: Any) -> dict[str, Any]:
+        """What identifies a tool result on this wire (kept in its artifact's metadata)."""
+
+    def tool_names(self, items: Sequence[Any], unit: Unit) -> dict[int, str]:
+        """Result index -> its tool's name, resolved within `unit` (ids may repeat elsewhere)."""
+
+    def pin_facts(self, item: Any) -> PinFacts: ...
+
+    def notice_item(self, role: str, text: str) -> Any:
+        """The item that stands where dropped turns were (`role`: user, system or developer)."""
+
+    def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        """The proxy's own tools in this format's tool-definition shape."""
+
+    def overhead_tokens(
+        self,
+        body: dict[str, Any],
+        counter: TokenCounter,
+        added_tools: Sequence[Any] | None = None,
+    ) -> int:
+        """Tokens of the request outside its items (tools, tool choice, reply primer, ...).
+        With `added_tools` (even empty) the client's tools count only when they are a list, and
+        `added_tools` are counted after them."""
+
+    def render(
+        self, body: dict[str, Any], items: list[Any], added_tools: Sequence[Any]
+    ) -> dict[str, Any]:
+        """A copy of `body` with `items` in place of its own and `added_tools` (if any) after
+        its tools; every other field kept."""
+
+    def encode(self, body: dict[str, Any]) -> bytes:
+        """The bytes that go upstream for a rendered body."""

@@ -1,0 +1,93 @@
+"""Typed accessors for the OpenAI Chat Completions wire: one place for each lenient read.
+
+The wire is untrusted JSON: any field may be missing or of any type. Every accessor answers with
+a typed value (or None / "" / {}) and never raises; nothing here changes its input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def int_value(value: object) -> int | None:
+    """`value` when it is an integer (a JSON `true` is not one), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def str_field(obj: object, key: str) -> str | None:
+    """`obj[key]` when `obj` is an object and the value a string, else None."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def role_of(message: object) -> str | None:
+    """The role when it is a string (a list or object role is never hashed or matched)."""
+    return str_field(message, "role")
+
+
+def function_of(call: object) -> dict[str, Any]:
+    """The `function` object of a tool call; {} when the call or its function is not one."""
+    function = call.get("function") if isinstance(call, dict) else None
+    return function if isinstance(function, dict) else {}
+
+
+def content_text(message: object) -> str | None:
+    """The content as one text: a string, or text parts joined; None when it is anything else
+    (no content, an empty list, or any part that is not text)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        return None
+    texts = []
+    for part in content:
+        if not (isinstance(part, dict) and part.get("type") == "text"):
+            return None
+        text = part.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)
+
+
+def message_text(message: object) -> str:
+    """Whatever text a message holds: its string content, or the string `text` of its parts
+    joined (other parts skipped); "" when it has none."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def with_content(message: dict[str, Any], content: str) -> dict[str, Any]:
+    """A copy that keeps every field (role, tool_call_id, name, unknown ones) but the content."""
+    copy = dict(message)
+    copy["content"] = content
+    return copy
+
+
+def request_model(body: dict[str, Any]) -> str:
+    """The request's `model`, or "" when it is missing or not a string."""
+    return str_field(body, "model") or ""
+
+
+def request_stream(body: dict[str, Any]) -> bool:
+    """True only for `"stream": true` (any other value is a non-streamed request)."""
+    return body.get("stream") is True
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    """`max_completion_tokens`, else `max_tokens`: the first that is an integer >= 0."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = int_value(body.get(key))
+        if value is not None and value >= 0:
+            return value
+    return None

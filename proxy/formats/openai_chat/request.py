@@ -1,0 +1,149 @@
+"""The OpenAI Chat Completions request as the engine sees it: the `WireFormat` adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.artifacts.read_tool import ToolSpec
+from proxy.engine.conversation import Conversation, Problem, Unit
+from proxy.engine.wire import PinFacts
+from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.formats.openai_chat.fields import (
+    content_text,
+    function_of,
+    message_text,
+    output_limit,
+    request_model,
+    request_stream,
+    role_of,
+    str_field,
+    with_content,
+)
+from proxy.jsonio import dumps
+from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
+
+
+class OpenAIChat:
+    """`/v1/chat/completions`: items are the `messages`; tool results are `tool` messages (or
+    legacy `function` ones) whose `content` is the result text."""
+
+    name = "openai_chat"
+    items_param = "messages"
+
+    def items(self, body: dict[str, Any]) -> list[Any]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ProxyError(
+                ErrorCode.invalid_request,
+                "'messages' must be a non-empty array",
+                param="messages",
+            )
+        return messages
+
+    def model(self, body: dict[str, Any]) -> str:
+        return request_model(body)
+
+    def stream(self, body: dict[str, Any]) -> bool:
+        return request_stream(body)
+
+    def output_limit(self, body: dict[str, Any]) -> int | None:
+        return output_limit(body)
+
+    def parse(self, items: Sequence[Any]) -> Conversation:
+        return parse_conversation(items)
+
+    def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
+        first = problems[0]
+        return ProxyError(
+            ErrorCode.invalid_messages,
+            first.reason,
+            param=first.param,
+            details={
+                "problems": [
+                    {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
+                    for p in problems
+                ]
+            },
+        )
+
+    def result_text(self, item: Any) -> str | None:
+        return content_text(item)
+
+    def with_result_text(self, item: Any, text: str) -> Any:
+        return with_content(item, text)
+
+    def result_meta(self, item: Any) -> dict[str, Any]:
+        return {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
+
+    def tool_names(self, items: Sequence[Any], unit: Unit) -> dict[int, str]:
+        """Through the call with the result's `tool_call_id`, else the result's own `name`."""
+        names: dict[int, str] = {}
+        if not unit.is_tool_exchange:
+            return names
+        calls = items[unit.start].get("tool_calls")
+        by_id = {
+            call["id"]: str(function_of(call).get("name"))
+            for call in (calls if isinstance(calls, list) else ())
+            if isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(call.get("function"), dict)
+        }
+        for index in unit.result_indices:
+            message = items[index]
+            call_id = str_field(message, "tool_call_id")
+            name = (by_id.get(call_id) if call_id is not None else None) or message.get("name")
+            if isinstance(name, str):
+                names[index] = name
+        return names
+
+    def pin_facts(self, item: Any) -> PinFacts:
+        role = role_of(item)
+        # A `tool` message marked as the proxy's holds an offloaded result; legacy `function`
+        # results never were told apart (a marked one counts as a notice, as it always did).
+        return PinFacts(role, str_field(item, "name"), message_text(item), role == "tool")
+
+    def notice_item(self, role: str, text: str) -> Any:
+        return {"role": role, "content": text}
+
+    def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "parameters": spec.parameters,
+                },
+            }
+            for spec in specs
+        ]
+
+    def overhead_tokens(
+        self,
+        body: dict[str, Any],
+        counter: TokenCounter,
+        added_tools: Sequence[Any] | None = None,
+    ) -> int:
+        """The `tools` schema and `tool_choice`, plus the reply primer."""
+        tools = body.get("tools")
+        if added_tools is not None:
+            tools = (tools if isinstance(tools, list) else []) + list(added_tools)
+        return counter.count_tools(tools, body.get("tool_choice")) + REPLY_PRIMER
+
+    def render(
+        self, body: dict[str, Any], items: list[Any], added_tools: Sequence[Any]
+    ) -> dict[str, Any]:
+        rendered = dict(body)
+        rendered["messages"] = items
+        if added_tools:
+            tools = rendered.get("tools")
+            rendered["tools"] = (tools if isinstance(tools, list) else []) + list(added_tools)
+        return rendered
+
+    def encode(self, body: dict[str, Any]) -> bytes:
+        return dumps(body)
+
+
+OPENAI_CHAT = OpenAIChat()
