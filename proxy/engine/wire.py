@@ -20,8 +20,7 @@ How the other formats map onto it (each one adapter module under `proxy/formats/
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from proxy.artifacts.read_tool import ToolSpec
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
     from proxy.tokens.counters import TokenCounter
 
 
-@dataclass(frozen=True, slots=True)
-class PinFacts:
+class PinFacts(NamedTuple):
     """What the policy's pin rules (`protect.pinned`) match an item against."""
 
     role: str | None

@@ -24,7 +24,8 @@ def str_field(obj: object, key: str) -> str | None:
 
 def role_of(message: object) -> str | None:
     """The role when it is a string (a list or object role is never hashed or matched)."""
-    return str_field(message, "role")
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
 
 
 def function_of(call: object) -> dict[str, Any]:

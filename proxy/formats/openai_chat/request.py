@@ -6,19 +6,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.artifacts.read_tool import ToolSpec
-from proxy.engine.conversation import Conversation, Problem, Unit
+from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.formats.openai_chat.fields import (
     content_text,
-    function_of,
     message_text,
     output_limit,
     request_model,
     request_stream,
-    role_of,
-    str_field,
     with_content,
 )
 from proxy.jsonio import dumps
@@ -42,17 +39,13 @@ class OpenAIChat:
             )
         return messages
 
-    def model(self, body: dict[str, Any]) -> str:
-        return request_model(body)
-
-    def stream(self, body: dict[str, Any]) -> bool:
-        return request_stream(body)
-
-    def output_limit(self, body: dict[str, Any]) -> int | None:
-        return output_limit(body)
-
-    def parse(self, items: Sequence[Any]) -> Conversation:
-        return parse_conversation(items)
+    # The accessors themselves (no extra call per message on the hot paths).
+    model = staticmethod(request_model)
+    stream = staticmethod(request_stream)
+    output_limit = staticmethod(output_limit)
+    parse = staticmethod(parse_conversation)
+    result_text = staticmethod(content_text)
+    with_result_text = staticmethod(with_content)
 
     def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
         first = problems[0]
@@ -68,12 +61,6 @@ class OpenAIChat:
             },
         )
 
-    def result_text(self, item: Any) -> str | None:
-        return content_text(item)
-
-    def with_result_text(self, item: Any, text: str) -> Any:
-        return with_content(item, text)
-
     def result_meta(self, item: Any) -> dict[str, Any]:
         return {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
 
@@ -84,7 +71,7 @@ class OpenAIChat:
             return names
         calls = items[unit.start].get("tool_calls")
         by_id = {
-            call["id"]: str(function_of(call).get("name"))
+            call["id"]: str(call["function"].get("name"))
             for call in (calls if isinstance(calls, list) else ())
             if isinstance(call, dict)
             and isinstance(call.get("id"), str)
@@ -92,17 +79,21 @@ class OpenAIChat:
         }
         for index in unit.result_indices:
             message = items[index]
-            call_id = str_field(message, "tool_call_id")
-            name = (by_id.get(call_id) if call_id is not None else None) or message.get("name")
+            call_id = message.get("tool_call_id")
+            name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")
             if isinstance(name, str):
                 names[index] = name
         return names
 
     def pin_facts(self, item: Any) -> PinFacts:
-        role = role_of(item)
+        if not isinstance(item, dict):
+            return PinFacts(None, None, "", False)
+        role, name = item.get("role"), item.get("name")
+        role = role if isinstance(role, str) else None
+        name = name if isinstance(name, str) else None
         # A `tool` message marked as the proxy's holds an offloaded result; legacy `function`
         # results never were told apart (a marked one counts as a notice, as it always did).
-        return PinFacts(role, str_field(item, "name"), message_text(item), role == "tool")
+        return PinFacts(role, name, message_text(item), role == "tool")
 
     def notice_item(self, role: str, text: str) -> Any:
         return {"role": role, "content": text}
