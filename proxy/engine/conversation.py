@@ -79,7 +79,7 @@ class Unit(_Span):
     def result_indices(self) -> range:
         """Indices of the result items; empty for a plain item."""
         if self.kind == "tool_exchange":
-            return range(min(self.start + self.call_items, self.end), self.end)
+            return range(self.start + self.call_items, self.end)  # empty when it has none
         return range(0)
 
 

@@ -75,7 +75,7 @@ def build_context(
         turn_first_unit.append(len(units))
         units.extend(turn.units)
         unit_turn.extend([turn_index] * len(turn.units))
-    names = {i: n for unit in units for i, n in wire.tool_names(messages, unit).items()}
+    names = wire.tool_names(messages, units)
     return ReductionContext(
         wire=wire,
         messages=messages,
@@ -108,14 +108,14 @@ def _pinned(
     A rule's `name` matches a tool result's tool (through its call) or an item's own name."""
 
     def matches(index: int) -> bool:
-        facts = wire.pin_facts(messages[index])
-        if not facts.result_item and facts.text.startswith(MARKER):
+        role, name, text, result_item = wire.pin_facts(messages[index])
+        if not result_item and text.startswith(MARKER):
             return True
-        names = (result_names.get(index), facts.name)
+        names = (result_names.get(index), name)
         return any(
-            (rule.role is None or facts.role == rule.role)
+            (rule.role is None or role == rule.role)
             and (rule.name is None or rule.name in names)
-            and (rule.contains is None or rule.contains in facts.text)
+            and (rule.contains is None or rule.contains in text)
             for rule in protect.pinned
         )
 

@@ -19,8 +19,8 @@ How the other formats map onto it (each one adapter module under `proxy/formats/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from proxy.artifacts.read_tool import ToolSpec
@@ -29,17 +29,14 @@ if TYPE_CHECKING:
     from proxy.tokens.counters import TokenCounter
 
 
-class PinFacts(NamedTuple):
-    """What the policy's pin rules (`protect.pinned`) match an item against."""
-
-    role: str | None
-    """The item's role when it has a string one (rules match it literally)."""
-    name: str | None
-    """The item's own name, if any (a rule's `name` also matches the tool of a result)."""
-    text: str
-    """The item's text (text parts joined; "" when it has none)."""
-    result_item: bool
-    """A tool-result item: text marked as the proxy's is an offloaded result, not a notice."""
+PinFacts: TypeAlias = tuple[str | None, str | None, str, bool]
+"""What the policy's pin rules (`protect.pinned`) match an item against, as a plain tuple (built
+for every item of a reduced request): `(role, name, text, result_item)` --
+- role: the item's role when it has a string one (rules match it literally);
+- name: the item's own name, if any (a rule's `name` also matches the tool of a result);
+- text: the item's text (text parts joined; "" when it has none);
+- result_item: a tool-result item (text marked as the proxy's is an offloaded result there, not
+  a notice)."""
 
 
 class WireFormat(Protocol):
@@ -81,10 +78,12 @@ class WireFormat(Protocol):
     def result_meta(self, item: Any) -> dict[str, Any]:
         """What identifies a tool result on this wire (kept in its artifact's metadata)."""
 
-    def tool_names(self, items: Sequence[Any], unit: Unit) -> dict[int, str]:
-        """Result index -> its tool's name, resolved within `unit` (ids may repeat elsewhere)."""
+    def tool_names(self, items: Sequence[Any], units: Iterable[Unit]) -> dict[int, str]:
+        """Result index -> its tool's name, for the results of `units` (each resolved within its
+        own unit: call ids may repeat elsewhere)."""
 
-    def pin_facts(self, item: Any) -> PinFacts: ...
+    def pin_facts(self, item: Any) -> PinFacts:
+        """`(role, name, text, result_item)` of an item (see `PinFacts`)."""
 
     def notice_item(self, role: str, text: str) -> Any:
         """The item that stands where dropped turns were (`role`: user, system or developer)."""

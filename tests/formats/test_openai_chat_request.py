@@ -90,9 +90,15 @@ def test_tool_names_resolve_within_the_exchange() -> None:
     ]
     units = parse_conversation(messages).units
     # a null name is stringified (as it always was); a result's own name never overrides a call's
-    assert OPENAI_CHAT.tool_names(messages, units[1]) == {2: "None", 3: "read_file"}
-    assert OPENAI_CHAT.tool_names(messages, units[2]) == {5: "grep", 6: "own_name"}
-    assert OPENAI_CHAT.tool_names(messages, units[0]) == {}
+    assert OPENAI_CHAT.tool_names(messages, units[1:2]) == {2: "None", 3: "read_file"}
+    assert OPENAI_CHAT.tool_names(messages, units[2:]) == {5: "grep", 6: "own_name"}
+    assert OPENAI_CHAT.tool_names(messages, units[:1]) == {}
+    assert OPENAI_CHAT.tool_names(messages, units) == {
+        2: "None",
+        3: "read_file",
+        5: "grep",
+        6: "own_name",
+    }
 
 
 def test_tool_names_of_a_legacy_function_result_is_its_name() -> None:
@@ -101,20 +107,20 @@ def test_tool_names_of_a_legacy_function_result_is_its_name() -> None:
         {"role": "function", "name": "f", "content": "42"},
     ]
     unit = Unit(0, 2, "tool_exchange")
-    assert OPENAI_CHAT.tool_names(messages, unit) == {1: "f"}
+    assert OPENAI_CHAT.tool_names(messages, [unit]) == {1: "f"}
 
 
 @pytest.mark.parametrize(
     ("message", "facts"),
     [
-        ({"role": "user", "content": "hi"}, PinFacts("user", None, "hi", False)),
+        ({"role": "user", "content": "hi"}, ("user", None, "hi", False)),
         (
             {"role": "tool", "tool_call_id": "a", "name": "f", "content": "[ctxproxy: x]"},
-            PinFacts("tool", "f", "[ctxproxy: x]", True),
+            ("tool", "f", "[ctxproxy: x]", True),
         ),
         # a legacy function result is not told apart (as before the adapter existed)
-        ({"role": "function", "name": "f", "content": "r"}, PinFacts("function", "f", "r", False)),
-        ({"role": ["user"], "name": 5, "content": None}, PinFacts(None, None, "", False)),
+        ({"role": "function", "name": "f", "content": "r"}, ("function", "f", "r", False)),
+        ({"role": ["user"], "name": 5, "content": None}, (None, None, "", False)),
     ],
 )
 def test_pin_facts(message: dict[str, Any], facts: PinFacts) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from proxy.artifacts.read_tool import ToolSpec
@@ -64,36 +64,40 @@ class OpenAIChat:
     def result_meta(self, item: Any) -> dict[str, Any]:
         return {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
 
-    def tool_names(self, items: Sequence[Any], unit: Unit) -> dict[int, str]:
-        """Through the call with the result's `tool_call_id`, else the result's own `name`."""
+    def tool_names(self, items: Sequence[Any], units: Iterable[Unit]) -> dict[int, str]:
+        """Through the call with the result's `tool_call_id` in the same exchange (ids may repeat
+        across turns: some servers number them per response), else the result's own `name`."""
         names: dict[int, str] = {}
-        if not unit.is_tool_exchange:
-            return names
-        calls = items[unit.start].get("tool_calls")
-        by_id = {
-            call["id"]: str(call["function"].get("name"))
-            for call in (calls if isinstance(calls, list) else ())
-            if isinstance(call, dict)
-            and isinstance(call.get("id"), str)
-            and isinstance(call.get("function"), dict)
-        }
-        for index in unit.result_indices:
-            message = items[index]
-            call_id = message.get("tool_call_id")
-            name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get("name")
-            if isinstance(name, str):
-                names[index] = name
+        for unit in units:
+            if not unit.is_tool_exchange:
+                continue
+            calls = items[unit.start].get("tool_calls")
+            by_id = {
+                call["id"]: str(call["function"].get("name"))
+                for call in (calls if isinstance(calls, list) else ())
+                if isinstance(call, dict)
+                and isinstance(call.get("id"), str)
+                and isinstance(call.get("function"), dict)
+            }
+            for index in unit.result_indices:
+                message = items[index]
+                call_id = message.get("tool_call_id")
+                name = (by_id.get(call_id) if isinstance(call_id, str) else None) or message.get(
+                    "name"
+                )
+                if isinstance(name, str):
+                    names[index] = name
         return names
 
     def pin_facts(self, item: Any) -> PinFacts:
         if not isinstance(item, dict):
-            return PinFacts(None, None, "", False)
+            return None, None, "", False
         role, name = item.get("role"), item.get("name")
         role = role if isinstance(role, str) else None
         name = name if isinstance(name, str) else None
         # A `tool` message marked as the proxy's holds an offloaded result; legacy `function`
         # results never were told apart (a marked one counts as a notice, as it always did).
-        return PinFacts(role, name, message_text(item), role == "tool")
+        return role, name, message_text(item), role == "tool"
 
     def notice_item(self, role: str, text: str) -> Any:
         return {"role": role, "content": text}
