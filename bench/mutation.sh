@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Mutation run with mutmut over the engine, the stores, the read tool and the SSE code (what is
-# mutated and which tests run: [tool.mutmut] in pyproject.toml). Slow, so not part of CI.
+# Mutation run with mutmut over the engine, the chat format adapter, the stores, the read tool and
+# the SSE code (what is mutated and which tests run: [tool.mutmut] in pyproject.toml). Slow, so not
+# part of CI.
 #
 #   pip install -e '.[dev,mutation]'       # once (pins mutmut)
 #   bash bench/mutation.sh                 # every configured module (~3,400 mutants)
