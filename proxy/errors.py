@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 
@@ -34,6 +34,17 @@ class ErrorCode(Enum):
         return self.value[2]
 
 
+class RefusalReason(StrEnum):
+    """Why context preparation refused a request: the metrics label, the access line's `reason`
+    and `ctxproxy.reason` in the error envelope."""
+
+    input_exceeds_allowance = "input_exceeds_allowance"
+    protected_content_exceeds_allowance = "protected_content_exceeds_allowance"
+    policy_steps_exhausted = "policy_steps_exhausted"
+    artifact_store_unavailable = "artifact_store_unavailable"
+    invalid_messages = "invalid_messages"
+
+
 class ProxyError(Exception):
     """An error that becomes an OpenAI error envelope at the edge (HTTP body or SSE event)."""
 
@@ -44,12 +55,15 @@ class ProxyError(Exception):
         *,
         param: str | None = None,
         details: dict[str, Any] | None = None,
+        reason: RefusalReason | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.param = param
         self.details = details
+        self.reason = reason
+        """Set when context preparation refused the request (never for other errors)."""
 
     def envelope(self, request_id: str | None = None) -> dict[str, Any]:
         return error_envelope(

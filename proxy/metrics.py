@@ -23,6 +23,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from proxy.engine.manifest import Manifest
+from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics", "read_outcome"]
@@ -163,7 +164,7 @@ class Metrics:
             self._child(self.actions, action.step).inc()
             self._child(self.tokens_freed, action.step).inc(max(0, action.tokens_freed))
 
-    def record_refusal(self, reason: str) -> None:
+    def record_refusal(self, reason: RefusalReason) -> None:
         self.refusals.labels(reason).inc()
 
     def record_round(self, results: list[str]) -> None:

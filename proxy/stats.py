@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from proxy.engine.manifest import Manifest
+from proxy.errors import RefusalReason
 
 NO_LABEL = "-"
 
@@ -36,7 +37,7 @@ class RequestStats:
     artifact_reads: int = 0
     error: str | None = None
     """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
-    reason: str | None = None
+    reason: RefusalReason | None = None
     """Why the request was refused (the error's `reason` detail), when it says."""
 
     def upstream_started(self) -> float:

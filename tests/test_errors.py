@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from proxy.errors import ErrorCode, ProxyError
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
 
 
 def test_every_code_is_distinct_and_named_by_its_value() -> None:
@@ -31,3 +31,13 @@ def test_envelope_without_details_has_no_extension() -> None:
     assert "ctxproxy" not in body["error"]
     assert body["error"]["type"] == "api_error"
     assert ErrorCode.upstream_timeout.status == 504
+
+
+def test_only_refusals_carry_a_typed_reason() -> None:
+    assert ProxyError(ErrorCode.upstream_timeout, "slow").reason is None
+    refusal = ProxyError(
+        ErrorCode.context_length_exceeded, "too long",
+        reason=RefusalReason.protected_content_exceeds_allowance,
+    )
+    assert refusal.reason == "protected_content_exceeds_allowance"
+    assert "reason" not in refusal.envelope()["error"]  # details say it, never the attribute

@@ -13,6 +13,7 @@ from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, execute
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.manifest import Action, Manifest
+from proxy.errors import RefusalReason
 from proxy.metrics import Metrics, read_outcome
 from proxy.stats import RequestStats
 
@@ -41,7 +42,7 @@ def manifest(**overrides: Any) -> Manifest:
 
 def test_each_app_has_its_own_registry() -> None:
     a, b = Metrics(), Metrics()
-    a.record_refusal("input_exceeds_allowance")
+    a.record_refusal(RefusalReason.input_exceeds_allowance)
     assert value(a, "ctxproxy_refusals_total", reason="input_exceeds_allowance") == 1
     assert value(b, "ctxproxy_refusals_total", reason="input_exceeds_allowance") == 0
     global_names = {m.name for m in prometheus_client.REGISTRY.collect()}

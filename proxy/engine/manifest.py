@@ -3,7 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class Outcome(StrEnum):
+    """What preparation did with a request (the manifest's `outcome`, a metrics label)."""
+
+    unchanged = "unchanged"
+    """Not prepared at all (`mode: off`)."""
+    inspected = "inspected"
+    within_trigger = "within_trigger"
+    within_allowance = "within_allowance"
+    """`mode: reject`: over the trigger but within the allowance, forwarded."""
+    invalid_forwarded = "invalid_forwarded"
+    nothing_reduced = "store_unavailable_kept"
+    """Over the trigger, and no step could change anything (the store refused every write, or
+    nothing was reducible); forwarded as it came. The value keeps its historical name."""
+    reduced = "reduced"
+    reduced_above_target = "reduced_above_target"
+    refused = "refused"
 
 
 @dataclass
@@ -29,7 +48,7 @@ class Manifest:
     tokens_before: int = 0
     tokens_after: int = 0
     protected_tokens: int = 0
-    outcome: str = "unchanged"
+    outcome: Outcome = Outcome.unchanged
     actions: list[Action] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 

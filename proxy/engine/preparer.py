@@ -12,7 +12,7 @@ from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, compute_budget
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
+from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
     Plan,
@@ -25,7 +25,7 @@ from proxy.engine.reducer import (
 )
 from proxy.engine.step_api import StepServices
 from proxy.engine.wire import WireFormat
-from proxy.errors import ErrorCode, ProxyError
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
@@ -63,7 +63,7 @@ class _Request:
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
 
-    def unchanged(self, outcome: str) -> Prepared:
+    def unchanged(self, outcome: Outcome) -> Prepared:
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.manifest.tokens_before
         return Prepared(self.raw, False, self.manifest, self.body)
@@ -102,12 +102,12 @@ class Preparer:
             if conversation.problems:
                 return self._invalid(request, conversation)
         if policy.mode == "inspect":
-            return request.unchanged("inspected")
+            return request.unchanged(Outcome.inspected)
         if not over:
-            return request.unchanged("within_trigger")
+            return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
             if request.tokens <= request.budget.allowance:
-                return request.unchanged("within_allowance")
+                return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
         return await self._reduce(request, conversation, tenant)
@@ -137,9 +137,11 @@ class Preparer:
     def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
         first = conversation.problems[0]
         if request.policy.on_invalid == "reject":
-            raise request.wire.invalid_error(conversation.problems)
+            error = request.wire.invalid_error(conversation.problems)
+            error.reason = RefusalReason.invalid_messages
+            raise error
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
-        return request.unchanged("invalid_forwarded")
+        return request.unchanged(Outcome.invalid_forwarded)
 
     async def _reduce(
         self, request: _Request, conversation: Conversation, tenant: Requester
@@ -204,8 +206,10 @@ class Preparer:
                 store_failed=bool(reduction.unconfirmed),
             )
         if not reduction.actions:
-            return request.unchanged("store_unavailable_kept")
-        manifest.outcome = "reduced" if after <= request.budget.target else "reduced_above_target"
+            return request.unchanged(Outcome.nothing_reduced)
+        manifest.outcome = (
+            Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
+        )
         read = request.policy.read_tool
         tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
         return Prepared(
@@ -225,17 +229,17 @@ class Preparer:
         store_failed: bool = False,
     ) -> ProxyError:
         budget, manifest = request.budget, request.manifest
-        manifest.outcome = "refused"
+        manifest.outcome = Outcome.refused
         if store_failed:
-            reason = "artifact_store_unavailable"
+            reason = RefusalReason.artifact_store_unavailable
         elif request.policy.mode != "window":
-            reason = "input_exceeds_allowance"
+            reason = RefusalReason.input_exceeds_allowance
         elif protected > budget.allowance:
-            reason = "protected_content_exceeds_allowance"
+            reason = RefusalReason.protected_content_exceeds_allowance
         else:
-            reason = "policy_steps_exhausted"
+            reason = RefusalReason.policy_steps_exhausted
         details = {
-            "reason": reason,
+            "reason": reason.value,
             "allowance_tokens": budget.allowance,
             "final_tokens": final,
             "protected_tokens": protected,
@@ -250,11 +254,14 @@ class Preparer:
             "the messages. (context_length_exceeded)"
         )
         if store_failed:
-            return ProxyError(ErrorCode.artifact_store_unavailable, message, details=details)
+            return ProxyError(
+                ErrorCode.artifact_store_unavailable, message, details=details, reason=reason
+            )
         return ProxyError(
             ErrorCode.context_length_exceeded,
             message,
             param=request.wire.items_param,
             details=details,
+            reason=reason,
         )
 

@@ -70,7 +70,7 @@ async def _answer(
             stats.tenant, stats.policy = tenant.name, tenant.policy
         response = await handler(request)
     except ProxyError as exc:
-        stats.error, stats.reason = exc.code.name, refusal_reason(exc)
+        stats.error, stats.reason = exc.code.name, exc.reason
         _note_refusal(request, exc)
         return json_error(exc, request_id)
     except web.HTTPException as exc:
@@ -94,21 +94,12 @@ def route_label(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
-def refusal_reason(error: ProxyError) -> str | None:
-    """Why preparation refused a request, or None for other errors."""
-    reason = (error.details or {}).get("reason")
-    if reason is None and error.code is ErrorCode.invalid_messages:
-        reason = "invalid_messages"
-    return reason if isinstance(reason, str) else None
-
-
 def _note_refusal(request: web.Request, error: ProxyError) -> None:
     """A chat completion refused by preparation (dry runs are not counted)."""
     if route_label(request) != CHAT_ROUTE:
         return
-    reason = refusal_reason(error)
-    if reason is not None:
-        request.app[SERVICES].metrics.record_refusal(reason)
+    if error.reason is not None:
+        request.app[SERVICES].metrics.record_refusal(error.reason)
 
 
 def _observe(request: web.Request, request_id: str, status: int, stats: RequestStats) -> None:

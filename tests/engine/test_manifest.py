@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from proxy.engine.manifest import Action, Manifest, Prepared, SyntheticTools
+from proxy.engine.manifest import Action, Manifest, Outcome, Prepared, SyntheticTools
+from proxy.jsonio import dumps
 
 
 def manifest(*actions: Action) -> Manifest:
@@ -78,3 +79,14 @@ def test_prepared_synthetic_defaults_to_none() -> None:
     assert plain.synthetic is None
     tools = SyntheticTools(max_rounds=4, max_page_chars=20_000)
     assert Prepared(b"{}", True, manifest(), {}, synthetic=tools).synthetic == tools
+
+
+def test_outcomes_are_typed_and_serialise_as_their_historical_names() -> None:
+    assert Manifest("p", "m", "window").outcome is Outcome.unchanged
+    refused = Manifest("p", "m", "window", outcome=Outcome.refused)
+    assert b'"outcome":"refused"' in dumps(refused.as_dict())
+    assert Outcome.nothing_reduced == "store_unavailable_kept"
+    assert {o.value for o in Outcome} == {
+        "unchanged", "inspected", "within_trigger", "within_allowance", "invalid_forwarded",
+        "store_unavailable_kept", "reduced", "reduced_above_target", "refused",
+    }

@@ -21,7 +21,7 @@ import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.step_api import PrepareContext, Step, StepServices
 from proxy.engine.steps import build_steps
-from proxy.errors import ErrorCode, ProxyError
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.tokens.counters import TokenCounters
@@ -217,6 +217,7 @@ async def test_invalid_messages_rejected_with_index_and_id(
     with pytest.raises(ProxyError) as caught:
         await h.prepare(body(messages))
     assert caught.value.code is ErrorCode.invalid_messages
+    assert caught.value.reason is RefusalReason.invalid_messages
     assert caught.value.param == f"messages[{index}]"
     assert "call_0_3" in caught.value.message
 
@@ -366,4 +367,5 @@ async def test_refusal_reason_names_exhausted_steps(
         await h.prepare(body(agent_history(30)))
     details = caught.value.details or {}
     assert details["reason"] == "policy_steps_exhausted"
+    assert caught.value.reason is RefusalReason.policy_steps_exhausted
     assert details["protected_tokens"] <= details["allowance_tokens"] < details["final_tokens"]

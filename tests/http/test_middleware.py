@@ -11,7 +11,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.errors import ErrorCode, ProxyError
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.http.auth import TenantResolver
 from proxy.http.middleware import REQUEST_ID_HEADER, edge_middleware
 from proxy.http.services import REQUEST_ID, SERVICES, TENANT, Services
@@ -51,7 +51,8 @@ async def refuse(request: web.Request) -> web.Response:
         ErrorCode.context_length_exceeded,
         "too long",
         param="messages",
-        details={"reason": "over_allowance", "tokens": 9},
+        details={"reason": "policy_steps_exhausted", "tokens": 9},
+        reason=RefusalReason.policy_steps_exhausted,
     )
 
 
@@ -145,7 +146,9 @@ async def test_proxy_error_becomes_its_envelope(client: TestClient) -> None:
     async with client.post("/v1/context/prepare", headers=AUTH) as response:
         error = await envelope(response, 400, ErrorCode.context_length_exceeded)
     assert error["message"] == "too long" and error["param"] == "messages"
-    assert error["ctxproxy"]["reason"] == "over_allowance" and error["ctxproxy"]["tokens"] == 9
+    assert error["ctxproxy"] == {"reason": "policy_steps_exhausted", "tokens": 9} | {
+        "request_id": error["ctxproxy"]["request_id"]
+    }
 
 
 def refusals(client: TestClient) -> dict[str, float]:
@@ -161,10 +164,10 @@ def refusals(client: TestClient) -> dict[str, float]:
 async def test_refusals_are_counted_for_chat_completions_only(client: TestClient) -> None:
     async with client.post("/v1/context/prepare", headers=AUTH) as response:
         assert response.status == 400
-    assert refusals(client).get("over_allowance", 0) == 0
+    assert refusals(client).get("policy_steps_exhausted", 0) == 0
     async with client.post("/v1/chat/completions", headers=AUTH) as response:
         await envelope(response, 400, ErrorCode.context_length_exceeded)
-    assert refusals(client)["over_allowance"] == 1
+    assert refusals(client)["policy_steps_exhausted"] == 1
 
 
 @pytest.mark.parametrize(
