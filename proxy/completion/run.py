@@ -99,7 +99,7 @@ async def complete_json(
         raw = await _read_body(answer)
         payload = _parse_completion(raw, rounds.upstream.name)
         usage = add_usage(usage, payload.get("usage"))
-        pending = synthetic_only(payload) if rounds.loop_allowed else None
+        pending = synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
             break
         await rounds.execute(*pending)
@@ -107,7 +107,7 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
-    if strip_synthetic_calls(payload) or rounds.rounds:
+    if strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
             payload["usage"] = usage
         raw = dumps(payload)

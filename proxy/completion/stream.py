@@ -49,7 +49,7 @@ def stream_rounds(
 async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGenerator[bytes, None]:
     """One client write per upstream TCP chunk (none when a chunk holds nothing for the client)."""
     answer: UpstreamResponse | None = first
-    stream = StreamFilter()
+    stream = StreamFilter(rounds.names)
     try:
         while answer is not None:
             stream.start_round(rounds.loop_allowed)

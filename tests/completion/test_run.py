@@ -259,3 +259,37 @@ async def test_the_outcome_is_logged_once(caplog: pytest.LogCaptureFixture) -> N
     assert [r.getMessage() for r in caplog.records] == [
         f"request {REQUEST_ID}: synthetic rounds=1 artifact reads=1"
     ]
+
+
+async def test_a_client_tool_named_like_the_read_tool_stays_the_clients() -> None:
+    # Issue 11 item 10: the proxy executed the client's own `read_context_artifact` calls.
+    store = MemoryStore(b"secret")
+    artifact_id = await stored(store, "stored text")
+    clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
+    clients_call = tool_call("k1", READ_TOOL, {"artifact_id": artifact_id})
+    own_call = tool_call("s1", READ_TOOL + "_ctxproxy", {"artifact_id": artifact_id})
+    upstream = FakeUpstream(
+        json_answer(answer(None, own_call)), json_answer(answer(None, clients_call))
+    )
+    reply = await run_completion(
+        make_context(upstream, store), prepared(max_rounds=2, client_tools=[clients_tool])
+    )
+    first, second = upstream.bodies
+    assert tool_names(first) == [READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL]
+    assert json.loads(second["messages"][-1]["content"])["content"] == "stored text"
+    assert reply.body is not None
+    message = loads(reply.body)["choices"][0]["message"]
+    assert message["tool_calls"] == [clients_call]  # the client's call goes to the client
+    assert reply.headers[READS_HEADER] == "1"
+
+
+async def test_several_choices_go_upstream_without_the_synthetic_tools() -> None:
+    two = answer("one")
+    two["choices"].append({"index": 1, "message": {"role": "assistant", "content": "two"},
+                           "finish_reason": "stop"})
+    upstream = FakeUpstream(json_answer(two))
+    reply = await run_completion(make_context(upstream), prepared(max_rounds=2, n=2))
+    [sent] = upstream.bodies
+    assert tool_names(sent) == ["run_shell"] and sent["n"] == 2
+    assert reply.body is not None
+    assert [c["message"]["content"] for c in loads(reply.body)["choices"]] == ["one", "two"]
