@@ -21,6 +21,7 @@ class ErrorCode(Enum):
     unsupported_media_type = ("unsupported_media_type", 415, "invalid_request_error")
     upstream_unavailable = ("upstream_unavailable", 502, "api_error")
     upstream_invalid_response = ("upstream_invalid_response", 502, "api_error")
+    upstream_response_too_large = ("upstream_response_too_large", 502, "api_error")
     artifact_store_unavailable = ("artifact_store_unavailable", 503, "api_error")
     upstream_timeout = ("upstream_timeout", 504, "api_error")
     internal_error = ("internal_error", 500, "api_error")

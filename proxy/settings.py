@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+MAX_PARSED_RESPONSE_BYTES = 32 * 1024 * 1024
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -33,6 +34,11 @@ class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     max_body_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
+    max_parsed_response_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=MAX_PARSED_RESPONSE_BYTES,
+        description="Largest upstream answer the proxy reads whole to run its tools (else 502 "
+        "upstream_response_too_large); relayed answers stream and have no cap.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."

@@ -36,6 +36,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.engine.manifest import SyntheticTools
 from proxy.jsonio import dumps
 from proxy.metrics import Metrics
+from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
 from proxy.upstream.base import Upstream, UpstreamResponse
 
@@ -60,6 +61,8 @@ class SyntheticRounds:
     stats: RequestStats
     request_id: str
     search_chars_per_round: int = SEARCH_CHARS_PER_ROUND
+    max_answer_bytes: int = MAX_PARSED_RESPONSE_BYTES
+    """The most one round's upstream answer may hold (it is parsed): more is an error."""
     messages: list[Any] = field(default_factory=list)
     """The conversation; grows by one exchange per executed round."""
     rounds: int = 0

@@ -64,6 +64,7 @@ def _completion_context(
         metrics=services.metrics,
         stats=request[STATS],
         request_id=request[REQUEST_ID],
+        max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
     )
 
 

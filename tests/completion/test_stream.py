@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -272,3 +273,17 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_str
     ]
     assert "stored text" in second["messages"][-1]["content"]
     assert context.stats.artifact_reads == 1
+
+
+async def test_a_round_over_the_parse_cap_ends_with_one_error_event() -> None:
+    events = [chunk({"role": "assistant", "content": "y" * 3000}) for _ in range(5)]
+    upstream = FakeUpstream(sse_answer(events))
+    context = replace(make_context(upstream), max_parsed_response_bytes=10_000)
+    reply = await run_completion(context, prepared(2, stream=True))
+    payloads = data_of(await drain(reply))
+    assert len(payloads) == 4 and b"[DONE]" not in payloads
+    error = payloads[-1]["error"]
+    assert error["code"] == "upstream_response_too_large"
+    assert "10000 bytes" in error["message"]
+    assert len(upstream.responses[0].delivered) == 4  # stopped reading at the cap
+    assert upstream.all_closed
