@@ -31,9 +31,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
     from proxy.app import create_app
+    from proxy.http.server import run_app
     from proxy.logs import configure_logging
 
     try:
@@ -44,12 +43,11 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.server.log_level, settings.server.log_format)
     host = args.host or settings.server.host
     port = settings.server.port if args.port is None else args.port
-    web.run_app(
+    run_app(
         create_app(settings),
         host=host,
         port=port,
-        handler_cancellation=True,
-        access_log=None,
+        limits=settings.server,
         print=lambda _: print(f"ctxproxy listening on http://{host}:{port}"),
     )
     return 0

@@ -17,6 +17,7 @@ class ErrorCode(Enum):
     not_found = ("not_found", 404, "invalid_request_error")
     artifact_not_found = ("artifact_not_found", 404, "invalid_request_error")
     method_not_allowed = ("method_not_allowed", 405, "invalid_request_error")
+    request_timeout = ("request_timeout", 408, "invalid_request_error")
     request_too_large = ("request_too_large", 413, "invalid_request_error")
     unsupported_media_type = ("unsupported_media_type", 415, "invalid_request_error")
     upstream_unavailable = ("upstream_unavailable", 502, "api_error")

@@ -39,6 +39,12 @@ class ServerSettings(_Strict):
         description="Largest upstream answer the proxy reads whole to run its tools (else 502 "
         "upstream_response_too_large); relayed answers stream and have no cap.",
     )
+    header_timeout_s: Annotated[float, Field(gt=0)] = Field(
+        default=10.0, description="A request's headers must arrive within this (else 408)."
+    )
+    body_timeout_s: Annotated[float, Field(gt=0)] = Field(
+        default=60.0, description="A request's body must arrive within this (else 408)."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -32,10 +33,22 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
             ErrorCode.unsupported_media_type,
             f"Content-Type {media!r} is not supported; send application/json",
         )
-    raw = await request.read()
+    raw = await read_body(request)
     if not raw:
         raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
     return raw, loads_object(raw)
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
+    limit = request.app[SERVICES].settings.server.body_timeout_s
+    try:
+        async with asyncio.timeout(limit):
+            return await request.read()
+    except TimeoutError:
+        raise ProxyError(
+            ErrorCode.request_timeout, f"The request body did not arrive within {limit:g}s"
+        ) from None
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -128,7 +141,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
-    body = await request.read() if request.body_exists else None
+    body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body))
     headers = forward_request_headers(
         request.headers, tenant.upstream_authorization(upstream.settings)
