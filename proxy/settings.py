@@ -45,6 +45,11 @@ class ServerSettings(_Strict):
     body_timeout_s: Annotated[float, Field(gt=0)] = Field(
         default=60.0, description="A request's body must arrive within this (else 408)."
     )
+    metrics_auth: Literal["auto", "none", "keys"] = Field(
+        default="auto",
+        description="GET /metrics: 'keys' needs a proxy key (auth mode 'keys'), 'none' is open; "
+        "'auto' is 'keys' in auth mode 'keys' (labels name tenants), else 'none'.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
@@ -124,6 +129,20 @@ class Settings(_Strict):
     def upstream_for(self, model: str) -> UpstreamSettings:
         wanted = next((r.upstream for r in self.routes if fnmatchcase(model, r.model)), None)
         return next((u for u in self.upstreams if u.name == wanted), self.upstreams[0])
+
+    @model_validator(mode="after")
+    def _metrics_keys_need_keys_mode(self) -> Settings:
+        if self.server.metrics_auth == "keys" and self.auth.mode != "keys":
+            raise ValueError(
+                "server.metrics_auth: 'keys' needs auth mode 'keys' (in passthrough mode any "
+                "credential is accepted)"
+            )
+        return self
+
+    @property
+    def metrics_need_a_key(self) -> bool:
+        auth = self.server.metrics_auth
+        return auth == "keys" or (auth == "auto" and self.auth.mode == "keys")
 
 
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:

@@ -362,3 +362,16 @@ async def test_a_client_tool_named_read_context_artifact_stays_the_clients(
     else:
         calls = json.loads(raw)["choices"][0]["message"]["tool_calls"]
         assert [(c["id"], c["function"]["name"]) for c in calls] == [("call_client", READ)]
+
+
+async def test_a_stream_flag_of_1_is_refused_before_any_round(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    # Issue 11 item 11: the upstream streamed, the proxy expected a JSON round: 502.
+    proxy = await proxies.start()
+    fake_upstream.enqueue(calling(read_call(0, 10), stream=True))
+    status, _, raw = await post_raw(proxy.base_url, conversation(stream=1))
+    assert status == 400
+    error = json.loads(raw)["error"]
+    assert (error["code"], error["param"]) == ("invalid_request", "stream")
+    assert fake_upstream.requests(CHAT) == []
