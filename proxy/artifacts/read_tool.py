@@ -30,6 +30,7 @@ MAX_RESULTS_CAP = 50
 MAX_PATTERN_CHARS = 1_000
 INLINE_SEARCH_CHARS = 256 * 1024  # larger artifacts are searched in a worker thread
 SEARCH_CHARS_PER_ROUND = 64_000_000  # characters the searches of one round may scan together
+MAX_CALLS_PER_ROUND = 32  # synthetic calls one round may make (the rest answer too_many_calls)
 
 _log = logging.getLogger("ctxproxy.read_tool")
 
@@ -120,14 +121,24 @@ def _search_definition() -> dict[str, Any]:
 
 
 class RoundBudget:
-    """The work the synthetic calls of one round may do together: characters searched.
+    """The work the synthetic calls of one round may do together: calls, characters searched.
 
-    One per round (the calls of a round run concurrently on one event loop, so taking from it
-    needs no lock); a search that would exceed it is answered with `search_budget_exhausted`.
+    One per round (the calls of a round run on one event loop, so taking from it needs no lock);
+    a call beyond the cap is answered with `too_many_calls` (each one loads its artifact from the
+    store), a search that would exceed the characters left with `search_budget_exhausted`.
     """
 
-    def __init__(self, search_chars: int = SEARCH_CHARS_PER_ROUND) -> None:
+    def __init__(
+        self, search_chars: int = SEARCH_CHARS_PER_ROUND, calls: int = MAX_CALLS_PER_ROUND
+    ) -> None:
         self.search_chars_left = search_chars
+        self.calls_left = calls
+
+    def take_call(self) -> bool:
+        if self.calls_left <= 0:
+            return False
+        self.calls_left -= 1
+        return True
 
     def take_search(self, chars: int) -> bool:
         if chars > self.search_chars_left:
@@ -203,6 +214,13 @@ async def execute(
     """Run one synthetic tool call for `scope`; always returns a JSON string.
 
     `budget` is shared by the calls of one round (a fresh one when None: this call alone)."""
+    budget = budget or RoundBudget()
+    if not budget.take_call():
+        return _error(
+            "too_many_calls",
+            "This round already made as many calls as one round may; make this one in the next "
+            "round.",
+        )
     try:
         call = _parse_call(name, arguments, max_page_chars)
     except _ArgumentError as exc:
@@ -223,7 +241,7 @@ async def execute(
             f"No artifact {call.artifact_id!r} is available (unknown or expired).",
         )
     if isinstance(call, _Search):
-        return await _search(artifact, call, budget or RoundBudget())
+        return await _search(artifact, call, budget)
     return _dumps(read_result(artifact, call.offset, call.max_chars))
 
 

@@ -11,7 +11,9 @@ The proxy's tools never share a name with a client tool: when the client has a t
 `read_context_artifact` (or `search_context_artifact`), the proxy's goes by another name for that
 request (`ToolNames`), only calls of the proxy's names are executed, and the client's calls go to
 the client. The calls of a round get unique ids in the follow-up conversation (a missing, empty
-or repeated id is replaced by `call_ctxproxy_<round>_<index>`), and share one `RoundBudget`.
+or repeated id is replaced by `call_ctxproxy_<round>_<index>`), and share one `RoundBudget`
+(at most `MAX_CALLS_PER_ROUND` calls and a number of characters searched), `CONCURRENT_CALLS`
+of them running at once.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ log = logging.getLogger("ctxproxy.synthetic")
 ROUNDS_HEADER = "x-ctxproxy-synthetic-rounds"
 READS_HEADER = "x-ctxproxy-artifact-reads"
 DEFAULT_NAMES = ToolNames()
+CONCURRENT_CALLS = 4
+"""Calls of one round executed at once (each holds its artifact in memory while it runs)."""
 _PROXY_TOOLS = (READ_TOOL, SEARCH_TOOL)
 
 
@@ -109,13 +113,17 @@ class SyntheticRounds:
         """Run one round of synthetic calls and append the exchange to the conversation."""
         calls = self._with_unique_ids(calls)
         budget = RoundBudget(self.search_chars_per_round)
-        results = await asyncio.gather(*(
-            execute(
-                self.store, self.scope, self.names.canonical(str(function_of(call).get("name"))),
-                _arguments(call), max_page_chars=self.tools.max_page_chars, budget=budget,
-            )
-            for call in calls
-        ))
+        gate = asyncio.Semaphore(CONCURRENT_CALLS)  # FIFO: calls take the budget in order
+
+        async def run(call: dict[str, Any]) -> str:
+            async with gate:
+                return await execute(
+                    self.store, self.scope,
+                    self.names.canonical(str(function_of(call).get("name"))),
+                    _arguments(call), max_page_chars=self.tools.max_page_chars, budget=budget,
+                )
+
+        results = await asyncio.gather(*(run(call) for call in calls))
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
         self.messages.extend(
             {"role": "tool", "tool_call_id": call["id"], "content": result}

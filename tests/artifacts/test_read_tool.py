@@ -253,6 +253,18 @@ async def test_the_searches_of_one_round_share_a_budget() -> None:
     assert fresh["total_matches"] == 10  # without a budget: this call alone
 
 
+async def test_a_round_makes_at_most_its_calls() -> None:
+    memory, aid = await _stored("text")
+    budget = RoundBudget(calls=2)
+    results = [
+        json.loads(await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid},
+                                 max_page_chars=100, budget=budget))
+        for _ in range(3)
+    ]
+    assert [r.get("content") for r in results[:2]] == ["text", "text"]
+    assert error_code(results[2]) == "too_many_calls"
+
+
 # -- errors are results ------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from typing import Any
@@ -10,9 +11,15 @@ import pytest
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_definitions
+from proxy.artifacts.read_tool import (
+    MAX_CALLS_PER_ROUND,
+    READ_TOOL,
+    SEARCH_TOOL,
+    tool_definitions,
+)
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.rounds import (
+    CONCURRENT_CALLS,
     READS_HEADER,
     ROUNDS_HEADER,
     SyntheticRounds,
@@ -307,6 +314,35 @@ async def test_the_searches_of_a_round_share_one_budget() -> None:
     results = [json.loads(m["content"]) for m in rounds.messages if m["role"] == "tool"]
     codes = [r.get("error", {}).get("code") for r in results]
     assert codes == [None, None, "search_budget_exhausted"] * 2  # a fresh budget each round
+
+
+class _CountingStore(MemoryStore):
+    """Records how many `get`s run at once."""
+
+    def __init__(self) -> None:
+        super().__init__(b"secret")
+        self.running = self.most = 0
+
+    async def get(self, scope: str, artifact_id: str) -> Any:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.001)
+        self.running -= 1
+        return await super().get(scope, artifact_id)
+
+
+async def test_a_round_runs_a_bounded_number_of_calls_a_few_at_a_time() -> None:
+    store = _CountingStore()
+    await store.put_many(SCOPE, [NewArtifact("data", "k", {})], ttl_seconds=60, max_per_scope=9)
+    arguments = json.dumps({"artifact_id": store.artifact_id(SCOPE, "data")})
+    rounds = make_rounds(body_with([]), max_rounds=3, store=store)
+    await rounds.execute(None, [call(f"c{i}", READ_TOOL, arguments) for i in range(40)])
+    results = [json.loads(m["content"]) for m in rounds.messages if m["role"] == "tool"]
+    assert len(results) == 40  # every call is answered
+    assert [r.get("content") for r in results[:MAX_CALLS_PER_ROUND]] == ["data"] * 32
+    codes = {r["error"]["code"] for r in results[MAX_CALLS_PER_ROUND:]}
+    assert codes == {"too_many_calls"}
+    assert store.most == CONCURRENT_CALLS
 
 
 # -- answers -----------------------------------------------------------------------------------
