@@ -122,9 +122,8 @@ def startup_failure(settings: Settings, exc: BaseException, host: str, port: int
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
     from proxy.app import create_app
+    from proxy.http.server import run_app
     from proxy.logs import configure_logging
 
     try:
@@ -149,14 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"ctxproxy {ctxproxy_version()} listening on http://{host}:{port}: {summary}")
 
     try:
-        web.run_app(
-            create_app(settings),
-            host=host,
-            port=port,
-            handler_cancellation=True,
-            access_log=None,
-            print=listening,
-        )
+        run_app(create_app(settings), host=host, port=port, limits=settings.server, print=listening)
     except Exception as exc:
         if started:  # a failure while shutting down: the traceback is worth having
             raise

@@ -27,6 +27,7 @@ from pydantic import (
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
+MAX_PARSED_RESPONSE_BYTES = 32 * 1024 * 1024
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -42,6 +43,22 @@ class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
     max_body_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
+    max_parsed_response_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=MAX_PARSED_RESPONSE_BYTES,
+        description="Largest upstream answer the proxy reads whole to run its tools (else 502 "
+        "upstream_response_too_large); relayed answers stream and have no cap.",
+    )
+    header_timeout_s: Annotated[float, Field(gt=0)] = Field(
+        default=10.0, description="A request's headers must arrive within this (else 408)."
+    )
+    body_timeout_s: Annotated[float, Field(gt=0)] = Field(
+        default=60.0, description="A request's body must arrive within this (else 408)."
+    )
+    metrics_auth: Literal["auto", "none", "keys"] = Field(
+        default="auto",
+        description="GET /metrics: 'keys' needs a proxy key (auth mode 'keys'), 'none' is open; "
+        "'auto' is 'keys' in auth mode 'keys' (labels name tenants), else 'none'.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
@@ -139,6 +156,20 @@ class Settings(_Strict):
     def upstream_for(self, model: str) -> UpstreamSettings:
         wanted = next((r.upstream for r in self.routes if fnmatchcase(model, r.model)), None)
         return next((u for u in self.upstreams if u.name == wanted), self.upstreams[0])
+
+    @model_validator(mode="after")
+    def _metrics_keys_need_keys_mode(self) -> Settings:
+        if self.server.metrics_auth == "keys" and self.auth.mode != "keys":
+            raise ValueError(
+                "server.metrics_auth: 'keys' needs auth mode 'keys' (in passthrough mode any "
+                "credential is accepted)"
+            )
+        return self
+
+    @property
+    def metrics_need_a_key(self) -> bool:
+        auth = self.server.metrics_auth
+        return auth == "keys" or (auth == "auto" and self.auth.mode == "keys")
 
 
 def _reference_problems(settings: Settings) -> list[str]:

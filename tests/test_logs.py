@@ -108,9 +108,9 @@ def test_configure_logging_json_and_text(capsys: pytest.CaptureFixture[str]) -> 
 
 @pytest.mark.usefixtures("root_handlers")
 def test_serve_configures_json_logs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from aiohttp import web
+    from proxy.http import server
 
-    monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: None)
+    monkeypatch.setattr(server, "run_app", lambda *args, **kwargs: None)
     assert cli.main(["serve"]) == 0
     [handler] = logging.getLogger().handlers
     assert isinstance(handler.formatter, JsonFormatter)

@@ -3,9 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from proxy import settings as settings_module
-from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, embedded_default, load_settings
+from proxy.settings import (
+    DEFAULT_OPENAI_BASE_URL,
+    ConfigError,
+    Settings,
+    embedded_default,
+    load_settings,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -274,3 +281,14 @@ def test_relative_policies_dir_resolves_against_the_config_file(
     assert settings.policies_dir == str(config_dir / "policies")
     path.write_text(f"policies_dir: {config_dir / 'policies'}\n")
     assert load_settings(path, {}).policies_dir == str(config_dir / "policies")
+
+
+def test_metrics_auth_keys_needs_auth_mode_keys() -> None:
+    base = {"upstreams": [{"name": "u", "base_url": "http://u"}]}
+    with pytest.raises(ValidationError, match="metrics_auth: 'keys' needs auth mode 'keys'"):
+        Settings.model_validate({**base, "server": {"metrics_auth": "keys"}})
+    keys = {**base, "auth": {"mode": "keys"}, "tenants": [{"name": "t", "keys": ["k"]}]}
+    assert Settings.model_validate(keys).metrics_need_a_key  # auto: keys in keys mode
+    assert not Settings.model_validate(base).metrics_need_a_key  # auto: open in passthrough
+    opened = Settings.model_validate({**keys, "server": {"metrics_auth": "none"}})
+    assert not opened.metrics_need_a_key

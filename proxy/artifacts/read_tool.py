@@ -3,29 +3,34 @@
 `execute` always answers with a JSON string for the model; bad arguments, unknown or foreign ids
 and store outages are results (`{"error": {"code", "message"}}`), never exceptions. Unknown and
 foreign ids read the same: not found. Search is a case-insensitive literal substring search (no
-user-supplied regular expressions, so no catastrophic backtracking).
+user-supplied regular expressions), linear in the artifact's size whatever the pattern; a search
+over a large artifact runs in a worker thread, and the searches of one round share a budget of
+characters scanned (`RoundBudget`), so no prompt can stall the event loop or the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from proxy.artifacts.search import search_result
 from proxy.artifacts.store import Artifact, ArtifactStore, StoreUnavailable
 
 READ_TOOL = "read_context_artifact"
 SEARCH_TOOL = "search_context_artifact"
 HARD_MAX_PAGE_CHARS = 20_000
-SEARCH_CONTEXT_CHARS = 120
 DEFAULT_MAX_RESULTS = 10
 MAX_RESULTS_CAP = 50
 MAX_PATTERN_CHARS = 1_000
-MAX_COUNTED_MATCHES = 10_000  # total_matches stops counting here (then it is a lower bound)
+INLINE_SEARCH_CHARS = 256 * 1024  # larger artifacts are searched in a worker thread
+SEARCH_CHARS_PER_ROUND = 64_000_000  # characters the searches of one round may scan together
+MAX_CALLS_PER_ROUND = 32  # synthetic calls one round may make (the rest answer too_many_calls)
 
 _log = logging.getLogger("ctxproxy.read_tool")
 
@@ -122,6 +127,74 @@ def _search_spec() -> ToolSpec:
     )
 
 
+class RoundBudget:
+    """The work the synthetic calls of one round may do together: calls, characters searched.
+
+    One per round (the calls of a round run on one event loop, so taking from it needs no lock);
+    a call beyond the cap is answered with `too_many_calls` (each one loads its artifact from the
+    store), a search that would exceed the characters left with `search_budget_exhausted`.
+    """
+
+    def __init__(
+        self, search_chars: int = SEARCH_CHARS_PER_ROUND, calls: int = MAX_CALLS_PER_ROUND
+    ) -> None:
+        self.search_chars_left = search_chars
+        self.calls_left = calls
+
+    def take_call(self) -> bool:
+        if self.calls_left <= 0:
+            return False
+        self.calls_left -= 1
+        return True
+
+    def take_search(self, chars: int) -> bool:
+        if chars > self.search_chars_left:
+            return False
+        self.search_chars_left -= chars
+        return True
+
+
+@dataclass(frozen=True)
+class ToolNames:
+    """What the proxy's tools are called in one request: their own names, unless a client tool
+    has one of them (`names_avoiding`), so a client's tool is never taken over."""
+
+    read: str = READ_TOOL
+    search: str = SEARCH_TOOL
+
+    def __contains__(self, name: object) -> bool:
+        return name == self.read or name == self.search
+
+    @property
+    def renamed(self) -> bool:
+        return (self.read, self.search) != (READ_TOOL, SEARCH_TOOL)
+
+    def canonical(self, name: str) -> str:
+        """READ_TOOL or SEARCH_TOOL (what `execute` takes) for the names of this request."""
+        if name == self.read:
+            return READ_TOOL
+        if name == self.search:
+            return SEARCH_TOOL
+        return name
+
+    def own(self, canonical: str) -> str:
+        """This request's name of READ_TOOL or SEARCH_TOOL."""
+        return {READ_TOOL: self.read, SEARCH_TOOL: self.search}.get(canonical, canonical)
+
+
+def names_avoiding(taken: Collection[str]) -> ToolNames:
+    """The synthetic tools' names for a request whose client tools are called `taken`."""
+    return ToolNames(_free_name(READ_TOOL, taken), _free_name(SEARCH_TOOL, taken))
+
+
+def _free_name(name: str, taken: Collection[str]) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        candidate = f"{name}_ctxproxy" + (str(n) if n > 1 else "")
+        n += 1
+    return candidate
+
+
 @dataclass(frozen=True)
 class _Read:
     artifact_id: str
@@ -143,8 +216,18 @@ async def execute(
     arguments: str | dict[str, Any],
     *,
     max_page_chars: int,
+    budget: RoundBudget | None = None,
 ) -> str:
-    """Run one synthetic tool call for `scope`; always returns a JSON string."""
+    """Run one synthetic tool call for `scope`; always returns a JSON string.
+
+    `budget` is shared by the calls of one round (a fresh one when None: this call alone)."""
+    budget = budget or RoundBudget()
+    if not budget.take_call():
+        return _error(
+            "too_many_calls",
+            "This round already made as many calls as one round may; make this one in the next "
+            "round.",
+        )
     try:
         call = _parse_call(name, arguments, max_page_chars)
     except _ArgumentError as exc:
@@ -165,8 +248,24 @@ async def execute(
             f"No artifact {call.artifact_id!r} is available (unknown or expired).",
         )
     if isinstance(call, _Search):
-        return _dumps(search_result(artifact, call.pattern, call.max_results))
+        return await _search(artifact, call, budget)
     return _dumps(read_result(artifact, call.offset, call.max_chars))
+
+
+async def _search(artifact: Artifact, call: _Search, budget: RoundBudget) -> str:
+    size = len(artifact.content)
+    if not budget.take_search(size):
+        return _error(
+            "search_budget_exhausted",
+            "The searches of this round have scanned all the text one round may; read pages "
+            "or search again in the next round.",
+        )
+    if size <= INLINE_SEARCH_CHARS:
+        return _dumps(search_result(artifact, call.pattern, call.max_results))
+    # The default executor's few workers bound how many searches run at once.
+    return _dumps(
+        await asyncio.to_thread(search_result, artifact, call.pattern, call.max_results)
+    )
 
 
 def _parse_call(name: str, arguments: str | dict[str, Any], max_page_chars: int) -> _Read | _Search:
@@ -197,42 +296,6 @@ def read_result(artifact: Artifact, offset: int, max_chars: int) -> dict[str, An
         "truncated": next_offset is not None,
         "untrusted_content": True,
     }
-
-
-def search_result(artifact: Artifact, pattern: str, max_results: int) -> dict[str, Any]:
-    """Case-insensitive literal matches with their offsets, 1-based lines and ±120 chars."""
-    text = artifact.content
-    matches: list[dict[str, Any]] = []
-    total = 0
-    line, line_pos = 1, 0
-    for found in re.finditer(re.escape(pattern), text, re.IGNORECASE):
-        total += 1
-        if len(matches) < max_results:
-            start, end = found.span()
-            line += text.count("\n", line_pos, start)
-            line_pos = start
-            matches.append(
-                {
-                    "offset": start,
-                    "line": line,
-                    "context": text[
-                        max(0, start - SEARCH_CONTEXT_CHARS) : end + SEARCH_CONTEXT_CHARS
-                    ],
-                }
-            )
-        if total >= MAX_COUNTED_MATCHES:
-            break
-    result: dict[str, Any] = {
-        "artifact_id": artifact.id,
-        "pattern": pattern,
-        "matches": matches,
-        "total_matches": total,
-        "truncated": total > len(matches),
-        "untrusted_content": True,
-    }
-    if total >= MAX_COUNTED_MATCHES:
-        result["total_matches_is_lower_bound"] = True
-    return result
 
 
 def _parse_arguments(arguments: str | dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,10 @@ upstream answer passed through as it is.
 A reply is either a whole body or a `ChunkStream`: the bytes to write, one item per client write.
 The edge writes them as they come and calls `aclose()` when it stops, at the end or because the
 client went away; that releases every upstream response the stream still holds.
+
+Memory stays bounded whatever an upstream sends: a relayed answer is held whole only up to
+`WHOLE_BODY_BYTES` (so small answers keep their Content-Length), larger ones stream chunk by
+chunk; an answer the proxy must parse is read with `read_capped`, which refuses one over its cap.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from dataclasses import dataclass
 
 from multidict import CIMultiDict
 
+from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat_errors import error_event
 from proxy.upstream.base import UpstreamError, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
+
+WHOLE_BODY_BYTES = 256 * 1024
+"""A relayed answer up to this size is read whole and answered with its Content-Length."""
 
 
 class ChunkStream:
@@ -62,8 +70,11 @@ async def relayed(
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
 
     An event stream is relayed chunk by chunk; if it breaks, the client gets one SSE error event
-    and the stream ends. A whole body that breaks raises `UpstreamError`. `answer` is closed when
-    its body is read or the stream is closed.
+    and the stream ends. Any other body up to `WHOLE_BODY_BYTES` is read whole (one that breaks
+    raises `UpstreamError`); a larger one streams chunk by chunk whatever its content type, and
+    if it breaks after it started, the stream raises `UpstreamError` and the edge cuts the
+    connection (the client sees an incomplete body, never a body that looks whole). `answer` is
+    closed when its body is read or the stream is closed.
     """
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
@@ -71,11 +82,80 @@ async def relayed(
         return Reply(
             answer.status, headers, stream=ChunkStream(_chunks(answer, request_id), answer.close)
         )
+    chunks = answer.chunks()
     try:
-        body = await answer.read()
+        head, complete = await _read_head(chunks, WHOLE_BODY_BYTES)
+    except BaseException:
+        answer.close()
+        raise
+    if complete:
+        answer.close()
+        return Reply(answer.status, headers, body=head)
+    body = ChunkStream(_body_chunks(head, chunks, answer), answer.close)
+    return Reply(answer.status, headers, stream=body)
+
+
+async def read_capped(answer: UpstreamResponse, limit: int, upstream: str) -> bytes:
+    """The whole body of an answer the proxy must parse; `answer` is always closed.
+
+    Raises `ProxyError(upstream_response_too_large)` as soon as more than `limit` bytes came.
+    """
+    try:
+        return b"".join([chunk async for chunk in CappedChunks(answer, limit, upstream)])
     finally:
         answer.close()
-    return Reply(answer.status, headers, body=body)
+
+
+class CappedChunks:
+    """`answer.chunks()` raising `upstream_response_too_large` once more than `limit` bytes came
+    (an iterator, not a generator: nothing is left to finalise when its reader stops early)."""
+
+    def __init__(self, answer: UpstreamResponse, limit: int, upstream: str) -> None:
+        self._chunks = answer.chunks()
+        self._limit = limit
+        self._upstream = upstream
+        self._size = 0
+
+    def __aiter__(self) -> CappedChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await self._chunks.__anext__()
+        self._size += len(chunk)
+        if self._size > self._limit:
+            raise response_too_large(self._upstream, self._limit)
+        return chunk
+
+
+def response_too_large(upstream: str, limit: int) -> ProxyError:
+    return ProxyError(
+        ErrorCode.upstream_response_too_large,
+        f"Upstream {upstream!r} answered with more than {limit} bytes, the most the proxy "
+        "reads to run its tools (server.max_parsed_response_bytes)",
+    )
+
+
+async def _read_head(chunks: AsyncIterator[bytes], limit: int) -> tuple[bytes, bool]:
+    """Up to a little over `limit` bytes from `chunks`, and whether that was the whole body."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(parts), False
+    return b"".join(parts), True
+
+
+async def _body_chunks(
+    head: bytes, rest: AsyncIterator[bytes], answer: UpstreamResponse
+) -> AsyncGenerator[bytes, None]:
+    try:
+        yield head
+        async for chunk in rest:
+            yield chunk
+    finally:
+        answer.close()
 
 
 async def _chunks(answer: UpstreamResponse, request_id: str) -> AsyncGenerator[bytes, None]:

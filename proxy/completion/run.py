@@ -21,7 +21,7 @@ from typing import Any
 from multidict import CIMultiDict
 
 from proxy.artifacts.store import ArtifactStore
-from proxy.completion.reply import Reply, relayed
+from proxy.completion.reply import Reply, read_capped, relayed
 from proxy.completion.rounds import SyntheticRounds, strip_synthetic_calls, synthetic_only
 from proxy.completion.stream import stream_rounds
 from proxy.engine.manifest import Prepared
@@ -29,6 +29,7 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.sse import add_usage
 from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
+from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
@@ -48,6 +49,8 @@ class CompletionContext:
     stats: RequestStats
     """Filled in as the completion goes: upstream timings, synthetic rounds and reads."""
     request_id: str
+    max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
+    """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
@@ -70,6 +73,7 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         context.metrics,
         context.stats,
         context.request_id,
+        max_answer_bytes=context.max_parsed_response_bytes,
     )
     streaming = False
     try:
@@ -96,10 +100,10 @@ async def complete_json(
         if answer.status != 200:
             extra = {**extra_headers, **rounds.response_headers()}
             return await relayed(answer, extra, rounds.request_id)
-        raw = await _read_body(answer)
+        raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
         usage = add_usage(usage, payload.get("usage"))
-        pending = synthetic_only(payload) if rounds.loop_allowed else None
+        pending = synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
             break
         await rounds.execute(*pending)
@@ -107,18 +111,11 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
-    if strip_synthetic_calls(payload) or rounds.rounds:
+    if strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
             payload["usage"] = usage
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
-
-
-async def _read_body(answer: UpstreamResponse) -> bytes:
-    try:
-        return await answer.read()
-    finally:
-        answer.close()
 
 
 def _parse_completion(raw: bytes, name: str) -> dict[str, Any]:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 
-from proxy.completion.reply import ChunkStream, Reply
+from proxy.completion.reply import CappedChunks, ChunkStream, Reply, read_capped
 from proxy.completion.rounds import SyntheticRounds
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat_errors import error_event
 from proxy.formats.sse import DONE, SSEEvent, SSEParser, StreamFilter, encode_data, encode_event
 from proxy.jsonio import dumps, loads
-from proxy.upstream.base import UpstreamError, UpstreamResponse
+from proxy.upstream.base import UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
 _DONE_EVENT = encode_data(DONE)
@@ -49,19 +49,20 @@ def stream_rounds(
 async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGenerator[bytes, None]:
     """One client write per upstream TCP chunk (none when a chunk holds nothing for the client)."""
     answer: UpstreamResponse | None = first
-    stream = StreamFilter()
+    stream = StreamFilter(rounds.names)
     try:
         while answer is not None:
             stream.start_round(rounds.loop_allowed)
             parser = SSEParser()
+            chunks = CappedChunks(answer, rounds.max_answer_bytes, rounds.upstream.name)
             try:
-                async for chunk in answer.chunks():
+                async for chunk in chunks:  # the parser holds at most one round's bytes
                     out, failed = _render(parser.feed(chunk), stream)
                     if out:
                         yield out
                     if failed:
                         return
-            except UpstreamError as exc:
+            except ProxyError as exc:  # broken, or more than one round may hold
                 yield error_event(exc, rounds.request_id)
                 return
             out, failed = _render(parser.close(), stream)
@@ -117,11 +118,9 @@ async def _open_next(rounds: SyntheticRounds) -> tuple[UpstreamResponse | None, 
     if answer.status == 200 and answer.is_event_stream:
         return answer, b""
     try:
-        body = await answer.read()
-    except UpstreamError:
+        body = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
+    except ProxyError:  # broken or too large: the status says what went wrong
         body = b""
-    finally:
-        answer.close()
     return None, _answer_error(answer.status, body, rounds.upstream.name, rounds.request_id)
 
 

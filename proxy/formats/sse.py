@@ -10,10 +10,11 @@ delta, usage held back and summed).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.artifacts.read_tool import is_synthetic
+from proxy.artifacts.read_tool import ToolNames
 
 DONE = b"[DONE]"
 
@@ -163,9 +164,11 @@ class StreamFilter:
     chunk; after the round, `pending_calls()` says whether it ended with synthetic calls only
     (and `loop_allowed`), in which case its finish chunk was held back and the caller executes
     them and starts the next round. `usage_chunk()` gives the one summed usage chunk.
+    `synthetic_names`: what the proxy's tools are called in this request.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, synthetic_names: Container[object] = ToolNames()) -> None:
+        self._synthetic_names = synthetic_names
         self.identity: dict[str, Any] | None = None
         self.rounds = 0
         self.usage: dict[str, Any] | None = None
@@ -269,7 +272,7 @@ class StreamFilter:
                 name = _function(call).get("name")
                 if name is None:
                     continue
-                out += self._route(state, index, synthetic=is_synthetic(name))
+                out += self._route(state, index, synthetic=name in self._synthetic_names)
             elif state.routes[index] is None:
                 _accumulate(state.synthetic.setdefault(index, SyntheticCall()), call)
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from proxy.metrics import CONTENT_TYPE_LATEST
 from proxy.upstream.headers import forward_request_headers
 
 _JSON_TYPES = ("application/json", "text/json")
+_MAX_QUERY_DIGITS = 15
 
 
 async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
@@ -32,10 +34,36 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
             ErrorCode.unsupported_media_type,
             f"Content-Type {media!r} is not supported; send application/json",
         )
-    raw = await request.read()
+    raw = await read_body(request)
     if not raw:
         raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
-    return raw, loads_object(raw)
+    body = loads_object(raw)
+    _check_stream_flag(body)
+    return raw, body
+
+
+def _check_stream_flag(body: dict[str, Any]) -> None:
+    """`stream` is a boolean or null, as OpenAI requires: the proxy and the upstream must agree
+    on whether the answer streams (1 or "true" would stream upstream but not for the proxy)."""
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ProxyError(
+            ErrorCode.invalid_request,
+            f"Invalid type for 'stream': expected a boolean, but got {type(stream).__name__}",
+            param="stream",
+        )
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
+    limit = request.app[SERVICES].settings.server.body_timeout_s
+    try:
+        async with asyncio.timeout(limit):
+            return await request.read()
+    except TimeoutError:
+        raise ProxyError(
+            ErrorCode.request_timeout, f"The request body did not arrive within {limit:g}s"
+        ) from None
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -64,6 +92,7 @@ def _completion_context(
         metrics=services.metrics,
         stats=request[STATS],
         request_id=request[REQUEST_ID],
+        max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
     )
 
 
@@ -112,13 +141,18 @@ async def read_artifact(request: web.Request) -> web.Response:
 
 
 def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -> int:
+    """A non-negative decimal query parameter; more than `_MAX_QUERY_DIGITS` digits is a 400
+    (never `int()` on a client's string of any length: Python refuses over 4,300 digits)."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    value = int(raw) if raw.isascii() and raw.isdigit() else minimum - 1
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= _MAX_QUERY_DIGITS
+    value = int(raw) if digits else minimum - 1
     if value < minimum:
         raise ProxyError(
-            ErrorCode.invalid_request, f"'{name}' must be an integer >= {minimum}", param=name
+            ErrorCode.invalid_request,
+            f"'{name}' must be an integer >= {minimum} of at most {_MAX_QUERY_DIGITS} digits",
+            param=name,
         )
     return value
 
@@ -127,7 +161,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
-    body = await request.read() if request.body_exists else None
+    body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body))
     headers = forward_request_headers(
         request.headers, tenant.upstream_authorization(upstream.settings)
@@ -157,7 +191,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format; unauthenticated like /healthz (no keys or key hashes in labels)."""
+    """Prometheus text format (no keys or key hashes in labels); needs a proxy key per
+    `server.metrics_auth` (by default in auth mode 'keys', where labels name tenants)."""
     body = request.app[SERVICES].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -23,7 +23,8 @@ log = logging.getLogger("ctxproxy.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID_HEADER = "x-ctxproxy-request-id"
-_UNAUTHENTICATED = frozenset({"/healthz", "/readyz", "/metrics"})
+_UNAUTHENTICATED = frozenset({"/healthz", "/readyz"})
+METRICS_ROUTE = "/metrics"
 CHAT_ROUTE = "/v1/chat/completions"
 CLIENT_CLOSED = 499
 """The status recorded when the client went away (or the handler was cancelled) mid-request."""
@@ -64,7 +65,7 @@ async def _answer(
     request: web.Request, handler: Handler, request_id: str, stats: RequestStats
 ) -> web.StreamResponse:
     try:
-        if request.path not in _UNAUTHENTICATED:
+        if _needs_a_tenant(request):
             tenant = request.app[SERVICES].tenants.resolve(request.headers)
             request[TENANT] = tenant
             stats.tenant, stats.policy = tenant.name, tenant.policy
@@ -86,6 +87,13 @@ async def _answer(
     if not response.prepared:
         response.headers[REQUEST_ID_HEADER] = request_id
     return response
+
+
+def _needs_a_tenant(request: web.Request) -> bool:
+    """Every route but the probes; /metrics per `server.metrics_auth`."""
+    if request.path == METRICS_ROUTE:
+        return request.app[SERVICES].settings.metrics_need_a_key
+    return request.path not in _UNAUTHENTICATED
 
 
 def route_label(request: web.Request) -> str:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 
 from proxy.completion.reply import ChunkStream, Reply
+from proxy.errors import ProxyError
 from proxy.http.middleware import REQUEST_ID_HEADER
 from proxy.http.services import REQUEST_ID
+
+log = logging.getLogger("ctxproxy.http")
 
 
 async def respond(request: web.Request, reply: Reply) -> web.StreamResponse:
@@ -19,17 +24,30 @@ async def respond(request: web.Request, reply: Reply) -> web.StreamResponse:
 async def _write_stream(
     request: web.Request, reply: Reply, stream: ChunkStream
 ) -> web.StreamResponse:
-    """One client write per item; the stream is always closed (that releases the upstream)."""
+    """One client write per item; the stream is always closed (that releases the upstream).
+
+    A stream that fails after the headers went out (a relayed body whose upstream broke) cannot
+    be answered with an error any more: the connection is closed without the body's end, so the
+    client sees a cut, never a body that looks complete.
+    """
     try:
         headers = reply.headers
         headers[REQUEST_ID_HEADER] = request[REQUEST_ID]
         response = web.StreamResponse(status=reply.status, headers=headers)
         await response.prepare(request)
-        async for chunk in stream:
-            try:
+        try:
+            async for chunk in stream:
                 await response.write(chunk)
-            except ConnectionResetError:  # the client has gone: stop reading the upstream
-                return response
+        except ConnectionResetError:  # the client has gone: stop reading the upstream
+            return response
+        except ProxyError as exc:
+            log.warning(
+                "relayed body broke after it started (%s): connection cut", exc.code.name,
+                extra={"request_id": request[REQUEST_ID]},
+            )
+            if request.transport is not None:
+                request.transport.close()
+            return response
         await response.write_eof()
         return response
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from proxy.artifacts.read_tool import (
     HARD_MAX_PAGE_CHARS,
     READ_TOOL,
     SEARCH_TOOL,
+    RoundBudget,
     execute,
     is_synthetic,
     tool_specs,
@@ -188,6 +190,84 @@ async def test_search_is_literal_and_cannot_backtrack() -> None:
     assert dot["total_matches"] == 1
     none = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "zzz"})
     assert none["matches"] == [] and none["total_matches"] == 0 and none["truncated"] is False
+
+
+async def _stored(content: str) -> tuple[MemoryStore, str]:
+    memory = MemoryStore(SECRET)
+    await memory.put_many(
+        SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})), ttl_seconds=60, max_per_scope=9
+    )
+    return memory, memory.artifact_id(SCOPE, content)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["A" * 999 + "b", "a" * 99 + "b", "Ab" * 400 + "c", "aaaaab"],
+    ids=["A*999+b", "a*99+b", "(Ab)*400+c", "a*5+b"],
+)
+async def test_search_is_linear_whatever_the_pattern(pattern: str) -> None:
+    # Issue 11 item 1: an IGNORECASE regex scanned 1 MB of "a" for "A"*999+"b" in ~4 s.
+    memory, aid = await _stored("a" * 1_000_000 + "!")
+    started = time.monotonic()
+    for _ in range(3):
+        result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": pattern})
+    assert time.monotonic() - started < 0.5
+    assert result["total_matches"] == 0
+
+
+async def test_a_large_search_leaves_the_event_loop_free() -> None:
+    memory, aid = await _stored("a" * 4_000_000 + "the End")
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.01)
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "A" * 999 + "b"})
+    await asyncio.sleep(0.01)  # the ticker records the gap the search made, if any
+    ticker.cancel()
+    assert result["total_matches"] == 0
+    assert max(gaps) < 0.1, f"the loop was blocked for {max(gaps):.3f} s"
+
+
+async def test_the_searches_of_one_round_share_a_budget() -> None:
+    memory, aid = await _stored("0123456789" * 10)
+    budget = RoundBudget(search_chars=250)
+    args = {"artifact_id": aid, "pattern": "9"}
+    for _ in range(2):
+        found = json.loads(
+            await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
+        )
+        assert found["total_matches"] == 10
+    refused = json.loads(
+        await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
+    )
+    assert error_code(refused) == "search_budget_exhausted"
+    read = json.loads(
+        await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
+                      budget=budget)
+    )
+    assert read["content"] == "0123456789" * 10  # reads are not searches
+    fresh = json.loads(await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100))
+    assert fresh["total_matches"] == 10  # without a budget: this call alone
+
+
+async def test_a_round_makes_at_most_its_calls() -> None:
+    memory, aid = await _stored("text")
+    budget = RoundBudget(calls=2)
+    results = [
+        json.loads(await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid},
+                                 max_page_chars=100, budget=budget))
+        for _ in range(3)
+    ]
+    assert [r.get("content") for r in results[:2]] == ["text", "text"]
+    assert error_code(results[2]) == "too_many_calls"
 
 
 # -- errors are results ------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from upstream_double import BROKEN, Answer, FakeUpstream, broken, json_answer, s
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import MemoryStore
-from proxy.completion.reply import relayed
+from proxy.completion.reply import WHOLE_BODY_BYTES, relayed
 from proxy.completion.rounds import READS_HEADER, ROUNDS_HEADER
 from proxy.completion.run import run_completion
 from proxy.errors import ErrorCode, ProxyError
@@ -259,3 +260,92 @@ async def test_the_outcome_is_logged_once(caplog: pytest.LogCaptureFixture) -> N
     assert [r.getMessage() for r in caplog.records] == [
         f"request {REQUEST_ID}: synthetic rounds=1 artifact reads=1"
     ]
+
+
+async def test_a_client_tool_named_like_the_read_tool_stays_the_clients() -> None:
+    # Issue 11 item 10: the proxy executed the client's own `read_context_artifact` calls.
+    store = MemoryStore(b"secret")
+    artifact_id = await stored(store, "stored text")
+    clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
+    clients_call = tool_call("k1", READ_TOOL, {"artifact_id": artifact_id})
+    own_call = tool_call("s1", READ_TOOL + "_ctxproxy", {"artifact_id": artifact_id})
+    upstream = FakeUpstream(
+        json_answer(answer(None, own_call)), json_answer(answer(None, clients_call))
+    )
+    reply = await run_completion(
+        make_context(upstream, store), prepared(max_rounds=2, client_tools=[clients_tool])
+    )
+    first, second = upstream.bodies
+    assert tool_names(first) == [READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL]
+    assert json.loads(second["messages"][-1]["content"])["content"] == "stored text"
+    assert reply.body is not None
+    message = loads(reply.body)["choices"][0]["message"]
+    assert message["tool_calls"] == [clients_call]  # the client's call goes to the client
+    assert reply.headers[READS_HEADER] == "1"
+
+
+async def test_several_choices_go_upstream_without_the_synthetic_tools() -> None:
+    two = answer("one")
+    two["choices"].append({"index": 1, "message": {"role": "assistant", "content": "two"},
+                           "finish_reason": "stop"})
+    upstream = FakeUpstream(json_answer(two))
+    reply = await run_completion(make_context(upstream), prepared(max_rounds=2, n=2))
+    [sent] = upstream.bodies
+    assert tool_names(sent) == ["run_shell"] and sent["n"] == 2
+    assert reply.body is not None
+    assert [c["message"]["content"] for c in loads(reply.body)["choices"]] == ["one", "two"]
+
+
+# -- bounded memory: relayed answers stream, parsed ones have a cap ----------------------------
+
+
+def big_answer(size: int, piece: int = 64 * 1024, error: UpstreamError | None = None) -> Answer:
+    chunks = [b"x" * piece] * (size // piece)
+    return Answer(headers={"Content-Type": "application/octet-stream"}, chunks=chunks, error=error)
+
+
+@pytest.mark.parametrize("max_rounds", [None, 2])
+async def test_a_large_relayed_answer_streams_chunk_by_chunk(max_rounds: int | None) -> None:
+    # Issue 11 item 5: a 300 MB passthrough download was held whole (1.1 GB RSS).
+    upstream = FakeUpstream(
+        big_answer(4 * 1024 * 1024) if max_rounds is None
+        else Answer(status=500, chunks=big_answer(4 * 1024 * 1024).chunks)
+    )
+    reply = await run_completion(make_context(upstream), prepared(max_rounds))
+    assert reply.body is None and reply.stream is not None
+    read_so_far = sum(map(len, upstream.responses[0].delivered))
+    assert read_so_far <= WHOLE_BODY_BYTES + 64 * 1024  # the rest is read as the client reads
+    assert "Content-Length" not in reply.headers
+    assert b"".join(await drain(reply)) == b"x" * 4 * 1024 * 1024
+    assert upstream.all_closed
+
+
+async def test_a_small_answer_is_still_a_whole_body() -> None:
+    upstream = FakeUpstream(big_answer(WHOLE_BODY_BYTES))
+    reply = await run_completion(make_context(upstream), prepared(max_rounds=None))
+    assert reply.stream is None and reply.body == b"x" * WHOLE_BODY_BYTES
+    assert upstream.all_closed
+
+
+async def test_a_large_relayed_answer_that_breaks_raises_from_its_stream() -> None:
+    upstream = FakeUpstream(big_answer(1024 * 1024, error=broken()))
+    reply = await run_completion(make_context(upstream), prepared(max_rounds=None))
+    with pytest.raises(UpstreamError):
+        await drain(reply)
+    assert upstream.all_closed
+
+
+async def test_an_answer_to_parse_over_the_cap_is_a_typed_error() -> None:
+    # Issue 11 item 5: a 200 MB chat answer in a synthetic round was read whole (824 MB RSS).
+    body = json.dumps(answer("x" * 5000)).encode()
+    upstream = FakeUpstream(Answer(chunks=[body[:3000], body[3000:]]))
+    context = replace(make_context(upstream), max_parsed_response_bytes=4000)
+    with pytest.raises(ProxyError) as caught:
+        await run_completion(context, prepared(max_rounds=2))
+    assert caught.value.code is ErrorCode.upstream_response_too_large
+    assert caught.value.code.status == 502
+    assert upstream.responses[0].delivered == [body[:3000], body[3000:]]  # nothing more read
+    assert upstream.all_closed
+    fits = FakeUpstream(json_answer(body))
+    context = replace(make_context(fits), max_parsed_response_bytes=len(body))
+    assert (await run_completion(context, prepared(max_rounds=2))).status == 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -241,3 +242,48 @@ async def test_a_non_streaming_first_answer_takes_the_json_path() -> None:
     upstream = FakeUpstream(json_answer({"id": "x", "choices": []}))
     reply = await run_completion(make_context(upstream), prepared(2, stream=True))
     assert reply.stream is None and reply.body is not None
+
+
+async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_stream() -> None:
+    store = MemoryStore(b"secret")
+    artifact_id = await stored(store, "stored text")
+    arguments = dumps({"artifact_id": artifact_id}).decode()
+    own_round = [
+        chunk(call_delta(0, "s1", READ_TOOL + "_ctxproxy", arguments)), chunk(finish="tool_calls")
+    ]
+    clients_round = [
+        chunk(call_delta(0, "k1", READ_TOOL, arguments), **SECOND_ID),
+        chunk(finish="tool_calls", **SECOND_ID),
+    ]
+    upstream = FakeUpstream(sse_answer(own_round), sse_answer(clients_round))
+    clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
+    context = make_context(upstream, store)
+    reply = await run_completion(
+        context, prepared(2, stream=True, client_tools=[clients_tool])
+    )
+    payloads = data_of(await drain(reply))
+    calls = [c for p in payloads[:-1] if p["choices"]
+             for c in p["choices"][0]["delta"].get("tool_calls", [])]
+    assert [(c["id"], c["function"]["name"]) for c in calls] == [("k1", READ_TOOL)]
+    finishes = [p["choices"][0]["finish_reason"] for p in payloads[:-1] if p["choices"]]
+    assert [f for f in finishes if f] == ["tool_calls"]
+    first, second = upstream.bodies
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL
+    ]
+    assert "stored text" in second["messages"][-1]["content"]
+    assert context.stats.artifact_reads == 1
+
+
+async def test_a_round_over_the_parse_cap_ends_with_one_error_event() -> None:
+    events = [chunk({"role": "assistant", "content": "y" * 3000}) for _ in range(5)]
+    upstream = FakeUpstream(sse_answer(events))
+    context = replace(make_context(upstream), max_parsed_response_bytes=10_000)
+    reply = await run_completion(context, prepared(2, stream=True))
+    payloads = data_of(await drain(reply))
+    assert len(payloads) == 4 and b"[DONE]" not in payloads
+    error = payloads[-1]["error"]
+    assert error["code"] == "upstream_response_too_large"
+    assert "10000 bytes" in error["message"]
+    assert len(upstream.responses[0].delivered) == 4  # stopped reading at the cap
+    assert upstream.all_closed

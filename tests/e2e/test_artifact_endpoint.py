@@ -67,10 +67,13 @@ async def test_reads_a_page_like_the_read_tool(proxies: SyntheticProxies) -> Non
     assert status == 200 and capped["content"] == BIG[:20_000]
     status, past = await request("GET", f"{url}?offset={len(BIG) + 5}")
     assert status == 200 and past["content"] == "" and past["next_offset"] is None
+    status, far = await request("GET", f"{url}?offset={'9' * 15}")
+    assert status == 200 and far["content"] == "" and far["next_offset"] is None
 
 
 @pytest.mark.parametrize("query", ["offset=-1", "offset=abc", "max_chars=0", "max_chars=1.5",
-                                   "offset=%EF%BC%91"])
+                                   "offset=%EF%BC%91", "offset=" + "9" * 4300,
+                                   "max_chars=" + "1" * 5000, "offset=" + "9" * 16])
 async def test_bad_query_is_400(proxies: SyntheticProxies, query: str) -> None:
     proxy = await proxies.start(**KEYS)
     artifact_id = await offload(proxy.base_url)

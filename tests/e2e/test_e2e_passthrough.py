@@ -7,6 +7,7 @@ import asyncio
 import aiohttp
 import openai
 import pytest
+from aiohttp import web
 from fakes import FakeUpstream, json_reply, never_reply, replay_file, stream_completion
 from multidict import CIMultiDict
 from proxy_harness import RunningProxy
@@ -186,3 +187,47 @@ async def test_expect_100_continue_is_not_forwarded(
         assert response.status == 200
     assert "Expect" not in fake_upstream.last.headers
     assert fake_upstream.last.body == BODY
+
+
+class _GatedBody:
+    """A large non-SSE body: `first` bytes, then the rest only once `gate` is set."""
+
+    def __init__(self, first: int, rest: int, content_type: str) -> None:
+        self.first, self.rest, self.content_type = first, rest, content_type
+        self.gate = asyncio.Event()
+
+    async def respond(self, request: web.Request, record: object) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": self.content_type})
+        response.content_length = self.first + self.rest
+        await response.prepare(request)
+        await response.write(b"a" * self.first)
+        await self.gate.wait()
+        await response.write(b"b" * self.rest)
+        await response.write_eof()
+        return response
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content_type"),
+    [
+        ("GET", "/files/file-1/content", "application/octet-stream"),
+        ("POST", "/chat/completions", "application/json"),
+    ],
+)
+async def test_a_large_answer_reaches_the_client_before_it_has_all_arrived(
+    proxy: RunningProxy, fake_upstream: FakeUpstream, method: str, path: str, content_type: str
+) -> None:
+    # Issue 11 item 5: non-streaming answers were read whole before the first byte went out.
+    gated = _GatedBody(2 * 1024 * 1024, 1024 * 1024, content_type)
+    fake_upstream.enqueue(gated)
+    data = BODY if method == "POST" else None
+    headers = {"Content-Type": "application/json"} if data else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, f"{proxy.base_url}{path}", data=data, headers=headers) as response,
+    ):
+        assert response.status == 200
+        first = await asyncio.wait_for(response.content.readexactly(2 * 1024 * 1024), 5)
+        gated.gate.set()
+        rest = await response.read()
+    assert first == b"a" * 2 * 1024 * 1024 and rest == b"b" * 1024 * 1024

@@ -122,7 +122,7 @@ async def test_keys_mode_open_routes_and_valid_key(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
     proxy = await proxies.start(**KEYS)
-    for path in ("/healthz", "/readyz", "/metrics"):
+    for path in ("/healthz", "/readyz"):
         status, _, _ = await call("GET", proxy.url + path)
         assert status == 200, path
     for method, path, body in ROUTES[:2] + ROUTES[3:6]:
@@ -131,6 +131,34 @@ async def test_keys_mode_open_routes_and_valid_key(
     assert {r.headers["Authorization"] for r in fake_upstream.received} == {
         f"Bearer {ACME_UPSTREAM}"
     }
+
+
+@pytest.mark.parametrize(
+    ("metrics_auth", "open_without_key"), [(None, False), ("keys", False), ("none", True)]
+)
+async def test_keys_mode_metrics_need_a_proxy_key_unless_opened(
+    proxies: SyntheticProxies, metrics_auth: str | None, open_without_key: bool
+) -> None:
+    # Issue 11 item 11: /metrics was open and its labels list the tenants.
+    server = {} if metrics_auth is None else {"server": {"metrics_auth": metrics_auth}}
+    proxy = await proxies.start(**KEYS, **server)
+    status, _, raw = await call("GET", proxy.url + "/metrics", headers={"X-Probe": "1"})
+    if open_without_key:
+        assert status == 200 and b"ctxproxy_requests_total" in raw
+    else:
+        assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key"
+        assert b"acme" not in raw and b"globex" not in raw
+        assert (await call("GET", proxy.url + "/metrics", WRONG_KEY))[0] == 401
+    assert (await call("GET", proxy.url + "/metrics", ACME_KEY))[0] == 200
+    status, _, raw = await call("GET", proxy.url + "/metrics", ACME_KEY)
+    assert status == 200
+    scraper = b'route="/metrics",status="200",tenant="acme"'
+    assert (scraper in raw) is not open_without_key  # the key names who scraped
+
+
+async def test_passthrough_metrics_stay_open_by_default(proxies: SyntheticProxies) -> None:
+    proxy = await proxies.start()
+    assert (await call("GET", proxy.url + "/metrics"))[0] == 200
 
 
 # -- tenant isolation -------------------------------------------------------------------------

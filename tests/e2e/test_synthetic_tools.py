@@ -27,6 +27,7 @@ from multidict import CIMultiDict
 from synthetic_harness import (
     BIG,
     CHAT,
+    CLIENT_TOOL,
     READ,
     SEARCH,
     UNKNOWN_ID,
@@ -336,3 +337,44 @@ async def test_zero_rounds_sends_no_synthetic_tools(
     message = json.loads(raw)["choices"][0]["message"]
     assert message["content"] == "I would read it." and "tool_calls" not in message
     assert headers["x-ctxproxy-synthetic-rounds"] == "0"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_client_tool_named_read_context_artifact_stays_the_clients(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream, stream: bool
+) -> None:
+    # Issue 11 item 10: two tools of one name went upstream and the proxy ran the client's.
+    proxy = await proxies.start()
+    own = lambda aid: call_spec(READ + "_ctxproxy", {"artifact_id": aid}, "call_own")  # noqa: E731
+    clients = lambda aid: call_spec(READ, {"artifact_id": aid}, "call_client")  # noqa: E731
+    fake_upstream.enqueue_many(calling(own, stream=stream), calling(clients, stream=stream))
+    clients_tool = {"type": "function", "function": {
+        "name": READ, "description": "The client's own reader", "parameters": {"type": "object"}}}
+    body = conversation(stream=stream) | {"tools": [CLIENT_TOOL, clients_tool]}
+    status, _, raw = await post_raw(proxy.base_url, body)
+    assert status == 200
+    first, second = fake_upstream.requests(CHAT)
+    assert tool_names(first) == ["dump", READ, READ + "_ctxproxy", SEARCH]
+    assert first.json()["tools"][1] == clients_tool
+    page = tool_results(second)[0]["content"]
+    assert page and BIG.startswith(page)
+    if stream:
+        calls = [c for chunk in sse_chunks(raw) if chunk["choices"]
+                 for c in chunk["choices"][0]["delta"].get("tool_calls", []) if c.get("id")]
+        assert [(c["id"], c["function"]["name"]) for c in calls] == [("call_client", READ)]
+    else:
+        calls = json.loads(raw)["choices"][0]["message"]["tool_calls"]
+        assert [(c["id"], c["function"]["name"]) for c in calls] == [("call_client", READ)]
+
+
+async def test_a_stream_flag_of_1_is_refused_before_any_round(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    # Issue 11 item 11: the upstream streamed, the proxy expected a JSON round: 502.
+    proxy = await proxies.start()
+    fake_upstream.enqueue(calling(read_call(0, 10), stream=True))
+    status, _, raw = await post_raw(proxy.base_url, conversation(stream=1))
+    assert status == 400
+    error = json.loads(raw)["error"]
+    assert (error["code"], error["param"]) == ("invalid_request", "stream")
+    assert fake_upstream.requests(CHAT) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -131,3 +132,28 @@ async def test_not_ready_without_policies(
 ) -> None:
     monkeypatch.setattr(proxy.services, "policies", None)
     assert await ready(proxy) == (503, {"status": "not_ready", "store": True, "policies": False})
+
+
+@pytest.mark.parametrize("route", ["/chat/completions", "/context/prepare"])
+@pytest.mark.parametrize("stream", [1, 0, "true", [], {}, 1.0])
+async def test_a_stream_flag_that_is_not_a_boolean_is_refused(
+    proxy: RunningProxy, fake_upstream: FakeUpstream, route: str, stream: Any
+) -> None:
+    # Issue 11 item 11: `"stream": 1` streamed upstream while the proxy expected JSON (502).
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{proxy.base_url}{route}", json=body
+    ) as response:
+        status, payload = response.status, loads(await response.read())
+    assert status == 400
+    assert payload["error"]["code"] == "invalid_request" and payload["error"]["param"] == "stream"
+    assert fake_upstream.received == []
+
+
+@pytest.mark.parametrize("stream", [True, False, None])
+async def test_a_boolean_or_null_stream_flag_is_accepted(
+    proxy: RunningProxy, stream: bool | None
+) -> None:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    status, payload = await post(proxy, json.dumps(body).encode(), "application/json")
+    assert status == 200 and payload["body"]["stream"] == stream

@@ -116,13 +116,21 @@ async def test_success_carries_the_request_id_and_the_tenant(client: TestClient)
     assert len(ids) == 2
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 async def test_open_routes_skip_auth(client: TestClient, path: str) -> None:
     async with client.get(path) as response:
         assert response.status == 200
         body = await response.json()
         assert body["tenant"] is None
         assert body["request_id"] == response.headers[REQUEST_ID_HEADER]
+
+
+async def test_metrics_need_a_key_in_keys_mode_by_default(client: TestClient) -> None:
+    async with client.get("/metrics") as response:
+        await envelope(response, 401, ErrorCode.invalid_api_key)
+    async with client.get("/metrics", headers=AUTH) as response:
+        assert response.status == 200
+        assert (await response.json())["tenant"] == ["acme", "small", "acme"]
 
 
 @pytest.mark.parametrize(

@@ -182,3 +182,49 @@ async def test_each_stream_item_is_one_http_chunk_and_the_stream_is_closed_once(
                 current = b""
     assert received == items
     assert closed == ["closed"]
+
+
+@dataclass(frozen=True)
+class _LargeBody:
+    """A non-SSE body of `size` bytes in 64 KiB writes; it breaks after `break_after` bytes."""
+
+    size: int
+    break_after: int | None = None
+
+    async def respond(self, request: web.Request, record: object) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = self.size
+        await response.prepare(request)
+        sent = 0
+        while sent < self.size:
+            if self.break_after is not None and sent >= self.break_after:
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            await response.write(b"z" * 65536)
+            sent += 65536
+        await response.write_eof()
+        return response
+
+
+async def test_a_large_body_is_relayed_chunked(rig: Rig, fake_upstream: FakeUpstream) -> None:
+    fake_upstream.enqueue(_LargeBody(2 * 1024 * 1024))
+    async with rig.client.get("/relay") as response:
+        assert response.status == 200
+        assert "Content-Length" not in response.headers
+        assert response.headers["Transfer-Encoding"] == "chunked"
+        assert response.headers["x-ctxproxy-request-id"] == "req-relay-1"
+        assert await response.read() == b"z" * 2 * 1024 * 1024
+    assert rig.answers[0].closed and rig.errors == []
+
+
+async def test_a_large_body_that_breaks_is_cut_for_the_client(
+    rig: Rig, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.enqueue(_LargeBody(4 * 1024 * 1024, break_after=1024 * 1024))
+    async with rig.client.get("/relay") as response:
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await response.read()  # never a body that looks complete
+    await asyncio.wait_for(rig.returned.wait(), 2)
+    assert rig.answers[0].closed and rig.errors == []

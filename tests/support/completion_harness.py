@@ -54,10 +54,12 @@ def upstream_headers() -> CIMultiDict[str]:
     return CIMultiDict([("Authorization", "Bearer sk-up"), ("X-Tag", "t")])
 
 
-def prepared(max_rounds: int | None = 2, **extra: Any) -> Prepared:
+def prepared(
+    max_rounds: int | None = 2, *, client_tools: list[dict[str, Any]] | None = None, **extra: Any
+) -> Prepared:
     """A prepared request; with `max_rounds` it carries the synthetic tools (and loops)."""
     body: dict[str, Any] = {"model": "gpt-4o", "messages": copy.deepcopy(MESSAGES), **extra}
-    tools = [copy.deepcopy(CLIENT_TOOL)]
+    tools = copy.deepcopy([CLIENT_TOOL] if client_tools is None else client_tools)
     if max_rounds is not None:
         tools += OPENAI_CHAT.synthetic_tools(tool_specs(4000))
     body["tools"] = tools

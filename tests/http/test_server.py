@@ -1,0 +1,210 @@
+"""`proxy.http.server`: the header deadline, JSON for aiohttp's own errors, the body deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from aiohttp import web
+from fakes import FakeUpstream
+from proxy_harness import make_settings, shared_parts
+
+from proxy.app import create_app
+from proxy.http.server import EdgeRunner, raise_open_files_limit
+from proxy.settings import ServerSettings
+
+HEADER_TIMEOUT = 0.4
+SECRET = b"sk-secret-0123456789"
+
+
+@dataclass
+class Served:
+    port: int
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port)
+
+
+async def _slow(request: web.Request) -> web.Response:
+    await asyncio.sleep(3 * HEADER_TIMEOUT)
+    return web.Response(text="slow but fine")
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def _start(app: web.Application, limits: ServerSettings) -> tuple[web.AppRunner, int]:
+    runner = EdgeRunner(app, limits)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    server = site._server
+    assert server is not None
+    return runner, server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Served]:
+    app = web.Application()
+    app.router.add_get("/ok", _ok)
+    app.router.add_get("/slow", _slow)
+    runner, port = await _start(app, ServerSettings(header_timeout_s=HEADER_TIMEOUT))
+    yield Served(port)
+    await runner.cleanup()
+
+
+async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bytes:
+    """Everything the server sent before it closed the connection (fails if it stays open)."""
+    return await asyncio.wait_for(reader.read(), seconds)
+
+
+def _response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+
+
+# -- headers must arrive in time (issue 11 item 4) ---------------------------------------------
+
+
+async def test_headers_sent_a_line_at_a_time_are_cut_with_a_408(served: Served) -> None:
+    reader, writer = await served.connect()
+    writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
+    started = time.monotonic()
+
+    async def trickle() -> None:
+        for i in range(40):
+            await asyncio.sleep(0.05)
+            writer.write(f"X-Slow-{i}: 1\r\n".encode())
+
+    trickling = asyncio.create_task(trickle())
+    raw = await _closed_within(reader, 5 * HEADER_TIMEOUT)
+    trickling.cancel()
+    assert time.monotonic() - started < 3 * HEADER_TIMEOUT
+    status, headers, body = _response(raw)
+    assert status == 408 and headers["content-type"] == "application/json"
+    assert json.loads(body)["error"]["code"] == "request_timeout"
+    writer.close()
+
+
+async def test_a_connection_that_sends_nothing_is_closed(served: Served) -> None:
+    reader, writer = await served.connect()
+    raw = await _closed_within(reader, 5 * HEADER_TIMEOUT)
+    assert _response(raw)[0] == 408
+    writer.close()
+
+
+async def test_an_idle_keep_alive_connection_is_not_a_slow_request(served: Served) -> None:
+    reader, writer = await served.connect()
+    for _ in range(2):
+        writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+        await asyncio.sleep(2 * HEADER_TIMEOUT)  # idle between requests: keep-alive's business
+    writer.write(b"GET /ok HTTP/1.1\r\n")  # a later request that stalls is cut like the first
+    raw = await _closed_within(reader, 5 * HEADER_TIMEOUT)
+    assert _response(raw)[0] == 408
+    writer.close()
+
+
+async def test_a_long_request_is_not_cut_by_the_header_deadline(served: Served) -> None:
+    reader, writer = await served.connect()
+    writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    await asyncio.sleep(HEADER_TIMEOUT / 2)
+    writer.write(b"GET /ok HTTP/1.1\r\n")  # pipelined while the first one runs
+    first = await asyncio.wait_for(reader.readuntil(b"slow but fine"), 5)
+    assert first.startswith(b"HTTP/1.1 200")
+    writer.write(b"Host: x\r\n\r\n")
+    assert (await asyncio.wait_for(reader.readuntil(b"ok"), 5)).startswith(b"HTTP/1.1 200")
+    writer.close()
+
+
+async def test_many_slow_clients_are_all_released(served: Served) -> None:
+    connections = [await served.connect() for _ in range(200)]
+    for _, writer in connections:
+        writer.write(b"GET /ok HTTP/1.1\r\n")
+    started = time.monotonic()
+    answers = await asyncio.gather(
+        *(_closed_within(reader, 10 * HEADER_TIMEOUT) for reader, _ in connections)
+    )
+    assert time.monotonic() - started < 6 * HEADER_TIMEOUT
+    assert {_response(raw)[0] for raw in answers} == {408}
+    reader, writer = await served.connect()  # the server still serves
+    writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await asyncio.wait_for(reader.readuntil(b"ok"), 5)).startswith(b"HTTP/1.1 200")
+    for _, w in [*connections, (reader, writer)]:
+        w.close()
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        assert raise_open_files_limit() >= soft
+        now, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert now == hard or hard == resource.RLIM_INFINITY
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+# -- aiohttp's own errors: JSON, nothing echoed (issue 11 item 11) -----------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GET /ok HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + SECRET + b"\x01\r\n\r\n",
+        b"GET /ok HTTP/1.1\r\nHost: x\r\nAuthorization Bearer " + SECRET + b"\r\n\r\n",
+        b"GET /\x00" + SECRET + b" HTTP/1.1\r\n\r\n",
+        b"GET /ok HTTP/1.1\r\nX-Long: " + SECRET * 1000 + b"\r\n\r\n",
+        b"\x16\x03\x01" + SECRET + b"\r\n\r\n",
+    ],
+    ids=["bad-header-char", "no-colon", "bad-path", "line-too-long", "not-http"],
+)
+async def test_a_malformed_request_gets_json_that_echoes_nothing(
+    served: Served, raw: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await served.connect()
+    writer.write(raw)
+    answer = await _closed_within(reader, 5)
+    status, headers, body = _response(answer)
+    assert status == 400 and headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error["code"] == "invalid_request" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("Malformed HTTP request (")
+    assert SECRET not in answer and b"sk-" not in answer
+    assert all(SECRET.decode() not in r.getMessage() and r.exc_info is None
+               for r in caplog.records)
+    writer.close()
+
+
+# -- the body must arrive in time --------------------------------------------------------------
+
+
+async def test_a_body_that_trickles_gets_a_408(fake_upstream: FakeUpstream) -> None:
+    settings = make_settings(fake_upstream.base_url, server={"body_timeout_s": HEADER_TIMEOUT})
+    counters, catalog = shared_parts()
+    app = create_app(settings, counters=counters, catalog=catalog)
+    runner, port = await _start(app, settings.server)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{\"model\": "
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5 * HEADER_TIMEOUT)
+        status, headers, _ = _response(head)
+        assert status == 408
+        body = await reader.readexactly(int(headers["content-length"]))
+        assert json.loads(body)["error"]["code"] == "request_timeout"
+        assert fake_upstream.received == []
+        writer.close()
+    finally:
+        await runner.cleanup()
