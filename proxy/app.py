@@ -22,7 +22,7 @@ from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
-from proxy.upstream.openai_http import OpenAIHttpUpstream
+from proxy.upstream import UPSTREAM_KINDS
 
 log = logging.getLogger("ctxproxy")
 
@@ -88,7 +88,7 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     connector = aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300)
     session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
     services.upstreams = {
-        u.name: OpenAIHttpUpstream(u, session) for u in services.settings.upstreams
+        u.name: UPSTREAM_KINDS[u.kind](u, session) for u in services.settings.upstreams
     }
     yield
     await session.close()

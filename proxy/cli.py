@@ -58,6 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_upstream_kinds(settings: Settings) -> None:
+    """Every upstream names a registered kind (`proxy.upstream.UPSTREAM_KINDS`)."""
+    from proxy.upstream import unknown_upstream_kinds
+
+    problems = unknown_upstream_kinds(list(settings.upstreams))
+    if problems:
+        raise ConfigError("\n".join(f"{settings.source}: {p}" for p in problems))
+
+
 def check_policies(settings: Settings) -> PolicyStore:
     """The policies the server will load, and every tenant's policy among them."""
     directory = None if settings.policies_dir is None else Path(settings.policies_dir)
@@ -129,6 +138,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
         configure_logging(settings.server.log_level, settings.server.log_format)
+        check_upstream_kinds(settings)
         with _quiet(POLICY_LOGGER):  # the app loads them again and logs their warnings once
             policies = check_policies(settings)
     except ConfigError as exc:

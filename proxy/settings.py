@@ -98,6 +98,11 @@ class TimeoutSettings(_Strict):
 
 class UpstreamSettings(_Strict):
     name: str
+    kind: str = Field(
+        default="openai",
+        description="How to talk to it: a registered upstream kind (`openai`: OpenAI-compatible "
+        "HTTP).",
+    )
     base_url: str
     api_key: str | None = Field(
         default=None, description="Sent when the tenant has no key of its own."

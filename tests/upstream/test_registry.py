@@ -1,0 +1,39 @@
+"""`proxy.upstream`: the registry of upstream kinds and the start-up check of their names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy import cli
+from proxy.settings import UpstreamSettings
+from proxy.upstream import UPSTREAM_KINDS, unknown_upstream_kinds
+from proxy.upstream.openai_http import OpenAIHttpUpstream
+
+
+def test_openai_is_the_default_kind() -> None:
+    settings = UpstreamSettings(name="u", base_url="http://127.0.0.1:9")
+    assert settings.kind == "openai"
+    assert UPSTREAM_KINDS["openai"] is OpenAIHttpUpstream
+    assert unknown_upstream_kinds([settings]) == []
+
+
+def test_unknown_kinds_are_named_with_their_index() -> None:
+    upstreams = [
+        UpstreamSettings(name="a", base_url="http://127.0.0.1:9"),
+        UpstreamSettings(name="b", kind="gemini", base_url="http://127.0.0.1:9"),
+    ]
+    assert unknown_upstream_kinds(upstreams) == [
+        "upstreams.1.kind: unknown upstream kind 'gemini' (known: openai)"
+    ]
+
+
+def test_serve_refuses_an_unknown_kind_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("upstreams:\n  - name: x\n    kind: nope\n    base_url: http://127.0.0.1:9\n")
+    assert cli.main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' (known: openai)"]
