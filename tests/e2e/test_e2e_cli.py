@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -160,3 +161,21 @@ async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_k
     assert "tenant 'beta'" in warning and "Authorization" in warning
     for secret in ("Rt45test", "Gh67test", "Jk89test"):
         assert secret not in output
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_serve_stops_cleanly_on_a_signal(fake_upstream: FakeUpstream, signum: int) -> None:
+    port = free_port()
+    env = {**os.environ, "OPENAI_BASE_URL": fake_upstream.base_url}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        await wait_until_up(f"http://127.0.0.1:{port}")
+    finally:
+        process.send_signal(signum)
+        out, _ = await asyncio.wait_for(process.communicate(), 10)
+    assert process.returncode == 0, out.decode()
+    assert f"listening on http://127.0.0.1:{port}" in out.decode()
+    assert "Traceback" not in out.decode()

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from proxy.app import create_app
+from proxy.http.server import EdgeRunner
 from proxy.http.services import SERVICES, Services
 from proxy.settings import Settings
 from proxy.tokens.catalog import ModelCatalog
@@ -65,7 +66,7 @@ def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
 async def start_proxy(settings: Settings) -> RunningProxy:
     counters, catalog = shared_parts()
     app = create_app(settings, counters=counters, catalog=catalog)
-    runner = web.AppRunner(app, handler_cancellation=True)
+    runner = EdgeRunner(app, settings.server)  # the server `ctxproxy serve` runs
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
