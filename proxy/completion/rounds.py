@@ -29,6 +29,7 @@ from proxy.artifacts.read_tool import (
     READ_TOOL,
     SEARCH_CHARS_PER_ROUND,
     SEARCH_TOOL,
+    ReadResult,
     RoundBudget,
     ToolNames,
     execute,
@@ -115,7 +116,7 @@ class SyntheticRounds:
         budget = RoundBudget(self.search_chars_per_round)
         gate = asyncio.Semaphore(CONCURRENT_CALLS)  # FIFO: calls take the budget in order
 
-        async def run(call: dict[str, Any]) -> str:
+        async def run(call: dict[str, Any]) -> ReadResult:
             async with gate:
                 return await execute(
                     self.store, self.scope,
@@ -126,12 +127,12 @@ class SyntheticRounds:
         results = await asyncio.gather(*(run(call) for call in calls))
         self.messages.append({"role": "assistant", "content": content, "tool_calls": calls})
         self.messages.extend(
-            {"role": "tool", "tool_call_id": call["id"], "content": result}
+            {"role": "tool", "tool_call_id": call["id"], "content": result.text}
             for call, result in zip(calls, results, strict=True)
         )
         self.rounds += 1
         self.reads += len(calls)
-        self.metrics.record_round(results)
+        self.metrics.record_round([result.status for result in results])
         self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
 
     def _with_unique_ids(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
