@@ -7,15 +7,26 @@ from typing import Any
 
 import pytest
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, tool_specs
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, tool_specs
+from proxy.formats import FORMATS
+from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.answers import (
+    call_arguments,
+    call_id,
+    call_ids,
+    call_name,
+    conversation,
+    multiple_choices,
+    round_items,
     strip_synthetic_calls,
     synthetic_only,
+    upstream_error_event,
+    with_call_id,
+    with_unique_tool_names,
     without_synthetic_tools,
 )
 
-SCOPE = "tenant-a"
 CLIENT_TOOL = {
     "type": "function",
     "function": {"name": "run_shell", "parameters": {"type": "object", "properties": {}}},
@@ -183,3 +194,111 @@ def test_strip_without_synthetic_calls_changes_nothing(payload: dict[str, Any]) 
     before = copy.deepcopy(payload)
     assert strip_synthetic_calls(payload) is False
     assert payload == before
+
+
+# -- the format object -------------------------------------------------------------------------
+
+
+def test_the_openai_chat_adapter_is_a_chat_format_in_the_registry() -> None:
+    chat_format: ChatFormat = OPENAI_CHAT  # mypy checks it in `FORMATS` and the handlers
+    assert FORMATS["openai_chat"] is chat_format
+    assert OPENAI_CHAT.synthetic_only is synthetic_only
+    assert OPENAI_CHAT.round_items is round_items
+
+
+# -- the request's tools and choices -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("n", "several"),
+    [(2, True), (2.5, True), (1, False), (True, False), ("3", False), (None, False)],
+)
+def test_multiple_choices(n: Any, several: bool) -> None:
+    assert multiple_choices({"n": n}) is several
+
+
+def test_conversation_is_a_copy_of_the_messages() -> None:
+    body = body_with([])
+    items = conversation(body)
+    assert items == MESSAGES and items is not body["messages"]
+    assert conversation({"messages": "junk"}) == [] and conversation({}) == []
+
+
+def test_the_proxys_tools_keep_their_names_without_a_collision() -> None:
+    body = body_with([CLIENT_TOOL])
+    out, names = with_unique_tool_names(body)
+    assert out is body and names == ToolNames()
+
+
+def test_the_proxys_tools_are_renamed_away_from_a_client_tool() -> None:
+    client = {"type": "function", "function": {"name": READ_TOOL, "description": "mine"}}
+    body = body_with([client])
+    out, names = with_unique_tool_names(body)
+    assert names.renamed and names.read == f"{READ_TOOL}_ctxproxy" and names.search == SEARCH_TOOL
+    assert tool_names(out) == [READ_TOOL, names.read, SEARCH_TOOL]
+    renamed = out["tools"][1]["function"]
+    assert renamed["description"].endswith(
+        f"Notices in this conversation call this tool {READ_TOOL}; the tool of that name here is "
+        "another one."
+    )
+    assert tool_names(body) == [READ_TOOL, READ_TOOL, SEARCH_TOOL]  # the input is not changed
+
+
+def test_tools_not_ending_with_the_proxys_are_left_alone() -> None:
+    body = {"tools": [CLIENT_TOOL, CLIENT_TOOL]}
+    assert with_unique_tool_names(body) == (body, ToolNames())
+    assert with_unique_tool_names({"tools": None})[1] == ToolNames()
+
+
+# -- calls and the items of a round ------------------------------------------------------------
+
+
+def test_call_accessors() -> None:
+    made = call("c1", READ_TOOL, '{"artifact_id": "a"}')
+    assert (call_id(made), call_name(made), call_arguments(made)) == (
+        "c1", READ_TOOL, '{"artifact_id": "a"}'
+    )
+    assert call_arguments(call("c2", READ_TOOL, {"artifact_id": "a"})) == {"artifact_id": "a"}
+    assert call_arguments(call("c3", READ_TOOL, 7)) == ""
+    assert call_id({"id": 5}) is None and call_id("junk") is None
+    assert call_name({}) == "None"  # as text, like the loop always read it
+    renamed = with_call_id(made, "c9")
+    assert renamed == {**made, "id": "c9"} and made["id"] == "c1"
+
+
+def test_round_items_are_the_assistant_calls_then_one_tool_message_per_call() -> None:
+    calls = [call("a", READ_TOOL), call("b", SEARCH_TOOL)]
+    assert round_items("checking", calls, ['{"x":1}', '{"y":2}']) == [
+        {"role": "assistant", "content": "checking", "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": '{"x":1}'},
+        {"role": "tool", "tool_call_id": "b", "content": '{"y":2}'},
+    ]
+    with pytest.raises(ValueError):
+        round_items(None, calls, ["only one"])
+
+
+def test_call_ids_of_calls_and_results() -> None:
+    messages: list[Any] = [
+        {"role": "assistant", "tool_calls": [call("a", "x"), {"id": 3}, "junk"]},
+        {"role": "tool", "tool_call_id": "b", "content": ""},
+        {"role": "tool", "tool_call_id": None},
+        "junk",
+        {"role": "assistant", "tool_calls": "junk"},
+    ]
+    assert call_ids(messages) == {"a", "b"}
+
+
+# -- an upstream's error answer inside a stream ------------------------------------------------
+
+
+def test_an_upstream_error_envelope_becomes_one_event_as_it_came() -> None:
+    body = b'{"error": {"message": "over quota", "code": "429"}}'
+    assert upstream_error_event(body) == (
+        b'data: {"error":{"message":"over quota","code":"429"}}\n\n'
+    )
+
+
+@pytest.mark.parametrize("body", [b"", b"not json", b'{"error": "text"}', b"[1]", b'{"ok": 1}'])
+def test_anything_else_is_not_an_upstream_error_event(body: bytes) -> None:
+    assert upstream_error_event(body) is None
+

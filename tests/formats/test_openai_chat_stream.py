@@ -10,7 +10,7 @@ from typing import Any
 from fakes import stream_chunks
 
 from proxy.formats.openai_chat.stream import DONE, StreamFilter
-from proxy.formats.sse import SSEEvent, SSEParser
+from proxy.formats.sse import SSEEvent, SSEParser, encode_data
 
 READ = "read_context_artifact"
 SEARCH = "search_context_artifact"
@@ -169,3 +169,62 @@ def test_name_in_a_later_delta_is_held_until_known() -> None:
     assert flushed is not None
     assert tool_deltas([flushed]) == [{"index": 1, "id": "call_b"}]
     assert finish_reasons([flushed]) == ["tool_calls"]
+
+
+# -- the AnswerStream side: events in, client bytes out ----------------------------------------
+
+
+def test_render_forwards_filtered_chunks_and_drops_the_upstream_done() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    chunks = stream_chunks(["Hi"], include_usage=True)
+    events = [SSEEvent(json.dumps(c).encode()) for c in chunks] + [SSEEvent(DONE)]
+    out, failed = stream.render(events)
+    assert not failed
+    sent = [json.loads(e.data) for e in parse_all(out, 4096)]
+    assert sent == [c for c in (stream_copy(c) for c in chunks) if c is not None]
+    assert DONE not in out
+    usage = stream.usage_chunk()
+    assert usage is not None
+    assert stream.closing() == encode_data(json.dumps(usage, separators=(",", ":")).encode()) + (
+        b"data: [DONE]\n\n"
+    )
+
+
+def stream_copy(chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """What a fresh filter makes of one chunk of a single round (for the comparison above)."""
+    fresh = StreamFilter()
+    fresh.start_round(loop_allowed=True)
+    return fresh.process(json.loads(json.dumps(chunk)))
+
+
+def test_render_passes_other_events_as_they_came_and_flags_an_error() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    error = SSEEvent(b'{"error": {"message": "boom"}}', b"error")
+    other = SSEEvent(b"not json")
+    out, failed = stream.render([other, error])
+    assert out == b"data: not json\n\nevent: error\ndata: {\"error\": {\"message\": \"boom\"}}\n\n"
+    assert failed
+    assert stream.render([other]) == (b"data: not json\n\n", False)
+
+
+def test_closing_without_usage_is_the_done_marker_alone() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    stream.render([SSEEvent(json.dumps(c).encode()) for c in stream_chunks(["Hi"])])
+    assert stream.closing() == b"data: [DONE]\n\n"
+
+
+def test_pending_round_gives_the_held_calls_as_tool_calls() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    first = stream_chunks(["Let me look. "], tool_calls=[{"name": READ, "arguments": "{}"}])
+    run_round(stream, first)
+    pending = stream.pending_calls()
+    assert pending is not None
+    assert stream.pending_round() == (pending[0], [c.as_tool_call() for c in pending[1]])
+    assert stream.pending_round() is not None and pending[0] == "Let me look. "
+    stream.start_round(loop_allowed=True)
+    assert stream.pending_round() is None
+
