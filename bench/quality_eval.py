@@ -110,9 +110,10 @@ class ArtifactReader:
         offset: int | None = 0
         while offset is not None:
             args = {"artifact_id": artifact_id, "offset": offset, "max_chars": self._page}
-            answer = json.loads(
-                await execute(self._store, self._scope, READ_TOOL, args, max_page_chars=self._page)
+            read = await execute(
+                self._store, self._scope, READ_TOOL, args, max_page_chars=self._page
             )
+            answer = json.loads(read.text)
             if "error" in answer:
                 return None
             pages.append(answer["content"])

@@ -16,17 +16,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from proxy.artifacts.read_tool import ReadStatus
 from proxy.engine.manifest import Manifest
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics", "read_outcome"]
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
                     60, 120)
@@ -35,21 +35,17 @@ _TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000,
                   1_000_000)
 
 
-def read_outcome(result: str) -> str:
-    """`found` or the error code of a synthetic tool result (a JSON string from `read_tool`)."""
-    if not result.startswith('{"error"'):
-        return "found"
-    try:
-        error = orjson.loads(result).get("error")
-    except (orjson.JSONDecodeError, AttributeError):
-        return "error"
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if code in _READ_OUTCOMES else "error"
-
-
 _READ_OUTCOMES = frozenset({
-    "found", "artifact_not_found", "invalid_arguments", "artifact_store_unavailable"
+    ReadStatus.found,
+    ReadStatus.artifact_not_found,
+    ReadStatus.invalid_arguments,
+    ReadStatus.artifact_store_unavailable,
 })
+"""The statuses a synthetic read is counted under by name; the budget refusals count as `error`."""
+
+
+def _read_label(status: ReadStatus) -> str:
+    return status.value if status in _READ_OUTCOMES else "error"
 
 
 class _StoreErrors(Collector):
@@ -167,11 +163,11 @@ class Metrics:
     def record_refusal(self, reason: RefusalReason) -> None:
         self.refusals.labels(reason).inc()
 
-    def record_round(self, results: list[str]) -> None:
-        """One executed round of synthetic calls and each call's result."""
+    def record_round(self, statuses: list[ReadStatus]) -> None:
+        """One executed round of synthetic calls and each call's result status."""
         self.synthetic_rounds.inc()
-        for result in results:
-            self.artifact_reads.labels("tool", read_outcome(result)).inc()
+        for status in statuses:
+            self.artifact_reads.labels("tool", _read_label(status)).inc()
 
     def record_endpoint_read(self, outcome: str) -> None:
         self.artifact_reads.labels("endpoint", outcome).inc()

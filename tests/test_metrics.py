@@ -9,12 +9,12 @@ import prometheus_client
 from artifacts_harness import keyed
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, execute
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ReadStatus, execute
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.manifest import Action, Manifest
 from proxy.errors import RefusalReason
-from proxy.metrics import Metrics, read_outcome
+from proxy.metrics import Metrics
 from proxy.stats import RequestStats
 
 
@@ -104,12 +104,11 @@ async def test_synthetic_round_outcomes() -> None:
         await execute(store, "t", READ_TOOL, "{not json", max_page_chars=100),
         await execute(_DownStore(b"s"), "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=9),
     ]
-    assert [read_outcome(r) for r in results] == [
+    assert [r.status for r in results] == [
         "found", "found", "artifact_not_found", "invalid_arguments", "artifact_store_unavailable"
     ]
-    assert read_outcome('{"error": 1}') == "error"
     metrics = Metrics()
-    metrics.record_round(results)
+    metrics.record_round([r.status for r in results])
     metrics.record_endpoint_read("artifact_not_found")
     assert value(metrics, "ctxproxy_synthetic_rounds_total") == 1
     assert value(metrics, "ctxproxy_artifact_reads_total", source="tool", outcome="found") == 2
@@ -117,6 +116,12 @@ async def test_synthetic_round_outcomes() -> None:
                  outcome="artifact_not_found") == 1
     assert value(metrics, "ctxproxy_artifact_reads_total", source="endpoint",
                  outcome="artifact_not_found") == 1
+
+
+def test_budget_refusals_count_as_error_reads() -> None:
+    metrics = Metrics()
+    metrics.record_round([ReadStatus.too_many_calls, ReadStatus.search_budget_exhausted])
+    assert value(metrics, "ctxproxy_artifact_reads_total", source="tool", outcome="error") == 2
 
 
 def free_port() -> int:

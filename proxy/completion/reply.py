@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from multidict import CIMultiDict
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.openai_chat_errors import error_event
 from proxy.upstream.base import UpstreamError, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
+
+ErrorEvent = Callable[[ProxyError, str], bytes]
+"""How an error reaches a client whose stream started: (error, request id) -> the event's bytes."""
 
 WHOLE_BODY_BYTES = 256 * 1024
 """A relayed answer up to this size is read whole and answered with its Content-Length."""
@@ -65,23 +67,25 @@ class Reply:
 
 
 async def relayed(
-    answer: UpstreamResponse, extra_headers: Mapping[str, str], request_id: str
+    answer: UpstreamResponse,
+    extra_headers: Mapping[str, str],
+    request_id: str,
+    error_event: ErrorEvent,
 ) -> Reply:
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
 
-    An event stream is relayed chunk by chunk; if it breaks, the client gets one SSE error event
-    and the stream ends. Any other body up to `WHOLE_BODY_BYTES` is read whole (one that breaks
-    raises `UpstreamError`); a larger one streams chunk by chunk whatever its content type, and
-    if it breaks after it started, the stream raises `UpstreamError` and the edge cuts the
-    connection (the client sees an incomplete body, never a body that looks whole). `answer` is
-    closed when its body is read or the stream is closed.
+    An event stream is relayed chunk by chunk; if it breaks, the client gets one error event
+    (`error_event`) and the stream ends. Any other body up to `WHOLE_BODY_BYTES` is read whole
+    (one that breaks raises `UpstreamError`); a larger one streams chunk by chunk whatever its
+    content type, and if it breaks after it started, the stream raises `UpstreamError` and the
+    edge cuts the connection (the client sees an incomplete body, never a body that looks whole).
+    `answer` is closed when its body is read or the stream is closed.
     """
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     if answer.is_event_stream:
-        return Reply(
-            answer.status, headers, stream=ChunkStream(_chunks(answer, request_id), answer.close)
-        )
+        chunks_out = _chunks(answer, request_id, error_event)
+        return Reply(answer.status, headers, stream=ChunkStream(chunks_out, answer.close))
     chunks = answer.chunks()
     try:
         head, complete = await _read_head(chunks, WHOLE_BODY_BYTES)
@@ -158,7 +162,9 @@ async def _body_chunks(
         answer.close()
 
 
-async def _chunks(answer: UpstreamResponse, request_id: str) -> AsyncGenerator[bytes, None]:
+async def _chunks(
+    answer: UpstreamResponse, request_id: str, error_event: ErrorEvent
+) -> AsyncGenerator[bytes, None]:
     try:
         async for chunk in answer.chunks():
             yield chunk

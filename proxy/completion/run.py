@@ -8,8 +8,8 @@ synthetic calls removed. Non-streaming answers carry `x-ctxproxy-synthetic-round
 `x-ctxproxy-artifact-reads`; streams (`proxy.completion.stream`) cannot, and every request with
 synthetic tools logs one INFO line with both counts instead.
 
-Nothing here knows the HTTP server: the caller hands in a `CompletionContext` and writes the
-`Reply` it gets back.
+Nothing here knows the HTTP server nor a wire format: the caller hands in a `CompletionContext`
+(with the client's `ChatFormat`) and writes the `Reply` it gets back.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from multidict import CIMultiDict
 
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
-from proxy.completion.rounds import SyntheticRounds, strip_synthetic_calls, synthetic_only
+from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.sse import add_usage
+from proxy.formats.base import ChatFormat
 from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
@@ -49,6 +49,8 @@ class CompletionContext:
     stats: RequestStats
     """Filled in as the completion goes: upstream timings, synthetic rounds and reads."""
     request_id: str
+    chat_format: ChatFormat
+    """The client's wire format (both sides: request and answer)."""
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
 
@@ -62,7 +64,9 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         answer = await upstream.chat_completions(
             headers=headers, body=prepared.body, timer=context.stats
         )
-        return await relayed(answer, prepared.headers(), context.request_id)
+        return await relayed(
+            answer, prepared.headers(), context.request_id, context.chat_format.error_event
+        )
     rounds = SyntheticRounds(
         upstream,
         headers,
@@ -73,13 +77,14 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         context.metrics,
         context.stats,
         context.request_id,
+        context.chat_format,
         max_answer_bytes=context.max_parsed_response_bytes,
     )
     streaming = False
     try:
         answer = await rounds.open(rounds.first_body(prepared.body))
         streaming = (
-            prepared.parsed.get("stream") is True
+            context.chat_format.stream(prepared.parsed)
             and answer.status == 200
             and answer.is_event_stream
         )
@@ -95,15 +100,16 @@ async def complete_json(
     rounds: SyntheticRounds, answer: UpstreamResponse, extra_headers: Mapping[str, str]
 ) -> Reply:
     """The non-streaming loop; `answer` (the first round's response) is always closed."""
+    wire = rounds.chat_format
     usage: dict[str, Any] | None = None
     while True:
         if answer.status != 200:
             extra = {**extra_headers, **rounds.response_headers()}
-            return await relayed(answer, extra, rounds.request_id)
+            return await relayed(answer, extra, rounds.request_id, wire.error_event)
         raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
-        usage = add_usage(usage, payload.get("usage"))
-        pending = synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
+        usage = wire.add_usage(usage, wire.answer_usage(payload))
+        pending = wire.synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
             break
         await rounds.execute(*pending)
@@ -111,9 +117,9 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
-    if strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
+    if wire.strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
-            payload["usage"] = usage
+            wire.with_usage(payload, usage)
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
 

@@ -92,6 +92,7 @@ def _completion_context(
         metrics=services.metrics,
         stats=request[STATS],
         request_id=request[REQUEST_ID],
+        chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
     )
 
@@ -174,7 +175,8 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         query=request.rel_url.raw_query_string,
         timer=request[STATS],
     )
-    return await respond(request, await relayed(answer, {}, request[REQUEST_ID]))
+    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.error_event)
+    return await respond(request, reply)
 
 
 def _model_hint(request: web.Request, body: bytes | None) -> str:

@@ -1,7 +1,7 @@
 """The edge: request ids, auth -> tenant, and the one place errors become HTTP responses.
 
 Errors after a stream has started are SSE events of the client's format
-(`proxy.formats.openai_chat_errors`), written by whoever produces the stream.
+(`proxy.formats.openai_chat.errors`), written by whoever produces the stream.
 """
 
 from __future__ import annotations

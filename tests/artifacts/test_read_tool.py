@@ -15,6 +15,7 @@ from proxy.artifacts.read_tool import (
     HARD_MAX_PAGE_CHARS,
     READ_TOOL,
     SEARCH_TOOL,
+    ReadStatus,
     RoundBudget,
     execute,
     is_synthetic,
@@ -42,9 +43,11 @@ async def store() -> MemoryStore:
 
 
 async def call(store: Any, name: str, arguments: Any, *, page: int = 20_000) -> dict[str, Any]:
-    raw = await execute(store, SCOPE, name, arguments, max_page_chars=page)
-    assert isinstance(raw, str)
-    result: dict[str, Any] = json.loads(raw)
+    read = await execute(store, SCOPE, name, arguments, max_page_chars=page)
+    assert isinstance(read.text, str)
+    result: dict[str, Any] = json.loads(read.text)
+    error = result.get("error")
+    assert read.status == (error["code"] if isinstance(error, dict) else ReadStatus.found)
     return result
 
 
@@ -241,31 +244,34 @@ async def test_the_searches_of_one_round_share_a_budget() -> None:
     budget = RoundBudget(search_chars=250)
     args = {"artifact_id": aid, "pattern": "9"}
     for _ in range(2):
-        found = json.loads(
-            await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
-        )
+        searched = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100,
+                                 budget=budget)
+        found = json.loads(searched.text)
         assert found["total_matches"] == 10
-    refused = json.loads(
-        await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
-    )
+    refused_read = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100,
+                                 budget=budget)
+    assert refused_read.status is ReadStatus.search_budget_exhausted
+    refused = json.loads(refused_read.text)
     assert error_code(refused) == "search_budget_exhausted"
     read = json.loads(
-        await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
-                      budget=budget)
+        (await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
+                       budget=budget)).text
     )
     assert read["content"] == "0123456789" * 10  # reads are not searches
-    fresh = json.loads(await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100))
+    fresh = json.loads((await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100)).text)
     assert fresh["total_matches"] == 10  # without a budget: this call alone
 
 
 async def test_a_round_makes_at_most_its_calls() -> None:
     memory, aid = await _stored("text")
     budget = RoundBudget(calls=2)
-    results = [
-        json.loads(await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid},
-                                 max_page_chars=100, budget=budget))
+    reads = [
+        await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
+                      budget=budget)
         for _ in range(3)
     ]
+    assert [r.status for r in reads] == [ReadStatus.found] * 2 + [ReadStatus.too_many_calls]
+    results = [json.loads(r.text) for r in reads]
     assert [r.get("content") for r in results[:2]] == ["text", "text"]
     assert error_code(results[2]) == "too_many_calls"
 

@@ -29,6 +29,7 @@ from proxy.completion.reply import WHOLE_BODY_BYTES, relayed
 from proxy.completion.rounds import READS_HEADER, ROUNDS_HEADER
 from proxy.completion.run import run_completion
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import loads
 from proxy.upstream.base import UpstreamError
 
@@ -140,7 +141,7 @@ async def test_an_unreachable_upstream_is_raised(max_rounds: int | None) -> None
 async def test_relayed_closes_a_stream_that_never_started() -> None:
     upstream = FakeUpstream(sse_answer([chunk({"content": "Hi"})]))
     answer_ = await upstream.chat_completions(headers=make_context(upstream).headers, body=b"{}")
-    reply = await relayed(answer_, {}, REQUEST_ID)
+    reply = await relayed(answer_, {}, REQUEST_ID, OPENAI_CHAT.error_event)
     assert reply.stream is not None
     await reply.stream.aclose()
     assert upstream.all_closed and upstream.responses[0].delivered == []

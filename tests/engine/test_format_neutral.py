@@ -1,9 +1,11 @@
-"""Architecture: the engine names no wire field of any client format (the adapters in
-`proxy/formats/` do; the engine asks them through `proxy.engine.wire.WireFormat`).
+"""Architecture: the engine and the completion loop name no wire field of any client format (the
+adapters in `proxy/formats/` do; the engine asks them through `proxy.engine.wire.WireFormat`, the
+completion loop through `proxy.formats.base.ChatFormat`).
 
-Every string literal in `proxy/engine/**/*.py` (docstrings aside) is checked against the field
-names below. Role values the policy itself speaks of (`user`, `system`, `developer` in
-`drop_turns.notice_role`, pin rules) are policy vocabulary, not wire access, and are not listed.
+Every string (or bytes) literal in `proxy/engine/**/*.py` and `proxy/completion/**/*.py`
+(docstrings aside) is checked against the field names below. Role values the policy itself speaks
+of (`user`, `system`, `developer` in `drop_turns.notice_role`, pin rules) are policy vocabulary,
+not wire access, and are not listed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[2] / "proxy" / "engine"
+PROXY = Path(__file__).resolve().parents[2] / "proxy"
+ENGINE = PROXY / "engine"
+COMPLETION = PROXY / "completion"
 
 OPENAI_CHAT_FIELDS = frozenset(
     {
@@ -36,6 +40,17 @@ OPENAI_CHAT_FIELDS = frozenset(
         "max_tokens",
         "max_completion_tokens",
         "assistant",
+        # the answer ("message" and "tool" are the engine's own words too: a message unit, an
+        # artifact's tool)
+        "n",
+        "choices",
+        "delta",
+        "index",
+        "finish_reason",
+        "usage",
+        "error",
+        "parallel_tool_calls",
+        "[DONE]",
     }
 )
 ANTHROPIC_MESSAGES_FIELDS = frozenset(
@@ -47,6 +62,10 @@ ANTHROPIC_MESSAGES_FIELDS = frozenset(
         "redacted_thinking",
         "signature",
         "cache_control",
+        "content_block_delta",
+        "message_delta",
+        "message_stop",
+        "stop_reason",
     }
 )
 OPENAI_RESPONSES_FIELDS = frozenset(
@@ -58,6 +77,8 @@ OPENAI_RESPONSES_FIELDS = frozenset(
         "reasoning",
         "encrypted_content",
         "max_output_tokens",
+        "output",
+        "response.completed",
     }
 )
 WIRE_FIELDS = OPENAI_CHAT_FIELDS | ANTHROPIC_MESSAGES_FIELDS | OPENAI_RESPONSES_FIELDS
@@ -82,27 +103,44 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def wire_literals(source: str) -> list[tuple[int, str]]:
-    """(line, literal) of every non-docstring string constant in `source` that names a field."""
+    """(line, literal) of every non-docstring string or bytes constant in `source` that names a
+    field."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
     return sorted(
-        (node.lineno, node.value)
+        (node.lineno, text)
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
         and id(node) not in docs
-        and node.value in WIRE_FIELDS
+        and (text := _text(node.value)) in WIRE_FIELDS
     )
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
+def _leaks(files: list[Path]) -> list[str]:
+    return [
+        f"{path.relative_to(PROXY.parent)}:{line}: {literal!r}"
+        for path in files
+        for line, literal in wire_literals(path.read_text(encoding="utf-8"))
+    ]
 
 
 def test_the_engine_names_no_wire_field() -> None:
     files = sorted(ENGINE.rglob("*.py"))
     assert len(files) > 10  # the scan sees the engine
-    leaks = [
-        f"{path.relative_to(ENGINE.parent.parent)}:{line}: {literal!r}"
-        for path in files
-        for line, literal in wire_literals(path.read_text(encoding="utf-8"))
-    ]
+    leaks = _leaks(files)
+    assert leaks == [], "wire fields belong in proxy/formats/:\n" + "\n".join(leaks)
+
+
+def test_the_completion_loop_names_no_wire_field() -> None:
+    files = sorted(COMPLETION.rglob("*.py"))
+    assert len(files) >= 4  # the scan sees run, rounds, stream, reply
+    leaks = _leaks(files)
     assert leaks == [], "wire fields belong in proxy/formats/:\n" + "\n".join(leaks)
 
 
@@ -116,3 +154,4 @@ def f(message):
     return message.get("role"), message["tool_calls"], {"content": 1}, f"{message}[content]"
 '''
     assert wire_literals(source) == [(7, "content"), (7, "role"), (7, "tool_calls")]
+    assert wire_literals('chunk = {"usage": 1}\nend = b"[DONE]"') == [(1, "usage"), (2, "[DONE]")]

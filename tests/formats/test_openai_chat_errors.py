@@ -1,9 +1,9 @@
-"""`proxy.formats.openai_chat_errors`: an error after the stream started, as one SSE event."""
+"""`proxy.formats.openai_chat.errors`: an error after the stream started, as one SSE event."""
 
 from __future__ import annotations
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.openai_chat_errors import error_event
+from proxy.formats.openai_chat.errors import error_event
 from proxy.jsonio import loads
 
 

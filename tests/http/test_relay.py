@@ -17,6 +17,7 @@ from multidict import CIMultiDict
 
 from proxy.completion.reply import ChunkStream, Reply, relayed
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID
 from proxy.settings import UpstreamSettings
@@ -51,7 +52,8 @@ async def rig(fake_upstream: FakeUpstream) -> AsyncIterator[Rig]:
             answer = await upstream.open("GET", "/anything", headers=CIMultiDict(), body=None)
             state.answers.append(answer)
             try:
-                return await respond(request, await relayed(answer, EXTRA, request[REQUEST_ID]))
+                reply = await relayed(answer, EXTRA, request[REQUEST_ID], OPENAI_CHAT.error_event)
+                return await respond(request, reply)
             except ProxyError as exc:
                 state.errors.append(exc)
                 return web.Response(status=599)

@@ -1,15 +1,19 @@
-"""The OpenAI Chat Completions request as the engine sees it: the `WireFormat` adapter."""
+"""The OpenAI Chat Completions adapter: the request as the engine sees it (`WireFormat`) and the
+answer as the synthetic-tool loop sees it (`AnswerFormat`, from `answers`, `stream`, `usage`,
+`errors`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolSpec
+from proxy.artifacts.read_tool import ToolNames, ToolSpec
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import answers
 from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.formats.openai_chat.errors import error_event
 from proxy.formats.openai_chat.fields import (
     content_text,
     message_text,
@@ -18,6 +22,8 @@ from proxy.formats.openai_chat.fields import (
     request_stream,
     with_content,
 )
+from proxy.formats.openai_chat.stream import StreamFilter
+from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
@@ -46,6 +52,28 @@ class OpenAIChat:
     parse = staticmethod(parse_conversation)
     result_text = staticmethod(content_text)
     with_result_text = staticmethod(with_content)
+
+    # The answer side.
+    multiple_choices = staticmethod(answers.multiple_choices)
+    conversation = staticmethod(answers.conversation)
+    with_unique_tool_names = staticmethod(answers.with_unique_tool_names)
+    without_synthetic_tools = staticmethod(answers.without_synthetic_tools)
+    synthetic_only = staticmethod(answers.synthetic_only)
+    strip_synthetic_calls = staticmethod(answers.strip_synthetic_calls)
+    call_id = staticmethod(answers.call_id)
+    call_name = staticmethod(answers.call_name)
+    call_arguments = staticmethod(answers.call_arguments)
+    with_call_id = staticmethod(answers.with_call_id)
+    round_items = staticmethod(answers.round_items)
+    call_ids = staticmethod(answers.call_ids)
+    upstream_error_event = staticmethod(answers.upstream_error_event)
+    add_usage = staticmethod(add_usage)
+    answer_usage = staticmethod(answer_usage)
+    with_usage = staticmethod(with_usage)
+    error_event = staticmethod(error_event)
+
+    def stream_filter(self, names: ToolNames) -> StreamFilter:
+        return StreamFilter(names)
 
     def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
         first = problems[0]

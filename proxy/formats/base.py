@@ -1,0 +1,106 @@
+"""The response side of a wire format, and `ChatFormat`: both sides, what `proxy.completion` takes.
+
+The request side is the engine's `proxy.engine.wire.WireFormat`. The answer side below is what
+the synthetic-tool loop asks of a format: which tools to offer (renamed away from the client's,
+removed for the last round), which calls of an answer are the proxy's, what a round of executed
+calls adds to the conversation, how a streamed answer is rewritten into the client's one stream,
+how usage adds up, and how an error reaches a client whose stream started. Calls, answers and
+items stay opaque wire objects here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from proxy.engine.wire import WireFormat
+
+if TYPE_CHECKING:
+    from proxy.artifacts.read_tool import ToolNames
+    from proxy.errors import ProxyError
+    from proxy.formats.sse import SSEEvent
+
+
+class AnswerStream(Protocol):
+    """Turns the streamed answers of every round into the one stream the client sees."""
+
+    def start_round(self, loop_allowed: bool) -> None:
+        """Before each upstream round; `loop_allowed`: its synthetic calls may be executed."""
+
+    def render(self, events: list[SSEEvent]) -> tuple[bytes, bool]:
+        """The bytes the client gets for these events, and whether one of them was an error
+        (the stream then ends)."""
+
+    def pending_round(self) -> tuple[str | None, list[Any]] | None:
+        """After a round: (assistant text, synthetic calls) when it ended with synthetic calls
+        only and may loop (its end was held back), else None."""
+
+    def closing(self) -> bytes:
+        """The end of the client stream (the summed usage, the done marker)."""
+
+
+class AnswerFormat(Protocol):
+    """One wire format's answers, as the synthetic-tool loop sees them."""
+
+    def multiple_choices(self, body: dict[str, Any]) -> bool:
+        """Whether the request asks for several choices (never continued by another round)."""
+
+    def conversation(self, body: dict[str, Any]) -> list[Any]:
+        """A copy of the request's items, leniently ([] when there are none)."""
+
+    def with_unique_tool_names(self, body: dict[str, Any]) -> tuple[dict[str, Any], ToolNames]:
+        """The prepared body with its synthetic tools renamed away from the client's tool names,
+        and the names they go by."""
+
+    def without_synthetic_tools(self, body: dict[str, Any], names: ToolNames) -> dict[str, Any]:
+        """A copy of `body` offering no synthetic tool (nor a tool choice naming one)."""
+
+    def synthetic_only(
+        self, payload: dict[str, Any], names: ToolNames
+    ) -> tuple[str | None, list[Any]] | None:
+        """(content, calls) when the answer's only choice makes synthetic calls and nothing else."""
+
+    def strip_synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> bool:
+        """Remove the synthetic calls of an answer in place; True when any was removed."""
+
+    def call_id(self, call: Any) -> str | None:
+        """The call's id when it has a string one."""
+
+    def call_name(self, call: Any) -> str:
+        """The called tool's name."""
+
+    def call_arguments(self, call: Any) -> str | dict[str, Any]:
+        """The call's arguments (JSON text or an object); "" when they are neither."""
+
+    def with_call_id(self, call: Any, new_id: str) -> Any:
+        """A copy of the call with `new_id` as its id."""
+
+    def round_items(
+        self, content: str | None, calls: Sequence[Any], results: Sequence[str]
+    ) -> list[Any]:
+        """The items a round appends: the assistant item making `calls`, one result per call."""
+
+    def call_ids(self, items: Sequence[Any]) -> set[str]:
+        """Every call id the conversation uses already (calls and results)."""
+
+    def stream_filter(self, names: ToolNames) -> AnswerStream:
+        """A fresh filter for one client stream."""
+
+    def add_usage(self, total: dict[str, Any] | None, more: Any) -> dict[str, Any] | None:
+        """`total` + the usage `more` (None while no round reported any)."""
+
+    def answer_usage(self, payload: dict[str, Any]) -> Any:
+        """The usage a whole answer reports, as it came."""
+
+    def with_usage(self, payload: dict[str, Any], usage: dict[str, Any]) -> None:
+        """Put the summed usage in the answer, in place."""
+
+    def error_event(self, error: ProxyError, request_id: str) -> bytes:
+        """An error after the stream has started, as this format's stream event."""
+
+    def upstream_error_event(self, body: bytes) -> bytes | None:
+        """An upstream's error answer as a stream event, when it is in this format's envelope."""
+
+
+class ChatFormat(WireFormat, AnswerFormat, Protocol):
+    """Both sides of one wire format: what a completion takes."""

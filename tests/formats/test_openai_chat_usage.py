@@ -1,0 +1,30 @@
+"""`proxy.formats.openai_chat.usage`: usage summed over the rounds of one answer."""
+
+from __future__ import annotations
+
+from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
+
+
+def test_add_usage() -> None:
+    a = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+         "prompt_tokens_details": {"cached_tokens": 1, "audio_tokens": None}}
+    b = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30,
+         "prompt_tokens_details": {"cached_tokens": 5, "audio_tokens": 2}, "cost": None}
+    assert add_usage(None, None) is None
+    total = add_usage(add_usage(None, a), b)
+    assert total == {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33,
+                     "prompt_tokens_details": {"cached_tokens": 6, "audio_tokens": 2},
+                     "cost": None}
+    assert a["prompt_tokens"] == 1 and a["prompt_tokens_details"] == {  # inputs untouched
+        "cached_tokens": 1, "audio_tokens": None}
+
+
+def test_an_answers_usage_is_read_and_replaced_in_place() -> None:
+    payload = {"id": "c", "usage": {"total_tokens": 3}, "choices": []}
+    assert answer_usage(payload) == {"total_tokens": 3}
+    assert answer_usage({"choices": []}) is None
+    with_usage(payload, {"total_tokens": 9})
+    assert payload == {"id": "c", "usage": {"total_tokens": 9}, "choices": []}
+    assert add_usage({"total_tokens": 1}, True) == {"total_tokens": 1}  # not a usage object
+    assert add_usage({"n": True}, {"n": 2}) == {"n": 2}  # a boolean is no count
+
