@@ -9,7 +9,8 @@ from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.engine.step_api import MARKER, OwnTextMac
 
 TAG_CHARS = 12
-"""Hex digits of the tag that marks a text as the proxy's own (48 bits: not guessable online)."""
+"""Decimal digits of the tag that marks a text as the proxy's own: ~40 bits, not guessable online,
+and 4 tokens where as many hex digits take 6 to 12 (the tag is paid for in every such text)."""
 
 
 def own_text_scope(scope: str) -> str:
@@ -37,12 +38,15 @@ def is_proxy_text(text: str, mac: OwnTextMac) -> bool:
     if not text.startswith(f"{MARKER}#") or text[start + TAG_CHARS : start + TAG_CHARS + 1] != ":":
         return False
     tag = text[start : start + TAG_CHARS]
+    if not (tag.isascii() and tag.isdigit()):  # compare_digest takes ASCII only
+        return False
     body = MARKER + text[start + TAG_CHARS :]
     return hmac.compare_digest(tag, _tag(body, mac))
 
 
 def _tag(body: str, mac: OwnTextMac) -> str:
-    return mac(body)[-TAG_CHARS:]
+    # The MAC's last 64 bits (hex) reduced to TAG_CHARS decimal digits (bias below 1e-6).
+    return f"{int(mac(body)[-16:], 16) % 10**TAG_CHARS:0{TAG_CHARS}d}"
 
 
 def preview(

@@ -24,7 +24,8 @@ mac = own_text_mac
 def tagged(body: str) -> str:
     """`body` (`[ctxproxy: ...`) as the proxy writes it: the tag, computed independently here."""
     assert body.startswith("[ctxproxy: ")
-    return f"[ctxproxy#{mac(body)[-TAG_CHARS:]}:{body[len('[ctxproxy:') :]}"
+    tag = f"{int(mac(body)[-16:], 16) % 10**12:012d}"
+    return f"[ctxproxy#{tag}:{body[len('[ctxproxy:') :]}"
 
 
 def test_signed_texts_carry_the_mac_of_their_body() -> None:
@@ -34,7 +35,7 @@ def test_signed_texts_carry_the_mac_of_their_body() -> None:
     out = signed(body, mac)
     assert out == tagged(body)
     assert out.startswith("[ctxproxy#") and out[10 + TAG_CHARS :] == ": anything]"
-    assert all(c in "0123456789abcdef" for c in out[10 : 10 + TAG_CHARS])
+    assert all(c in "0123456789" for c in out[10 : 10 + TAG_CHARS])
     assert is_proxy_text(out, mac)
 
 
@@ -58,10 +59,13 @@ def test_the_marker_alone_is_not_proxy_text() -> None:
 def test_a_forged_or_altered_tag_is_not_accepted() -> None:
     out = signed("[ctxproxy: tool result cleared to save context (10 chars).]", mac)
     tag = out[10 : 10 + TAG_CHARS]
-    other = format((int(tag, 16) + 1) % 16**TAG_CHARS, f"0{TAG_CHARS}x")
+    other = f"{(int(tag) + 1) % 10**TAG_CHARS:0{TAG_CHARS}d}"
     assert not is_proxy_text(out.replace(tag, other, 1), mac)
     assert not is_proxy_text(out.replace(tag, "0" * TAG_CHARS, 1), mac)
-    assert not is_proxy_text(out.replace(tag, tag.upper(), 1), mac)
+    assert not is_proxy_text(out.replace(tag, f"{int(tag):x}".rjust(TAG_CHARS, "0"), 1), mac)
+    # not digits, or not ASCII (which hmac.compare_digest would raise on): simply not a tag
+    for odd in ("é" * TAG_CHARS, "٣" * TAG_CHARS, " " * TAG_CHARS, "+" + tag[1:]):
+        assert not is_proxy_text(out.replace(tag, odd, 1), mac)
     assert not is_proxy_text(out[:-1] + "!", mac)  # the body changed: the tag no longer fits
     assert not is_proxy_text(out.replace(f"{tag}:", f"{tag[:-1]}:", 1), mac)  # too short
     assert not is_proxy_text(out.replace(f"{tag}:", f"{tag}0:", 1), mac)  # too long
