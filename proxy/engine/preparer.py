@@ -24,6 +24,7 @@ from proxy.engine.reducer import (
     store_and_apply,
 )
 from proxy.engine.step_api import StepServices
+from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.tokens.catalog import ModelCatalog
@@ -159,6 +160,9 @@ class Preparer:
                 ids[text] = self._store.artifact_id(tenant.scope, text)
             return ids[text]
 
+        def own_text_mac(text: str) -> str:
+            return self._store.artifact_id(own_text_scope(tenant.scope), text)
+
         services = StepServices(store=self._store, scope=tenant.scope, counter=counter)
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
@@ -170,6 +174,7 @@ class Preparer:
                 counter,
                 request.costs,
                 artifact_id,
+                own_text_mac,
                 request.budget.allowance,
             )
             return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)

@@ -12,8 +12,16 @@ from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.manifest import Action
 from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
-from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput, StepServices
+from proxy.engine.step_api import (
+    Edit,
+    OwnTextMac,
+    PrepareContext,
+    Step,
+    StepOutput,
+    StepServices,
+)
 from proxy.engine.steps import build_steps
+from proxy.engine.tool_text import is_proxy_text
 from proxy.engine.wire import WireFormat
 from proxy.tokens.counters import TokenCounter
 
@@ -66,6 +74,7 @@ def build_context(
     counter: TokenCounter,
     costs: list[int],
     artifact_id: Callable[[str], str],
+    own_text_mac: OwnTextMac,
     allowance: int,
 ) -> ReductionContext:
     units: list[Unit] = []
@@ -86,12 +95,13 @@ def build_context(
         counter=counter,
         message_costs=costs,
         result_names=names,
-        pinned_units=_pinned(wire, messages, units, policy.protect, names),
+        pinned_units=_pinned(wire, messages, units, policy.protect, names, own_text_mac),
         first_user_unit=_first_user_unit(conversation, turn_first_unit)
         if policy.protect.first_user
         else None,
         read_tool_enabled=policy.read_tool.enabled,
         artifact_id=artifact_id,
+        own_text_mac=own_text_mac,
         allowance=allowance,
         policy=policy,
     )
@@ -103,13 +113,15 @@ def _pinned(
     units: list[Unit],
     protect: ProtectPolicy,
     result_names: dict[int, str],
+    own_text_mac: OwnTextMac,
 ) -> frozenset[int]:
-    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing).
+    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing;
+    a client's text that only looks like one is not pinned).
     A rule's `name` matches a tool result's tool (through its call) or an item's own name."""
 
     def matches(index: int) -> bool:
         role, name, text, result_item = wire.pin_facts(messages[index])
-        if not result_item and text.startswith(MARKER):
+        if not result_item and is_proxy_text(text, own_text_mac):
             return True
         names = (result_names.get(index), name)
         return any(

@@ -21,7 +21,13 @@ if TYPE_CHECKING:
     from proxy.tokens.counters import TokenCounter
 
 MARKER = "[ctxproxy"
-"""Every text the proxy writes into a conversation starts with this; such text is never reduced."""
+"""Every text the proxy writes into a conversation starts with this, followed by `#` and a tag
+that only the proxy can compute (`tool_text.signed`); such text is never reduced. The marker alone
+proves nothing: anyone can write it."""
+
+OwnTextMac = Callable[[str], str]
+"""`(text) -> keyed MAC` under the requester's scope, for tagging and recognising the proxy's own
+texts (`tool_text`); it must differ from every artifact id, which clients see."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class PrepareContext:
     """Whether the model can read artifacts back itself (texts that name an artifact say how)."""
     artifact_id: Callable[[str], str]
     """`(content) -> id` for this request's scope (pure HMAC, no I/O, computed once per text)."""
+    own_text_mac: OwnTextMac
+    """Tags the proxy's texts and recognises them when a client sends them back (`tool_text`)."""
     allowance: int
     """The request's token allowance (steps scale their fractions by it)."""
 

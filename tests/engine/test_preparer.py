@@ -121,7 +121,8 @@ async def test_drop_turns_archives_span_behind_one_notice(harness: Harness) -> N
     notices = [
         m
         for m in out
-        if str(m.get("content", "")).startswith("[ctxproxy: ") and "earlier turn(s)" in m["content"]
+        if harness.own_text(m.get("content")).startswith("[ctxproxy: ")
+        and "earlier turn(s)" in m["content"]
     ]
     assert len(notices) == 1
     artifact_id = notices[0]["content"].split("archived as artifact ", 1)[1].split(" ", 1)[0]
@@ -132,7 +133,7 @@ async def test_drop_turns_archives_span_behind_one_notice(harness: Harness) -> N
     rebuilt = messages[1:2] + dropped + kept_tail
     assert len(rebuilt) == len(messages) - 1
     for original, got in zip(messages[1:], rebuilt, strict=True):
-        if str(got.get("content")).startswith("[ctxproxy: tool result cleared"):
+        if harness.own_text(got.get("content")).startswith("[ctxproxy: tool result cleared"):
             assert {**got, "content": original["content"]} == original
         else:
             assert got == original
@@ -353,7 +354,7 @@ async def test_last_resort_clears_protected_recent_results(
     cleared = [
         m
         for m in prepared.parsed["messages"]
-        if str(m.get("content")).startswith("[ctxproxy: tool result cleared")
+        if h.own_text(m.get("content")).startswith("[ctxproxy: tool result cleared")
     ]
     assert cleared
 

@@ -102,7 +102,11 @@ def minimal_tokens(harness: Harness, messages: list[Any]) -> int:
             # hex; one of zeros counts far fewer tokens and made this bound too low), its size,
             # the shortest wording.
             artifact_id = harness.store.artifact_id("p:scope", text)
-            cleared = {**message, "content": placeholder(artifact_id, len(text), None, False)}
+
+            def mac(text: str) -> str:  # any keyed MAC: only the tag's width counts here
+                return harness.store.artifact_id("own", text)
+
+            cleared = {**message, "content": placeholder(artifact_id, len(text), None, False, mac)}
             cost = min(cost, counter.count_message(cleared))
         total += cost
     if len(set(keep)) < len(messages):  # something must go: its notice stays
@@ -269,7 +273,7 @@ def dropped_span(
     loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], out: list[Any]
 ) -> tuple[int, int]:
     """(start, end) of the original messages archived behind the one notice in `out`."""
-    [notice] = [m for m in out if str(m.get("content")).startswith("[ctxproxy: ")]
+    [notice] = [m for m in out if harness.own_text(m.get("content"), "p:scope")]
     [artifact_id] = ARTIFACT.findall(notice["content"])
     archive = loop.run_until_complete(harness.store.get("p:scope", artifact_id))
     assert archive is not None and archive.kind == "dropped_turns"

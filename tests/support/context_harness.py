@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -24,20 +25,35 @@ def artifact_id(text: str) -> str:
     return "art_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def own_text_mac(text: str, scope: str = "s") -> str:
+    """Deterministic stand-in for the store's MAC of the proxy's texts under `scope` (keyed
+    differently from `artifact_id`, as the real one is)."""
+    keyed = f"own-text:{scope}\x00{text}".encode("utf-8", "surrogatepass")
+    return "art_" + hashlib.sha256(keyed).hexdigest()[:32]
+
+
+def mac_for(scope: str) -> Callable[[str], str]:
+    return lambda text: own_text_mac(text, scope)
+
+
 def policy(**sections: Any) -> Policy:
     """A policy built from partial sections, e.g. policy(protect={"first_user": False})."""
     return Policy.model_validate(sections)
 
 
 def make_ctx(
-    messages: list[dict[str, Any]], pol: Policy | None = None, allowance: int = 100_000
+    messages: list[dict[str, Any]],
+    pol: Policy | None = None,
+    allowance: int = 100_000,
+    scope: str = "s",
 ) -> PrepareContext:
     conversation = OPENAI_CHAT.parse(messages)
     assert conversation.ok, conversation.problems
     costs = [counter().count_message(m) for m in messages]
     pol = pol or policy()
+    mac = mac_for(scope)
     return build_context(
-        OPENAI_CHAT, messages, conversation, pol, counter(), costs, artifact_id, allowance
+        OPENAI_CHAT, messages, conversation, pol, counter(), costs, artifact_id, mac, allowance
     )
 
 
@@ -46,7 +62,7 @@ def notice_message(
 ) -> dict[str, Any]:
     """The drop-turns notice as a chat-completions message."""
     notice: dict[str, Any] = OPENAI_CHAT.notice_item(
-        role, notice_text(read_tool, turns, tokens, artifact_id)
+        role, notice_text(read_tool, turns, tokens, artifact_id, own_text_mac)
     )
     return notice
 

@@ -10,6 +10,8 @@ from typing import Any
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.manifest import Prepared
 from proxy.engine.preparer import Preparer
+from proxy.engine.step_api import MARKER
+from proxy.engine.tool_text import TAG_CHARS, is_proxy_text, own_text_scope
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
@@ -48,6 +50,17 @@ class Harness:
     async def prepare(self, body: dict[str, Any], tenant: Tenant = TENANT) -> Prepared:
         """Prepares `body`, sent as `client_bytes(body)` (see `Prepared.body` for what went out)."""
         return await self.preparer.prepare(body, client_bytes(body), tenant, OPENAI_CHAT)
+
+    def own_text(self, content: object, scope: str = TENANT.scope) -> str:
+        """`content` without its tag if the proxy wrote it for `scope` (the tag verifies), else ""
+        (so `.startswith("[ctxproxy: ...")` asks "did the proxy write this, saying ...")."""
+
+        def mac(text: str) -> str:
+            return self.store.artifact_id(own_text_scope(scope), text)
+
+        if not isinstance(content, str) or not is_proxy_text(content, mac):
+            return ""
+        return MARKER + content[len(MARKER) + 1 + TAG_CHARS :]
 
 
 def write_policy(directory: Path, text: str, name: str = "test") -> None:

@@ -81,6 +81,7 @@ def expected_preview(
         config.preview_head_chars,
         config.preview_tail_chars,
         ctx.read_tool_enabled,
+        ctx.own_text_mac,
     )
 
 

@@ -62,7 +62,7 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
         self, ctx: PrepareContext, index: int, message: dict[str, Any], text: str, name: str | None
     ) -> str | None:
         refetchable = matches_any(name, self.config.refetchable_tools)
-        return placeholder(ctx.artifact_id(text), len(text), name, refetchable)
+        return placeholder(ctx.artifact_id(text), len(text), name, refetchable, ctx.own_text_mac)
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)

@@ -16,24 +16,26 @@ from proxy.artifacts.store import NewArtifact
 from proxy.engine.budget import scaled
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
-from proxy.engine.step_api import MARKER, Edit, PrepareContext, Step, StepOutput
+from proxy.engine.step_api import MARKER, Edit, OwnTextMac, PrepareContext, Step, StepOutput
+from proxy.engine.tool_text import signed
 from proxy.jsonio import dumps
 
 _WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
 
 
-def notice_text(read_tool: bool, turns: int, tokens: int, artifact_id: str) -> str:
+def notice_text(read_tool: bool, turns: int, tokens: int, artifact_id: str, mac: OwnTextMac) -> str:
     """The text of the one item that stands where dropped turns were."""
     how = (
         f"{SEARCH_TOOL} or {READ_TOOL} with this id"
         if read_tool
         else "the operator's artifact endpoint"
     )
-    return (
+    body = (
         f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were removed from this "
         f"conversation to fit the context window. They are archived as artifact "
         f"{artifact_id} (one JSON message per line); use {how} to look things up.]"
     )
+    return signed(body, mac)
 
 
 class DropTurnsConfig(StepConfig):
@@ -82,7 +84,7 @@ class DropTurns(Step[DropTurnsConfig]):
     def _notice(
         self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
     ) -> Any:
-        text = notice_text(ctx.read_tool_enabled, turns, tokens, artifact_id)
+        text = notice_text(ctx.read_tool_enabled, turns, tokens, artifact_id, ctx.own_text_mac)
         return ctx.wire.notice_item(self.config.notice_role, text)
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:

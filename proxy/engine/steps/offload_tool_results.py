@@ -57,6 +57,7 @@ class OffloadToolResults(Step[OffloadToolResultsConfig]):
             settings.preview_head_chars,
             settings.preview_tail_chars,
             ctx.read_tool_enabled,
+            ctx.own_text_mac,
         )
 
     def plan(self, ctx: PrepareContext) -> StepPlan:

@@ -29,7 +29,7 @@ def tool_results(
     for index in unit.result_indices:
         message = ctx.messages[index]
         text = ctx.wire.result_text(message)
-        if text is None or is_proxy_text(text):
+        if text is None or is_proxy_text(text, ctx.own_text_mac):
             continue
         name = ctx.result_names.get(index)
         if matches_any(name, excluded):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from context_harness import artifact_id
+from context_harness import artifact_id, own_text_mac
 from step_harness import ALPHA, GAMMA, TOOL_UNITS, clear, replaced_cost, tool_ctx, tool_history
 
 from proxy.artifacts.store import NewArtifact
@@ -64,7 +64,7 @@ def test_clear_plan_costs_and_at_least() -> None:
     assert plan.at_least == 777
     expected = [ctx.unit_cost(u) for u in range(9)]
     for u, (index, text, name, _) in TOOL_UNITS.items():
-        cleared = placeholder(artifact_id(text), len(text), name, False)
+        cleared = placeholder(artifact_id(text), len(text), name, False, own_text_mac)
         expected[u] = replaced_cost(ctx, u, index, cleared)
     assert plan.costs == expected
     # "tiny" is shorter than any placeholder: clearing it would cost more, so it is kept
@@ -79,8 +79,8 @@ def test_clear_rewrite_edits_and_refetchable_tools() -> None:
     plan = step.plan(ctx)
     out = step.rewrite(ctx, list(range(9)))
     assert out.units == [1, 7]
-    alpha = placeholder(artifact_id(ALPHA), len(ALPHA), "read_file", refetchable=True)
-    gamma = placeholder(artifact_id(GAMMA), len(GAMMA), "grep", refetchable=False)
+    alpha = placeholder(artifact_id(ALPHA), len(ALPHA), "read_file", True, own_text_mac)
+    gamma = placeholder(artifact_id(GAMMA), len(GAMMA), "grep", False, own_text_mac)
     assert "or call read_file again" in alpha and "again" not in gamma
     assert out.edits == [
         Edit("replace", 3, with_content(messages[3], alpha), artifact_id(ALPHA)),
