@@ -150,6 +150,7 @@ def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:
     missing = sorted(name for name in wanted if name not in policies)
     if missing:
         raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")
+    policies.require(wanted)  # a hot reload that would lose one keeps the last good set
 
 
 def _warm_up(counters: TokenCounters, catalog: ModelCatalog) -> None:

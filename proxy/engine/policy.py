@@ -8,13 +8,15 @@ is its step's config (`engine.steps`); this module assembles them.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from proxy.engine.budget import BudgetPolicy
 from proxy.engine.config_base import StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
+from proxy.tokens.counters import check_hf_tokenizer_file, resolve_tokenizer
 
 Mode = Literal["off", "inspect", "reject", "window"]
 
@@ -55,6 +57,16 @@ class CountingPolicy(StrictModel):
         description="`auto` (by model), `o200k_base`, `cl100k_base`, `estimate`, "
         "or `hf:<path to tokenizer.json>`.",
     )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, tokenizer: str) -> str:
+        # Checked when the policy loads (check, start-up, hot reload), never on a request.
+        resolve_tokenizer("", tokenizer)
+        path = tokenizer.removeprefix("hf:")
+        if tokenizer.startswith("hf:") and path:
+            check_hf_tokenizer_file(Path(path))
+        return tokenizer
 
 
 class Policy(StrictModel):

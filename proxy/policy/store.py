@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from importlib import resources
@@ -286,14 +286,26 @@ def _log_warnings(warnings: Sequence[str]) -> None:
         logger.warning("%s", line)
 
 
+def _check_required(snapshot: _Snapshot, required: Iterable[str]) -> None:
+    missing = sorted(set(required) - set(snapshot.entries))
+    if missing:
+        raise PolicyLoadError(
+            [f"{name}: the policy of a configured tenant is missing" for name in missing]
+        )
+
+
 class PolicyStore:
     """The loaded policy set. Lookups never raise `KeyError`; unknown names raise
     `UnknownPolicy`. Safe to share: a reload swaps the whole set in one assignment."""
 
-    def __init__(self, directories: Sequence[Path], snapshot: _Snapshot) -> None:
+    def __init__(
+        self, directories: Sequence[Path], snapshot: _Snapshot, required: Iterable[str] = ()
+    ) -> None:
         self._directories = tuple(directories)
         self._snapshot = snapshot
         self._failed: Fingerprint | None = None
+        self._required = frozenset(required)
+        """Names a reload must keep (the configured tenants' policies)."""
 
     @classmethod
     def load(cls, directory: Path | None, *, include_bundled: bool = True) -> PolicyStore:
@@ -305,6 +317,12 @@ class PolicyStore:
         snapshot = _build(directories)
         _log_warnings(snapshot.warnings)
         return cls(directories, snapshot)
+
+    def require(self, names: Iterable[str]) -> None:
+        """From now on a reload that would lose one of `names` (the configured tenants'
+        policies) is refused like a broken edit. Raises `PolicyLoadError` if one is missing now."""
+        _check_required(self._snapshot, names)
+        self._required = frozenset(names)
 
     @property
     def directories(self) -> tuple[Path, ...]:
@@ -343,6 +361,7 @@ class PolicyStore:
             return False
         try:
             snapshot = _build(self._directories)
+            _check_required(snapshot, self._required)
         except PolicyLoadError as exc:
             self._failed = fingerprint
             logger.error("policy reload failed, keeping the previous policies:\n%s", exc)

@@ -148,6 +148,13 @@ def _load_tiktoken(name: str, directory: Path) -> Count:
     return lambda text: len(encode(text))
 
 
+def check_hf_tokenizer_file(path: Path) -> None:
+    """Raises ValueError unless `path` is a tokenizer.json that `tokenizers` loads."""
+    if not path.is_file():
+        raise ValueError(f"no tokenizer file at {str(path)!r}")
+    _load_hf(path)
+
+
 def _load_hf(path: Path) -> Count:
     from tokenizers import Tokenizer
 

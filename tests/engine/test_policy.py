@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +188,31 @@ def test_schema_describes_files_not_models() -> None:
     assert not validator.is_valid({"name": "x"})
     assert not validator.is_valid({"budget": {"trgger": 0.5}})
     assert json.loads(render_schema()) == schema
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "problem"),
+    [
+        ("o200k", "Unknown tokenizer 'o200k'"),
+        ("hf:/nope/tokenizer.json", "no tokenizer file at '/nope/tokenizer.json'"),
+    ],
+)
+def test_counting_tokenizer_is_checked_when_the_policy_loads(tokenizer: str, problem: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        Policy.model_validate({"counting": {"tokenizer": tokenizer}})
+
+
+def test_a_tokenizer_file_that_does_not_load_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "tokenizer.json"
+    broken.write_text("{not a tokenizer")
+    with pytest.raises(ValidationError, match="Cannot load tokenizer"):
+        Policy.model_validate({"counting": {"tokenizer": f"hf:{broken}"}})
+
+
+@pytest.mark.parametrize(
+    "tokenizer", ["auto", "estimate", "o200k_base", "cl100k_base", "tiktoken:o200k_base", "hf:"]
+)
+def test_known_tokenizers_load(tokenizer: str) -> None:
+    assert Policy.model_validate({"counting": {"tokenizer": tokenizer}}).counting.tokenizer == (
+        tokenizer
+    )

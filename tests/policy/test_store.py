@@ -425,6 +425,29 @@ def test_reload_sees_added_and_removed_files(tmp_path: Path) -> None:
         store.get("acme")
 
 
+def test_a_reload_that_loses_a_tenants_policy_keeps_the_last_good_set(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, "acme.yaml", "mode: inspect\n")
+    write(tmp_path, "beta.yaml", "{}")
+    store = load(tmp_path)
+    store.require(["acme"])
+    (tmp_path / "acme.yaml").unlink()
+    assert store.reload_if_changed() is False
+    assert store.get("acme").mode == "inspect"  # still served from the last good set
+    assert "acme: the policy of a configured tenant is missing" in caplog.text
+    (tmp_path / "beta.yaml").unlink()  # an unrequired policy may go, once acme is back
+    write(tmp_path, "acme.yaml", "mode: inspect\n")
+    assert store.reload_if_changed() is True
+    assert store.names().count("beta") == 0
+
+
+def test_require_names_a_missing_policy_at_once(tmp_path: Path) -> None:
+    store = load(tmp_path)
+    with pytest.raises(PolicyLoadError, match="nope: the policy of a configured tenant"):
+        store.require(["default", "nope"])
+
+
 def test_reload_refreshes_resolved_overrides(tmp_path: Path) -> None:
     acme = write(tmp_path, "acme.yaml", 'models:\n  "gpt*": {mode: reject}\n')
     store = load(tmp_path)
