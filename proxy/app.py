@@ -12,6 +12,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from proxy.artifacts.read_tool import SearchWorker
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import TenantResolver
 from proxy.http.handlers import add_routes
@@ -56,7 +57,7 @@ async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
     start-up (an open client session would be left behind)."""
     started: list[contextlib.AbstractAsyncContextManager[None]] = []
     try:
-        for part in (_upstream_session, _artifact_store, _policies):
+        for part in (_upstream_session, _artifact_store, _search_worker, _policies):
             context = contextlib.asynccontextmanager(part)(app)
             await context.__aenter__()
             started.append(context)
@@ -100,6 +101,13 @@ def _store_secret(settings: Settings) -> bytes:
     if settings.store.kind == "redis":
         log.warning("store.secret is empty: artifact ids will not survive a restart")
     return secrets.token_bytes(32)
+
+
+async def _search_worker(app: web.Application) -> AsyncIterator[None]:
+    services = app[SERVICES]
+    services.search_worker = worker = SearchWorker()
+    yield
+    worker.close()
 
 
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:

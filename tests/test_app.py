@@ -10,6 +10,7 @@ from proxy_harness import make_settings, shared_parts, start_proxy
 
 from proxy import app as app_module
 from proxy.app import create_app
+from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import MemoryStore
 from proxy.http.services import SERVICES
 from proxy.settings import Settings
@@ -56,8 +57,18 @@ async def test_known_policies_start_and_build_every_service() -> None:
         assert isinstance(services.store, MemoryStore)
         assert services.policies is not None and "strict" in services.policies
         assert services.preparer is not None
+        assert isinstance(services.search_worker, SearchWorker)
     finally:
         await running.stop()
+
+
+async def test_the_search_worker_is_closed_with_the_app() -> None:
+    running = await start_proxy(make_settings(UPSTREAM))
+    worker = running.services.search_worker
+    assert worker is not None
+    await running.stop()
+    with pytest.raises(RuntimeError):  # shut down: it takes no more work
+        await worker.run(dict)
 
 
 async def test_one_shared_token_counter_set_serves_every_app() -> None:

@@ -30,6 +30,7 @@ from proxy.artifacts.read_tool import (
     SEARCH_CHARS_PER_ROUND,
     ReadResult,
     RoundBudget,
+    SearchWorker,
     ToolNames,
     execute,
 )
@@ -66,6 +67,8 @@ class SyntheticRounds:
     search_chars_per_round: int = SEARCH_CHARS_PER_ROUND
     max_answer_bytes: int = MAX_PARSED_RESPONSE_BYTES
     """The most one round's upstream answer may hold (it is parsed): more is an error."""
+    search_worker: SearchWorker | None = None
+    """Where large searches run (the app's one search thread)."""
     messages: list[Any] = field(default_factory=list)
     """The conversation; grows by one exchange per executed round."""
     rounds: int = 0
@@ -118,7 +121,7 @@ class SyntheticRounds:
                 return await execute(
                     self.store, self.scope, self.names.canonical(wire.call_name(call)),
                     wire.call_arguments(call), max_page_chars=self.tools.max_page_chars,
-                    budget=budget,
+                    budget=budget, worker=self.search_worker,
                 )
 
         results = await asyncio.gather(*(run(call) for call in calls))

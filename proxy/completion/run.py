@@ -20,6 +20,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
+from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
 from proxy.completion.rounds import SyntheticRounds
@@ -53,6 +54,8 @@ class CompletionContext:
     """The client's wire format (both sides: request and answer)."""
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
+    search_worker: SearchWorker | None = None
+    """The app's thread for large searches (asyncio's default executor when None)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
@@ -79,6 +82,7 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         context.request_id,
         context.chat_format,
         max_answer_bytes=context.max_parsed_response_bytes,
+        search_worker=context.search_worker,
     )
     streaming = False
     try:

@@ -94,6 +94,7 @@ def _completion_context(
         request_id=request[REQUEST_ID],
         chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
+        search_worker=services.search_worker,
     )
 
 

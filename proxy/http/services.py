@@ -15,6 +15,7 @@ from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
 if TYPE_CHECKING:
+    from proxy.artifacts.read_tool import SearchWorker
     from proxy.artifacts.store import ArtifactStore
     from proxy.engine.preparer import Preparer
     from proxy.policy.store import PolicyStore
@@ -36,6 +37,7 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
+    search_worker: SearchWorker | None = None
     policies: PolicyStore | None = None
     preparer: Preparer | None = None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -11,12 +12,14 @@ from typing import Any
 import pytest
 from artifacts_harness import keyed
 
+from proxy.artifacts import read_tool
 from proxy.artifacts.read_tool import (
     HARD_MAX_PAGE_CHARS,
     READ_TOOL,
     SEARCH_TOOL,
     ReadStatus,
     RoundBudget,
+    SearchWorker,
     execute,
     is_synthetic,
     tool_specs,
@@ -274,6 +277,37 @@ async def test_a_round_makes_at_most_its_calls() -> None:
     results = [json.loads(r.text) for r in reads]
     assert [r.get("content") for r in results[:2]] == ["text", "text"]
     assert error_code(results[2]) == "too_many_calls"
+
+
+async def test_large_searches_of_an_app_queue_on_its_one_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[str] = []
+    running = [0, 0]  # now, most at once
+    real = read_tool.search_result
+
+    def tracked(*args: Any) -> dict[str, Any]:
+        running[0] += 1
+        running[1] = max(running)
+        seen.append(threading.current_thread().name)
+        time.sleep(0.02)
+        running[0] -= 1
+        return real(*args)
+
+    monkeypatch.setattr(read_tool, "search_result", tracked)
+    memory, aid = await _stored("x" * (read_tool.INLINE_SEARCH_CHARS + 1))
+    worker = SearchWorker()
+    try:
+        args = {"artifact_id": aid, "pattern": "x", "max_results": 1}
+        results = await asyncio.gather(*(
+            execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
+            for _ in range(4)
+        ))
+    finally:
+        worker.close()
+    assert [json.loads(r.text)["total_matches"] for r in results] == [10_000] * 4
+    assert running[1] == 1 and len(seen) == 4
+    assert all(name.startswith("ctxproxy-search") for name in seen)
 
 
 # -- errors are results ------------------------------------------------------------------------
