@@ -258,9 +258,14 @@ class Preparer:
             f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
             "the messages. (context_length_exceeded)"
         )
-        if store_failed:
+        if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
+            outage = (
+                "The artifact store did not confirm the writes this request needs to fit the "
+                f"context window ({final} tokens after preparation, {budget.allowance} allowed); "
+                "nothing was removed. Retry later."
+            )
             return ProxyError(
-                ErrorCode.artifact_store_unavailable, message, details=details, reason=reason
+                ErrorCode.artifact_store_unavailable, outage, details=details, reason=reason
             )
         return ProxyError(
             ErrorCode.context_length_exceeded,

@@ -242,6 +242,8 @@ async def test_store_failure_keeps_content_and_never_shows_an_id(
     with pytest.raises(ProxyError) as caught:
         await h.prepare(body(agent_history(12)))
     assert caught.value.code is ErrorCode.artifact_store_unavailable
+    assert caught.value.message.startswith("The artifact store did not confirm")
+    assert "context_length_exceeded" not in caught.value.message
 
 
 async def test_deterministic_and_idempotent(harness: Harness) -> None:
