@@ -274,14 +274,19 @@ class MemoryStore(_Ids):
 
     def _trim_budget(self, keep: set[PinKey]) -> None:
         """Least recently referenced first, across scopes, until the budget holds again."""
-        if self._held_bytes <= self._max_bytes:
+        excess = self._held_bytes - self._max_bytes
+        if excess <= 0:
             return
-        for key in list(self._recency):
-            if self._held_bytes <= self._max_bytes:
-                return
+        victims: list[PinKey] = []
+        for key in self._recency:  # collected first: O(what is skipped + what goes), no copy
+            if excess <= 0:
+                break
             scope, aid = key
             if key not in keep and not self._leases.pinned(scope, aid):
-                self._remove(scope, aid)
+                victims.append(key)
+                excess -= self._scopes[scope][aid].size
+        for scope, aid in victims:
+            self._remove(scope, aid)
 
     def _sweep_if_due(self, now: float) -> None:
         if now < self._next_sweep:
