@@ -18,6 +18,7 @@ from proxy.http.auth import TenantResolver
 from proxy.http.handlers import add_routes
 from proxy.http.middleware import edge_middleware
 from proxy.http.services import SERVICES, Services
+from proxy.http.store_lease import store_lease_middleware
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
@@ -36,7 +37,8 @@ def create_app(
 ) -> web.Application:
     """The app. `counters` and `catalog` may be shared by apps in one process (tests do)."""
     app = web.Application(
-        middlewares=[edge_middleware], client_max_size=settings.server.max_body_bytes
+        middlewares=[edge_middleware, store_lease_middleware],
+        client_max_size=settings.server.max_body_bytes,
     )
     services = Services(
         settings=settings,
@@ -118,7 +120,7 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     store_settings = services.settings.store
     secret = _store_secret(services.settings)
     if store_settings.kind == "redis":
-        services.store = RedisStore(
+        redis_store = RedisStore(
             store_settings.url,
             secret,
             key_prefix=store_settings.key_prefix,
@@ -126,8 +128,10 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
             pool_timeout=store_settings.pool_timeout_s,
             socket_timeout=store_settings.socket_timeout_s,
         )
+        await redis_store.check_eviction_policy()
+        services.store = redis_store
     else:
-        services.store = MemoryStore(secret)
+        services.store = MemoryStore(secret, max_bytes=store_settings.memory_max_bytes)
     store = services.store
     services.metrics.watch_store(lambda: int(getattr(store, "failed_operations", 0)))
     yield

@@ -78,6 +78,11 @@ class StoreSettings(_Strict):
     pool_size: Annotated[int, Field(gt=0)] = 64
     pool_timeout_s: Annotated[float, Field(gt=0)] = 2.0
     socket_timeout_s: Annotated[float, Field(gt=0)] = 2.0
+    memory_max_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=256 * 1024 * 1024,
+        description="Memory store only: bytes of artifacts held across all scopes; the least "
+        "recently used go first, never one a request in flight references.",
+    )
 
     @field_validator("url")
     @classmethod

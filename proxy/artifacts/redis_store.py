@@ -26,6 +26,7 @@ payload, which only counts against the cap until trimmed or expired.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -40,6 +41,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from proxy.artifacts.leases import Leases
 from proxy.artifacts.store import (
     Artifact,
     NewArtifact,
@@ -54,6 +56,21 @@ _ZLIB = b"\x01"
 _THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
 _FAILURES = (RedisError, OSError, asyncio.TimeoutError)
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
+
+
+def eviction_policy_warning(policy: str) -> str | None:
+    """The start-up warning for Redis' `maxmemory-policy`, or None when it is safe.
+
+    Only `noeviction` is: `allkeys-*` evicts any key, and `volatile-*` evicts keys with a TTL,
+    which every artifact has. Either can drop an artifact a prompt still names, whatever the
+    scope; under `noeviction` a full Redis refuses writes instead, and the content stays inline.
+    """
+    if policy == "noeviction":
+        return None
+    return (
+        f"Redis maxmemory-policy is {policy}: when Redis is full it evicts artifacts that "
+        "prompts still reference (any tenant's); set maxmemory-policy noeviction"
+    )
 
 
 def encode_value(item: NewArtifact, created_at: float, compress_over: int) -> bytes:
@@ -129,6 +146,7 @@ class RedisStore(_Ids):
             retry=Retry(NoBackoff(), 1),  # one immediate retry replaces a stale connection
         )
         self._redis: Redis = Redis.from_pool(pool)
+        self._leases = Leases()
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -143,6 +161,22 @@ class RedisStore(_Ids):
 
     # -- store API ----------------------------------------------------------------------------
 
+    def lease(self) -> contextlib.AbstractContextManager[None]:
+        """Pins of this process only: another replica's cap may still evict them."""
+        return self._leases.lease()
+
+    async def check_eviction_policy(self) -> None:
+        """Log one warning line when Redis' eviction policy can drop live artifacts (start-up;
+        an unreachable Redis or a hidden INFO is left to the usual health reporting)."""
+        try:
+            info = await self._redis.info("memory")
+        except (*_FAILURES, TypeError) as exc:
+            self._log.debug("maxmemory-policy not checked: %s", type(exc).__name__)
+            return
+        warning = eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction")))
+        if warning is not None:
+            self._log.warning("artifact store at %s: %s", self._where, warning)
+
     async def put_many(
         self,
         scope: str,
@@ -154,23 +188,24 @@ class RedisStore(_Ids):
         check_put_arguments(items, ttl_seconds, max_per_scope)
         if not items:
             return set()
+        self._leases.pin(scope, items)
         tag = self._tag(scope)
         try:
-            existing, evicted = await self._refresh(tag, list(items), ttl_seconds, max_per_scope)
+            existing, overflow = await self._refresh(tag, list(items), ttl_seconds, max_per_scope)
         except _FAILURES as exc:
             self._failed(exc)
             return set()
+        # The cap evicts others first: never this batch, nor what a lease here pins.
+        evicted = {
+            aid for aid in overflow if aid not in items and not self._leases.pinned(scope, aid)
+        }
         missing = {aid: it for aid, it in items.items() if not existing[aid]}
         try:
             stored = await self._write(tag, missing, evicted, ttl_seconds)
         except _FAILURES as exc:  # the refreshed ones stay confirmed
             self._failed(exc)
             stored = {}
-        return {
-            aid
-            for aid in items
-            if (existing[aid] or stored.get(aid, False)) and aid not in evicted
-        }
+        return {aid for aid in items if existing[aid] or stored.get(aid, False)}
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
@@ -183,6 +218,7 @@ class RedisStore(_Ids):
         self._recovered()
         if not isinstance(raw, bytes):  # None (missing); str cannot occur: no decode_responses
             return None
+        self._leases.pin(scope, (artifact_id,))
         try:
             if len(raw) > _THREAD_OVER_BYTES:
                 return await asyncio.to_thread(decode_value, artifact_id, raw)
@@ -210,7 +246,7 @@ class RedisStore(_Ids):
     async def _refresh(
         self, tag: str, ids: list[str], ttl: int, max_per_scope: int
     ) -> tuple[dict[str, bool], set[str]]:
-        """Round trip 1: refresh TTLs, record references, find what the cap evicts."""
+        """Round trip 1: refresh TTLs, record references, find the oldest beyond the cap."""
         index = self._index_key(tag)
         now = self._clock()
         pipe = self._redis.pipeline(transaction=False)

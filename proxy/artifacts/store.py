@@ -13,17 +13,23 @@ computed once, by whoever prepares the content (`ArtifactStore.artifact_id`), an
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import re
+import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from proxy.artifacts.leases import Leases, PinKey
 
 ID_PREFIX = "art_"
 ID_HEX_CHARS = 32
 _ID_PATTERN = re.compile(r"art_[0-9a-f]{32}\Z")
+DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024
+_ENTRY_OVERHEAD_BYTES = 512
 
 
 class StoreUnavailable(Exception):
@@ -64,7 +70,14 @@ class ArtifactStore(Protocol):
         max_per_scope: int,
     ) -> set[str]:
         """Store each `artifact id -> artifact` (ids from `artifact_id(scope, content)`), in
-        order; return the ids whose write is confirmed."""
+        order; return the ids whose write is confirmed. The cap evicts the scope's least
+        recently referenced artifacts other than these (and other than those a lease pins): a
+        batch larger than `max_per_scope` is kept whole."""
+        ...
+
+    def lease(self) -> contextlib.AbstractContextManager[None]:
+        """Pin everything the calls inside store, refresh or read until the block ends: no
+        limit of this process evicts it meanwhile (one request in flight holds one lease)."""
         ...
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None: ...
@@ -127,29 +140,55 @@ class _Ids:
 class _Entry:
     artifact: Artifact
     expires_at: float
+    size: int
+
+
+def _held_size(item: NewArtifact) -> int:
+    """What an entry holds in memory: the content object itself plus a fixed allowance for the
+    entry, its index slots and a small meta (`sys.getsizeof` is O(1) on a str)."""
+    return sys.getsizeof(item.content) + _ENTRY_OVERHEAD_BYTES
 
 
 class MemoryStore(_Ids):
-    """Per-process store: a dict of scopes, each an LRU (by last reference) of entries.
+    """Per-process store: a dict of scopes, each an LRU (by last reference) of entries, plus one
+    LRU over all scopes for the byte budget.
 
     TTL is honoured on read; a put of an existing artifact refreshes its TTL and recency without
-    replacing it; a scope holding more than `max_per_scope` artifacts drops the least recently
-    referenced ones. Expired entries of idle scopes are swept at most every `sweep_interval`
-    seconds (during a put), so memory stays bounded by live content.
+    replacing it. A scope holding more than `max_per_scope` artifacts, or a store holding more
+    than `max_bytes`, drops the least recently referenced artifacts first, never one that the
+    same `put_many` references or that a lease in flight pins (so both limits can be exceeded
+    while requests that need more are in flight; the excess goes when their leases end).
+    Expired entries of idle scopes are swept at most every `sweep_interval` seconds (during a
+    put), so memory stays bounded by live content.
     """
 
     def __init__(
         self,
         secret: bytes,
         *,
+        max_bytes: int = DEFAULT_MEMORY_MAX_BYTES,
         clock: Callable[[], float] = time.time,
         sweep_interval: float = 60.0,
     ) -> None:
         super().__init__(secret)
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
+        self._max_bytes = max_bytes
         self._clock = clock
         self._sweep_interval = sweep_interval
         self._next_sweep = clock() + sweep_interval
         self._scopes: dict[str, OrderedDict[str, _Entry]] = {}
+        self._recency: OrderedDict[PinKey, None] = OrderedDict()
+        self._held_bytes = 0
+        self._leases = Leases(on_release=lambda: self._trim_budget(set()))
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes held by the stored artifacts, as the budget counts them."""
+        return self._held_bytes
+
+    def lease(self) -> contextlib.AbstractContextManager[None]:
+        return self._leases.lease()
 
     async def put_many(
         self,
@@ -162,6 +201,7 @@ class MemoryStore(_Ids):
         check_put_arguments(items, ttl_seconds, max_per_scope)
         if not items:
             return set()
+        self._leases.pin(scope, items)
         now = self._clock()
         self._sweep_if_due(now)
         entries = self._scopes.setdefault(scope, OrderedDict())
@@ -170,13 +210,18 @@ class MemoryStore(_Ids):
             if entry is not None and entry.expires_at > now:
                 entry.expires_at = now + ttl_seconds
             else:
+                if entry is not None:
+                    self._remove(scope, aid)
+                    entries = self._scopes.setdefault(scope, entries)
                 artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
-                entries[aid] = _Entry(artifact, now + ttl_seconds)
+                entries[aid] = _Entry(artifact, now + ttl_seconds, _held_size(item))
+                self._held_bytes += entries[aid].size
             entries.move_to_end(aid)
-        self._trim(entries, now, max_per_scope)
-        # An item evicted by the cap within this same call (a batch larger than the cap) is
-        # not stored, so its write is not confirmed.
-        return {aid for aid in items if aid in entries}
+            self._recency[(scope, aid)] = None
+            self._recency.move_to_end((scope, aid))
+        self._trim_scope(scope, entries, now, max_per_scope, keep=items.keys())
+        self._trim_budget({(scope, aid) for aid in items})
+        return set(items)
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
@@ -188,8 +233,9 @@ class MemoryStore(_Ids):
         if entry is None:
             return None
         if entry.expires_at <= self._clock():
-            del entries[artifact_id]
+            self._remove(scope, artifact_id)
             return None
+        self._leases.pin(scope, (artifact_id,))
         return entry.artifact
 
     async def ping(self) -> bool:
@@ -197,14 +243,50 @@ class MemoryStore(_Ids):
 
     async def close(self) -> None:
         self._scopes.clear()
+        self._recency.clear()
+        self._held_bytes = 0
 
-    def _trim(self, entries: OrderedDict[str, _Entry], now: float, max_per_scope: int) -> None:
+    def _remove(self, scope: str, artifact_id: str) -> None:
+        entries = self._scopes[scope]
+        self._held_bytes -= entries.pop(artifact_id).size
+        del self._recency[(scope, artifact_id)]
+        if not entries:
+            del self._scopes[scope]
+
+    def _evictable(self, scope: str, artifact_id: str, keep: Container[str]) -> bool:
+        return artifact_id not in keep and not self._leases.pinned(scope, artifact_id)
+
+    def _trim_scope(
+        self,
+        scope: str,
+        entries: OrderedDict[str, _Entry],
+        now: float,
+        max_per_scope: int,
+        keep: Container[str],
+    ) -> None:
         if len(entries) <= max_per_scope:
             return
         for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
-            del entries[aid]
-        while len(entries) > max_per_scope:
-            entries.popitem(last=False)
+            self._remove(scope, aid)
+        over = len(entries) - max_per_scope
+        for aid in [aid for aid in entries if self._evictable(scope, aid, keep)][: max(over, 0)]:
+            self._remove(scope, aid)
+
+    def _trim_budget(self, keep: set[PinKey]) -> None:
+        """Least recently referenced first, across scopes, until the budget holds again."""
+        excess = self._held_bytes - self._max_bytes
+        if excess <= 0:
+            return
+        victims: list[PinKey] = []
+        for key in self._recency:  # collected first: O(what is skipped + what goes), no copy
+            if excess <= 0:
+                break
+            scope, aid = key
+            if key not in keep and not self._leases.pinned(scope, aid):
+                victims.append(key)
+                excess -= self._scopes[scope][aid].size
+        for scope, aid in victims:
+            self._remove(scope, aid)
 
     def _sweep_if_due(self, now: float) -> None:
         if now < self._next_sweep:
@@ -213,6 +295,4 @@ class MemoryStore(_Ids):
         for scope in list(self._scopes):
             entries = self._scopes[scope]
             for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
-                del entries[aid]
-            if not entries:
-                del self._scopes[scope]
+                self._remove(scope, aid)

@@ -198,6 +198,12 @@ class Preparer:
                 f"artifact store did not confirm {reduction.unconfirmed} write(s): "
                 "that content was kept"
             )
+        if reduction.over_scope_cap:
+            manifest.notes.append(
+                f"this request references {reduction.over_scope_cap} artifacts, more than "
+                f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
+                "kept, the scope's other artifacts are evicted first"
+            )
         wire = request.wire
         added = synthetic if reduction.referenced else []
         body = wire.render(request.body, reduction.messages, added)

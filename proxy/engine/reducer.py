@@ -34,6 +34,8 @@ class Reduction:
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
+    over_scope_cap: int = 0
+    """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
 
 
 @dataclass
@@ -213,6 +215,8 @@ async def store_and_apply(
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
     reduction.unconfirmed = sent - len(confirmed)
+    if sent > ctx.policy.artifacts.max_per_scope:
+        reduction.over_scope_cap = sent
     reduction.messages, reduction.message_tokens = _apply(ctx, edits)
     return reduction
 

@@ -196,11 +196,14 @@ async def test_put_many_refuses_what_is_not_an_artifact_id(harness: Harness) -> 
             )
 
 
-async def test_put_many_confirms_only_what_the_cap_keeps(harness: Harness) -> None:
+async def test_put_many_confirms_a_batch_over_the_cap_whole(harness: Harness) -> None:
+    """The request needs every artifact of its batch: the cap never evicts within it."""
     store = harness.store
     items = keyed(store, "t1", *(NewArtifact(f"capped {i}", "k", {}) for i in range(4)))
     confirmed = await store.put_many("t1", items, ttl_seconds=TTL, max_per_scope=2)
-    assert confirmed == set(list(items)[2:])  # later items of a batch count as more recent
+    assert confirmed == set(items)
+    for aid in items:
+        assert await store.get("t1", aid) is not None
 
 
 async def test_empty_batch_and_duplicates(harness: Harness) -> None:
@@ -310,19 +313,20 @@ async def test_cap_evicts_least_recently_referenced(harness: Harness) -> None:
     assert await store.get("t1", store.artifact_id("t1", "c")) is not None
 
 
-async def test_batch_larger_than_cap_confirms_only_what_is_kept(harness: Harness) -> None:
+async def test_batch_larger_than_cap_is_confirmed_and_kept(harness: Harness) -> None:
     store = harness.store
     items = [NewArtifact(f"item {i}", "k", {}) for i in range(5)]
     results = await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=3)
-    assert results == [False, False, True, True, True]
+    assert results == [True] * 5
     for item, ok in zip(items, results, strict=True):
         got = await store.get("t1", store.artifact_id("t1", item.content))
         assert (got is not None) == ok
 
 
 async def test_batch_over_the_cap_never_confirms_what_it_evicted(harness: Harness) -> None:
-    """A stored artifact referenced early in a batch that overflows the cap is evicted by that
-    same batch: confirming it would let a prompt name an artifact whose payload is gone."""
+    """A stored artifact referenced early in a batch that overflows the cap is part of what the
+    request needs: the cap keeps it (confirming an evicted one would let a prompt name an
+    artifact whose payload is gone), and evicts the scope's other artifacts first."""
     store = harness.store
     old = [NewArtifact(f"old {i}", "k", {}) for i in range(2)]
     assert await put(store, "t1", old, ttl_seconds=TTL, max_per_scope=3) == [True, True]
@@ -336,7 +340,7 @@ async def test_batch_over_the_cap_never_confirms_what_it_evicted(harness: Harnes
             assert got is not None, f"{item.content!r} was confirmed but cannot be read"
         else:
             assert got is None, f"{item.content!r} is stored but was not confirmed"
-    assert results == [False, False, False, True, True, True]
+    assert results == [True] * 6
 
 
 @pytest.mark.parametrize("cap", [1, 2, 3, 5])
@@ -350,7 +354,7 @@ async def test_every_confirmed_id_is_readable_after_mixed_batches(
         items = [NewArtifact(c, "k", {}) for c in batch]
         results = await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=cap)
         confirmed = {c for c, ok in zip(batch, results, strict=True) if ok}
-        assert 0 < len(confirmed) <= cap
+        assert confirmed == set(batch)
         for content in confirmed:
             got = await store.get("t1", store.artifact_id("t1", content))
             assert got is not None, f"{content!r} was confirmed but cannot be read"

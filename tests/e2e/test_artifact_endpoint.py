@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,9 @@ async def test_store_down_is_503(proxies: SyntheticProxies) -> None:
     class DownStore:
         async def get(self, scope: str, artifact_id: str) -> Artifact | None:
             raise StoreUnavailable("connection refused")
+
+        def lease(self) -> contextlib.AbstractContextManager[None]:
+            return contextlib.nullcontext()
 
     proxy = await proxies.start(**KEYS)
     real, proxy.services.store = proxy.services.store, DownStore()
