@@ -7,6 +7,7 @@ sent as `client_bytes` (not a re-serialisation), so "forwarded untouched" means 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from pipeline_harness import Harness, agent_history, client_bytes, make_harness, write_policy
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
-from proxy.engine.manifest import Prepared
+from proxy.engine.manifest import Outcome, Prepared
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounters
@@ -312,3 +313,23 @@ async def test_last_resort_only_when_the_plan_is_over_the_allowance(
                               extra=extra).prepare(body)
     assert short.manifest.tokens_after < strict
     assert [n for n in short.manifest.notes if n.startswith("last resort")]
+
+
+async def test_store_down_at_exactly_the_allowance_forwards_the_request_as_it_came(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    """Nothing could be offloaded: the request, which fits, goes out as sent (no read tool)."""
+    body = request(turns=2, result_chars=6000)
+    n = tokens_of(counters, body)
+    write_policy(
+        tmp_path,
+        "extends: default\n"
+        f"budget: {{context_window: {n}, reserved_output: 0, safety_margin: 0, "
+        "trigger: 300, target: 300}\n" + OFFLOAD_ONLY,
+    )
+    prepared = await make_harness(tmp_path, counters, ConfirmsNothing(b"s")).prepare(body)
+    assert_forwarded_untouched(prepared, body, Outcome.nothing_reduced)
+    assert prepared.manifest.tokens_after == n and prepared.synthetic is None
+    [note] = prepared.manifest.notes
+    kept = r"artifact store did not confirm [1-9]\d* write\(s\): that content was kept"
+    assert re.fullmatch(kept, note)
