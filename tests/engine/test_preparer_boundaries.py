@@ -41,14 +41,21 @@ def tokens_of(counters: TokenCounters, body: dict[str, Any]) -> int:
 
 
 def harness_for(
-    tmp_path: Path, counters: TokenCounters, *, allowance: int, trigger: int, extra: str = ""
+    tmp_path: Path,
+    counters: TokenCounters,
+    *,
+    allowance: int,
+    trigger: int,
+    extra: str = "",
+    target: int | None = None,
 ) -> Harness:
-    """A policy whose allowance and trigger are exactly these token numbers."""
+    """A policy whose allowance, trigger and target (the trigger unless given) are exactly these
+    token numbers."""
     write_policy(
         tmp_path,
         "extends: default\n"
         f"budget: {{context_window: {allowance}, reserved_output: 0, safety_margin: 0, "
-        f"trigger: {trigger}, target: {trigger}}}\n" + extra,
+        f"trigger: {trigger}, target: {trigger if target is None else target}}}\n" + extra,
     )
     harness = make_harness(tmp_path, counters)
     return harness
@@ -333,3 +340,25 @@ async def test_store_down_at_exactly_the_allowance_forwards_the_request_as_it_ca
     [note] = prepared.manifest.notes
     kept = r"artifact store did not confirm [1-9]\d* write\(s\): that content was kept"
     assert re.fullmatch(kept, note)
+
+
+async def test_reduced_to_exactly_the_target_is_reduced(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    body = request(turns=1, result_chars=6000)
+    n = tokens_of(counters, body)
+    unreachable = harness_for(tmp_path / "low", counters, allowance=n, trigger=300,
+                              extra=OFFLOAD_ONLY)
+    after = (await unreachable.prepare(body)).manifest.tokens_after
+    assert 300 < after < n
+
+    async def outcome(target: int) -> str:
+        h = harness_for(tmp_path / str(target), counters, allowance=n, trigger=n - 1,
+                        target=target, extra=OFFLOAD_ONLY)
+        prepared = await h.prepare(body)
+        assert prepared.changed and prepared.manifest.tokens_after == after
+        return prepared.manifest.outcome
+
+    assert await outcome(after + 50) == "reduced"
+    assert await outcome(after) == "reduced"
+    assert await outcome(after - 1) == "reduced_above_target"
