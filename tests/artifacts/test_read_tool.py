@@ -267,3 +267,56 @@ async def test_store_failure_is_a_result(error: Exception) -> None:
     for name, args in ((READ_TOOL, {}), (SEARCH_TOOL, {"pattern": "x"})):
         result = await call(broken, name, {"artifact_id": "art_" + "1" * 32, **args})
         assert error_code(result) == "artifact_store_unavailable"
+
+
+async def put_one(content: str) -> tuple[MemoryStore, str]:
+    memory = MemoryStore(SECRET)
+    aid = memory.artifact_id(SCOPE, content)
+    await memory.put_many(
+        SCOPE, {aid: NewArtifact(content, "k", {})}, ttl_seconds=60, max_per_scope=9
+    )
+    return memory, aid
+
+
+@pytest.mark.parametrize(("count", "total", "lower_bound"),
+                         [(9_999, 9_999, False), (10_000, 10_000, True), (10_001, 10_000, True)])
+async def test_search_counts_matches_up_to_a_cap_then_says_so(
+    count: int, total: int, lower_bound: bool
+) -> None:
+    memory, aid = await put_one("x," * count)
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "X", "max_results": 2})
+    assert result == {
+        "artifact_id": aid,
+        "pattern": "X",
+        "matches": [
+            {"offset": 0, "line": 1, "context": ("x," * 61)[:121]},
+            {"offset": 2, "line": 1, "context": ("x," * 62)[:123]},
+        ],
+        "total_matches": total,
+        "truncated": True,
+        "untrusted_content": True,
+        **({"total_matches_is_lower_bound": True} if lower_bound else {}),
+    }
+
+
+async def test_search_lines_count_a_leading_line_break() -> None:
+    memory, aid = await put_one("\nfirst\n\nthird line")
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "i"})
+    assert [(m["offset"], m["line"]) for m in result["matches"]] == [(2, 2), (10, 4), (15, 4)]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("", "`pattern` must not be empty"),
+        ("p" * 1_001, "`pattern` is longer than 1000 characters"),
+        ("p" * 1_000, None),
+    ],
+)
+async def test_search_pattern_length(pattern: str, message: str | None) -> None:
+    memory, aid = await put_one("p" * 2_000)
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": pattern})
+    if message is None:
+        assert result["total_matches"] == 2  # non-overlapping
+    else:
+        assert result["error"]["message"] == message
