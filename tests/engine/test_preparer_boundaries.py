@@ -357,7 +357,7 @@ async def test_reduced_to_exactly_the_target_is_reduced(
                         target=target, extra=OFFLOAD_ONLY)
         prepared = await h.prepare(body)
         assert prepared.changed and prepared.manifest.tokens_after == after
-        return prepared.manifest.outcome
+        return str(prepared.manifest.outcome)
 
     assert await outcome(after + 50) == "reduced"
     assert await outcome(after) == "reduced"
