@@ -320,3 +320,74 @@ async def test_search_pattern_length(pattern: str, message: str | None) -> None:
         assert result["total_matches"] == 2  # non-overlapping
     else:
         assert result["error"]["message"] == message
+
+
+# -- what the model is told --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        (READ_TOOL, "{not json", "arguments are not valid JSON"),
+        (READ_TOOL, "[1, 2]", "arguments must be a JSON object"),
+        (READ_TOOL, {}, "`artifact_id` is required"),
+        (READ_TOOL, {"artifact_id": 123}, "`artifact_id` must be a string"),
+        (READ_TOOL, {"artifact_id": "ID", "offset": "5"}, "`offset` must be an integer"),
+        (READ_TOOL, {"artifact_id": "ID", "offset": -1}, "`offset` must be >= 0"),
+        (READ_TOOL, {"artifact_id": "ID", "max_chars": 0}, "`max_chars` must be >= 1"),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": "x", "max_results": 0},
+         "`max_results` must be >= 1"),
+        ("read_file", {"artifact_id": "ID"}, "unknown synthetic tool 'read_file'"),
+    ],
+)
+async def test_invalid_arguments_say_what_is_wrong(
+    store: MemoryStore, name: str, arguments: Any, message: str
+) -> None:
+    if isinstance(arguments, dict) and arguments.get("artifact_id") == "ID":
+        arguments = {**arguments, "artifact_id": store.artifact_id(SCOPE, LOG)}
+    result = await call(store, name, arguments)
+    assert result == {"error": {"code": "invalid_arguments", "message": message}}
+
+
+async def test_smallest_page_and_result_count_are_one(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LOG)
+    page = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 1})
+    assert page["content"] == LOG[0]
+    one = {"artifact_id": aid, "pattern": "error", "max_results": 1}
+    found = await call(store, SEARCH_TOOL, one)
+    assert len(found["matches"]) == 1 and found["total_matches"] == 3
+
+
+async def test_arguments_only_the_stdlib_parser_accepts(store: MemoryStore) -> None:
+    """A model's integer too big for orjson still parses (then it is capped like any other)."""
+    aid = store.artifact_id(SCOPE, LOG)
+    arguments = f'{{"artifact_id": "{aid}", "max_chars": {10**30}}}'
+    assert (await call(store, READ_TOOL, arguments))["content"] == LOG
+
+
+async def test_a_lone_surrogate_is_escaped_so_the_result_is_valid_utf8() -> None:
+    memory = MemoryStore(SECRET)
+    content = "before \ud800 after"
+    await memory.put_many(SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})),
+                          ttl_seconds=60, max_per_scope=9)
+    aid = memory.artifact_id(SCOPE, content)
+    raw = await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100)
+    raw.encode("utf-8")  # would raise on an unescaped surrogate
+    assert "\\ud800" in raw
+
+
+@pytest.mark.parametrize(
+    ("error", "message", "logged"),
+    [
+        (StoreUnavailable("down"),
+         "The artifact store is temporarily unavailable; try again later.", []),
+        (RuntimeError("bug"), "The artifact store failed to answer.",
+         [f"artifact store failed while executing {READ_TOOL}"]),
+    ],
+)
+async def test_store_failure_tells_the_model_and_logs_a_bug(
+    error: Exception, message: str, logged: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    result = await call(_BrokenStore(error), READ_TOOL, {"artifact_id": "art_" + "1" * 32})
+    assert result == {"error": {"code": "artifact_store_unavailable", "message": message}}
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == logged
