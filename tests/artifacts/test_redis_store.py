@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
@@ -55,6 +57,18 @@ async def test_outage_is_counted_per_operation_and_logged_once_with_the_password
         with pytest.raises(StoreUnavailable):
             await store.get("t1", store.artifact_id("t1", "x"))
         assert store.failed_operations == n
+    assert store_log(caplog) == [
+        "artifact store at 127.0.0.1:1 unavailable: ConnectionError: "
+        "invalid password '***' for user default"
+    ]
+
+    async def missing(*args: Any, **kwargs: Any) -> Any:
+        return None
+
+    monkeypatch.setattr(store._redis, "get", missing)
+    assert await store.get("t1", store.artifact_id("t1", "x")) is None
+    assert store_log(caplog)[1:] == ["artifact store at 127.0.0.1:1 available again"]
+    monkeypatch.setattr(store._redis, "get", refuse)
     await read_fails_first(store, caplog)
 
 
@@ -69,10 +83,6 @@ async def read_fails_first(store: RedisStore, caplog: pytest.LogCaptureFixture) 
     finally:
         await fresh.close()
     assert str(caught.value) == "artifact store at 127.0.0.1:1 is unavailable"
-    assert store_log(caplog) == [
-        "artifact store at 127.0.0.1:1 unavailable: ConnectionError: "
-        "invalid password '***' for user default"
-    ]
     assert store_log(caplog) == [
         "artifact store at 127.0.0.1:1 unavailable: ConnectionError: "
         "invalid password '***' for user default"
@@ -136,12 +146,25 @@ def test_values_are_compressed_only_over_the_threshold() -> None:
     assert encode_value(item, 1.0, compress_over=size - 1)[:1] == b"\x01"
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
-async def live() -> AsyncIterator[tuple[RedisStore, redis.asyncio.Redis, str]]:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def live(clock: Clock) -> AsyncIterator[tuple[RedisStore, redis.asyncio.Redis, str]]:
     url = require_shared_redis()
     prefix = unique_prefix()
     client = redis.asyncio.Redis.from_url(url)
-    real = RedisStore(url, SECRET, key_prefix=prefix)
+    real = RedisStore(url, SECRET, key_prefix=prefix, clock=clock)
     try:
         yield real, client, prefix
     finally:
@@ -174,3 +197,126 @@ async def test_an_unreadable_value_is_logged_and_reads_as_missing(
         f"artifact {aid} is unreadable and is treated as missing: "
         "artifact value has no header separator"
     ]
+
+
+Live = tuple[RedisStore, redis.asyncio.Redis, str]
+
+
+async def put_texts(store: RedisStore, scope: str, *texts: str, cap: int = 9) -> set[str]:
+    items = {store.artifact_id(scope, t): NewArtifact(t, "k", {}) for t in texts}
+    confirmed = await store.put_many(scope, items, ttl_seconds=60, max_per_scope=cap)
+    return {t for t in texts if store.artifact_id(scope, t) in confirmed}
+
+
+async def readable(store: RedisStore, scope: str, *texts: str) -> list[bool]:
+    return [await store.get(scope, store.artifact_id(scope, t)) is not None for t in texts]
+
+
+async def test_order_within_a_batch_counts_only_until_a_later_reference(
+    live: Live, clock: Clock
+) -> None:
+    real, _, _ = live
+    assert await put_texts(real, "t1", "x", "y", "z", cap=3) == {"x", "y", "z"}
+    clock.now += 0.5
+    assert await put_texts(real, "t1", "x", cap=3) == {"x"}  # x referenced again, later
+    clock.now += 0.5
+    assert await put_texts(real, "t1", "w", cap=3) == {"w"}
+    assert await readable(real, "t1", "x", "y", "z", "w") == [True, False, True, True]
+
+
+async def test_the_index_of_a_scope_stays_within_the_cap(
+    live: Live, clock: Clock
+) -> None:
+    real, client, prefix = live
+    for text in ("a", "b", "c", "d", "e"):
+        clock.now += 1
+        await put_texts(real, "t1", text, cap=2)
+    [index] = [k async for k in client.scan_iter(match=f"{prefix}*:idx")]
+    assert await client.zcard(index) == 2
+    assert await readable(real, "t1", "a", "b", "c", "d", "e") == [False] * 3 + [True] * 2
+
+
+async def test_a_scope_with_a_lone_surrogate_works(live: Live) -> None:
+    real, _, _ = live
+    scope = "tenant-\ud800"
+    assert await put_texts(real, scope, "data") == {"data"}
+    assert await readable(real, scope, "data") == [True]
+
+
+async def test_unserialisable_meta_is_logged(
+    live: Live, caplog: pytest.LogCaptureFixture
+) -> None:
+    real, _, _ = live
+    caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
+    aid = real.artifact_id("t1", "bad")
+    item = NewArtifact("bad", "k", {"x": object()})
+    assert await real.put_many("t1", {aid: item}, ttl_seconds=60, max_per_scope=9) == set()
+    assert store_log(caplog) == [
+        f"artifact {aid} not stored: unserialisable kind/meta (TypeError)"
+    ]
+
+
+async def test_write_failures_are_counted_logged_and_keep_what_was_stored(
+    live: Live, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real, _, _ = live
+    caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
+    assert await put_texts(real, "t1", "old") == {"old"}
+    original = Pipeline.execute
+
+    async def lost_on_set(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        if any(str(args[0]).upper() == "SET" for args, _ in self.command_stack):
+            raise RedisConnectionError("Connection lost")
+        return await original(self, raise_on_error)
+
+    async def oom_on_set(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        if any(str(args[0]).upper() == "SET" for args, _ in self.command_stack):
+            count = len(self.command_stack)
+            self.command_stack.clear()
+            return [ResponseError("OOM command not allowed")] * count
+        return await original(self, raise_on_error)
+
+    where = f"artifact store at {real._where}"
+    monkeypatch.setattr(Pipeline, "execute", lost_on_set)
+    assert await put_texts(real, "t1", "old", "new") == {"old"}
+    assert real.failed_operations == 1
+    monkeypatch.undo()
+    assert await put_texts(real, "t1", "old") == {"old"}  # recovered
+    monkeypatch.setattr(Pipeline, "execute", oom_on_set)
+    assert await put_texts(real, "t1", "old", "newer") == {"old"}
+    assert real.failed_operations == 2
+    assert store_log(caplog) == [
+        f"{where} unavailable: ConnectionError: Connection lost",
+        f"{where} available again",
+        f"{where} unavailable: ResponseError: OOM command not allowed",
+    ]
+
+
+async def test_a_write_that_first_notices_an_outage_logs_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
+    down = RedisStore("redis://127.0.0.1:1/13", SECRET, socket_timeout=0.3, pool_timeout=0.3)
+    try:
+        assert await put_texts(down, "t1", "x") == set()
+    finally:
+        await down.close()
+    [line] = store_log(caplog)
+    assert line.startswith("artifact store at 127.0.0.1:1 unavailable: ConnectionError: ")
+
+
+async def test_default_keys_are_under_ctxproxy(clock: Clock) -> None:
+    url = require_shared_redis()
+    client = redis.asyncio.Redis.from_url(url)
+    default = RedisStore(url, SECRET, clock=clock)
+    scope = f"default-prefix-test-{secrets.token_hex(8)}"
+    pattern = f"ctxproxy:{{{default._tag(scope)}}}:*"
+    try:
+        assert await put_texts(default, scope, "x") == {"x"}
+        keys = [k async for k in client.scan_iter(match=pattern)]
+        assert len(keys) == 2  # the payload and the scope's index
+    finally:
+        for key in [k async for k in client.scan_iter(match=pattern)]:
+            await client.delete(key)
+        await default.close()
+        await client.aclose()
