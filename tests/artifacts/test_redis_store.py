@@ -320,3 +320,27 @@ async def test_default_keys_are_under_ctxproxy(clock: Clock) -> None:
             await client.delete(key)
         await default.close()
         await client.aclose()
+
+
+@pytest.mark.parametrize("prefix", ["bad{", "bad}", "{bad}:"])
+def test_a_key_prefix_with_a_brace_is_refused(prefix: str) -> None:
+    with pytest.raises(ValueError, match=r"^key_prefix must not contain '\{' or '\}' "):
+        RedisStore("redis://127.0.0.1:1/13", SECRET, key_prefix=prefix)
+
+
+async def test_a_url_without_host_or_port_means_localhost_6379(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
+    bare = RedisStore("redis://", SECRET)
+
+    async def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise RedisConnectionError("refused")
+
+    monkeypatch.setattr(bare._redis, "ping", refuse)
+    try:
+        assert await bare.ping() is False
+    finally:
+        await bare.close()
+    line = "artifact store at localhost:6379 unavailable: ConnectionError: refused"
+    assert store_log(caplog) == [line]
