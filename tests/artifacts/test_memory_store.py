@@ -63,3 +63,13 @@ async def test_puts_keep_working_across_several_sweeps() -> None:
 def test_the_secret_must_be_non_empty_bytes(secret: object) -> None:
     with pytest.raises(ValueError, match=r"^artifact store secret must be non-empty bytes$"):
         MemoryStore(secret)  # type: ignore[arg-type]
+
+
+async def test_a_sweep_keeps_the_live_artifacts_of_every_scope() -> None:
+    clock = Clock()
+    store = MemoryStore(SECRET, clock=clock, sweep_interval=60)
+    assert await put(store, "live", ttl=1_000)
+    clock.now += 61
+    other = {store.artifact_id("t2", "y"): NewArtifact("y", "k", {})}
+    assert await store.put_many("t2", other, ttl_seconds=10, max_per_scope=9)  # sweeps
+    assert await readable(store, "live")

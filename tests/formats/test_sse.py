@@ -264,3 +264,12 @@ def test_usage_chunk_carries_the_streams_identity_when_the_upstreams_lacks_it() 
         "choices": [],
         "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
     }
+
+
+def test_add_usage_takes_non_integers_from_the_latest_round() -> None:
+    assert add_usage({"note": "a", "n": 1}, {"note": "b", "tier": "x", "n": 2}) == {
+        "note": "b", "n": 3, "tier": "x"
+    }
+    assert add_usage({"note": "a"}, {"note": None}) == {"note": "a"}  # None never overwrites
+    assert add_usage({"cost": "n/a"}, {"cost": 3}) == {"cost": 3}  # not summed with a string
+    assert add_usage({"details": 0}, {"details": {"x": 1}}) == {"details": {"x": 1}}
