@@ -73,3 +73,23 @@ async def test_a_sweep_keeps_the_live_artifacts_of_every_scope() -> None:
     other = {store.artifact_id("t2", "y"): NewArtifact("y", "k", {})}
     assert await store.put_many("t2", other, ttl_seconds=10, max_per_scope=9)  # sweeps
     assert await readable(store, "live")
+
+
+async def test_a_put_refreshes_a_live_artifact_and_replaces_an_expired_one() -> None:
+    clock = Clock()
+    store = MemoryStore(SECRET, clock=clock)
+    aid = store.artifact_id("t1", "x")
+
+    async def put_meta(version: int) -> None:
+        items = {aid: NewArtifact("x", "k", {"v": version})}
+        assert await store.put_many("t1", items, ttl_seconds=10, max_per_scope=9) == {aid}
+
+    await put_meta(1)
+    clock.now += 5
+    await put_meta(2)  # live: refreshed, not replaced
+    got = await store.get("t1", aid)
+    assert got is not None and (got.meta, got.created_at) == ({"v": 1}, 1_000.0)
+    clock.now += 10  # expires exactly now (refreshed at 1005 for 10 s)
+    await put_meta(3)
+    got = await store.get("t1", aid)
+    assert got is not None and (got.meta, got.created_at) == ({"v": 3}, 1_015.0)
