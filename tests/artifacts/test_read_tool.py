@@ -391,3 +391,8 @@ async def test_store_failure_tells_the_model_and_logs_a_bug(
     result = await call(_BrokenStore(error), READ_TOOL, {"artifact_id": "art_" + "1" * 32})
     assert result == {"error": {"code": "artifact_store_unavailable", "message": message}}
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == logged
+
+
+def test_both_tools_take_the_artifact_id_as_a_string() -> None:
+    for spec in tool_specs(5000):
+        assert spec.parameters["properties"]["artifact_id"]["type"] == "string"
