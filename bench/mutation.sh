@@ -12,9 +12,11 @@
 # copies and results live in mutants/ (git-ignored; delete it to start afresh). Afterwards:
 # `python -m mutmut results` lists the survivors, `python -m mutmut show NAME` shows one's diff.
 #
-# Environment: JOBS (2) parallel mutants; PYTHON (python).
+# Environment: JOBS (2) parallel mutants; PYTHON (python). CI is set (as in CI) unless given: the
+# property tests then run their fixed, derandomised examples, so a mutant's verdict is reproducible.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
+export CI=${CI:-1}
 "$PYTHON" -m mutmut run --max-children "${JOBS:-2}" "$@"
 "$PYTHON" -m mutmut results | grep -v ': not checked$' || true  # survivors, timeouts, ...

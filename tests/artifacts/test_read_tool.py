@@ -387,3 +387,133 @@ async def test_store_failure_is_a_result(error: Exception) -> None:
     for name, args in ((READ_TOOL, {}), (SEARCH_TOOL, {"pattern": "x"})):
         result = await call(broken, name, {"artifact_id": "art_" + "1" * 32, **args})
         assert error_code(result) == "artifact_store_unavailable"
+
+
+async def put_one(content: str) -> tuple[MemoryStore, str]:
+    memory = MemoryStore(SECRET)
+    aid = memory.artifact_id(SCOPE, content)
+    await memory.put_many(
+        SCOPE, {aid: NewArtifact(content, "k", {})}, ttl_seconds=60, max_per_scope=9
+    )
+    return memory, aid
+
+
+@pytest.mark.parametrize(("count", "total", "lower_bound"),
+                         [(9_999, 9_999, False), (10_000, 10_000, True), (10_001, 10_000, True)])
+async def test_search_counts_matches_up_to_a_cap_then_says_so(
+    count: int, total: int, lower_bound: bool
+) -> None:
+    memory, aid = await put_one("x," * count)
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "X", "max_results": 2})
+    assert result == {
+        "artifact_id": aid,
+        "pattern": "X",
+        "matches": [
+            {"offset": 0, "line": 1, "context": ("x," * 61)[:121]},
+            {"offset": 2, "line": 1, "context": ("x," * 62)[:123]},
+        ],
+        "total_matches": total,
+        "truncated": True,
+        "untrusted_content": True,
+        **({"total_matches_is_lower_bound": True} if lower_bound else {}),
+    }
+
+
+async def test_search_lines_count_a_leading_line_break() -> None:
+    memory, aid = await put_one("\nfirst\n\nthird line")
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": "i"})
+    assert [(m["offset"], m["line"]) for m in result["matches"]] == [(2, 2), (10, 4), (15, 4)]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("", "`pattern` must not be empty"),
+        ("p" * 1_001, "`pattern` is longer than 1000 characters"),
+        ("p" * 1_000, None),
+    ],
+)
+async def test_search_pattern_length(pattern: str, message: str | None) -> None:
+    memory, aid = await put_one("p" * 2_000)
+    result = await call(memory, SEARCH_TOOL, {"artifact_id": aid, "pattern": pattern})
+    if message is None:
+        assert result["total_matches"] == 2  # non-overlapping
+    else:
+        assert result["error"]["message"] == message
+
+
+# -- what the model is told --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        (READ_TOOL, "{not json", "arguments are not valid JSON"),
+        (READ_TOOL, "[1, 2]", "arguments must be a JSON object"),
+        (READ_TOOL, {}, "`artifact_id` is required"),
+        (READ_TOOL, {"artifact_id": 123}, "`artifact_id` must be a string"),
+        (READ_TOOL, {"artifact_id": "ID", "offset": "5"}, "`offset` must be an integer"),
+        (READ_TOOL, {"artifact_id": "ID", "offset": -1}, "`offset` must be >= 0"),
+        (READ_TOOL, {"artifact_id": "ID", "max_chars": 0}, "`max_chars` must be >= 1"),
+        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": "x", "max_results": 0},
+         "`max_results` must be >= 1"),
+        ("read_file", {"artifact_id": "ID"}, "unknown synthetic tool 'read_file'"),
+    ],
+)
+async def test_invalid_arguments_say_what_is_wrong(
+    store: MemoryStore, name: str, arguments: Any, message: str
+) -> None:
+    if isinstance(arguments, dict) and arguments.get("artifact_id") == "ID":
+        arguments = {**arguments, "artifact_id": store.artifact_id(SCOPE, LOG)}
+    result = await call(store, name, arguments)
+    assert result == {"error": {"code": "invalid_arguments", "message": message}}
+
+
+async def test_smallest_page_and_result_count_are_one(store: MemoryStore) -> None:
+    aid = store.artifact_id(SCOPE, LOG)
+    page = await call(store, READ_TOOL, {"artifact_id": aid, "max_chars": 1})
+    assert page["content"] == LOG[0]
+    one = {"artifact_id": aid, "pattern": "error", "max_results": 1}
+    found = await call(store, SEARCH_TOOL, one)
+    assert len(found["matches"]) == 1 and found["total_matches"] == 3
+
+
+async def test_arguments_only_the_stdlib_parser_accepts(store: MemoryStore) -> None:
+    """A model's integer too big for orjson still parses (then it is capped like any other)."""
+    aid = store.artifact_id(SCOPE, LOG)
+    arguments = f'{{"artifact_id": "{aid}", "max_chars": {10**30}}}'
+    assert (await call(store, READ_TOOL, arguments))["content"] == LOG
+
+
+async def test_a_lone_surrogate_is_escaped_so_the_result_is_valid_utf8() -> None:
+    memory = MemoryStore(SECRET)
+    content = "before \ud800 after"
+    await memory.put_many(SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})),
+                          ttl_seconds=60, max_per_scope=9)
+    aid = memory.artifact_id(SCOPE, content)
+    result = await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100)
+    raw = result.text
+    raw.encode("utf-8")  # would raise on an unescaped surrogate
+    assert "\\ud800" in raw
+
+
+@pytest.mark.parametrize(
+    ("error", "message", "logged"),
+    [
+        (StoreUnavailable("down"),
+         "The artifact store is temporarily unavailable; try again later.", []),
+        (RuntimeError("bug"), "The artifact store failed to answer.",
+         [f"artifact store failed while executing {READ_TOOL}"]),
+    ],
+)
+async def test_store_failure_tells_the_model_and_logs_a_bug(
+    error: Exception, message: str, logged: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    result = await call(_BrokenStore(error), READ_TOOL, {"artifact_id": "art_" + "1" * 32})
+    assert result == {"error": {"code": "artifact_store_unavailable", "message": message}}
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == logged
+
+
+def test_both_tools_take_the_artifact_id_as_a_string() -> None:
+    for spec in tool_specs(5000):
+        assert spec.parameters["properties"]["artifact_id"]["type"] == "string"

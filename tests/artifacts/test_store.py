@@ -569,3 +569,8 @@ async def test_redis_unserialisable_meta_is_not_confirmed(
 def test_redis_store_rejects_brace_in_prefix() -> None:
     with pytest.raises(ValueError):
         RedisStore(REDIS_URL, SECRET, key_prefix="bad{prefix}:")
+
+
+def test_stores_never_show_their_secret() -> None:
+    assert repr(MemoryStore(SECRET)) == "MemoryStore(...)"
+    assert repr(RedisStore(REDIS_URL, SECRET)) == "RedisStore(...)"

@@ -7,14 +7,18 @@ sent as `client_bytes` (not a re-serialisation), so "forwarded untouched" means 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pipeline_harness import Harness, agent_history, client_bytes, make_harness, write_policy
 
-from proxy.engine.manifest import Prepared
-from proxy.errors import ErrorCode, ProxyError
+from proxy.artifacts.store import MemoryStore, NewArtifact
+from proxy.engine.manifest import Outcome, Prepared
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounters
 
 MODEL = "gpt-4o"
@@ -37,14 +41,21 @@ def tokens_of(counters: TokenCounters, body: dict[str, Any]) -> int:
 
 
 def harness_for(
-    tmp_path: Path, counters: TokenCounters, *, allowance: int, trigger: int, extra: str = ""
+    tmp_path: Path,
+    counters: TokenCounters,
+    *,
+    allowance: int,
+    trigger: int,
+    extra: str = "",
+    target: int | None = None,
 ) -> Harness:
-    """A policy whose allowance and trigger are exactly these token numbers."""
+    """A policy whose allowance, trigger and target (the trigger unless given) are exactly these
+    token numbers."""
     write_policy(
         tmp_path,
         "extends: default\n"
         f"budget: {{context_window: {allowance}, reserved_output: 0, safety_margin: 0, "
-        f"trigger: {trigger}, target: {trigger}}}\n" + extra,
+        f"trigger: {trigger}, target: {trigger if target is None else target}}}\n" + extra,
     )
     harness = make_harness(tmp_path, counters)
     return harness
@@ -168,3 +179,186 @@ async def test_invalid_messages_forward_the_clients_bytes(
     h = harness_for(tmp_path, counters, allowance=n // 2, trigger=n // 4)
     prepared = await h.prepare(body)
     assert_forwarded_untouched(prepared, body, "invalid_forwarded")
+
+
+async def test_invalid_messages_forwarded_are_noted_with_the_problem(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    body = request(turns=6)
+    body["messages"] = [m for m in body["messages"] if m.get("tool_call_id") != "call_0_3"]
+    n = tokens_of(counters, body)
+    prepared = await harness_for(tmp_path, counters, allowance=n // 2, trigger=n // 4).prepare(body)
+    [problem, *_] = OPENAI_CHAT.parse(body["messages"]).problems
+    assert prepared.manifest.notes == [f"invalid messages forwarded untouched: {problem.reason}"]
+
+
+# -- refusals: what the client is told ----------------------------------------------------------
+
+
+async def test_refusal_message_names_the_reason_in_words(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    body = request()
+    n = tokens_of(counters, body)
+    h = harness_for(tmp_path, counters, allowance=n - 1, trigger=n - 100, extra="mode: reject\n")
+    with pytest.raises(ProxyError) as caught:
+        await h.prepare(body)
+    assert caught.value.message == (
+        f"This model's maximum context length is {n - 1} tokens. However, your messages "
+        f"resulted in {n} tokens after context preparation (0 tokens are reserved for the "
+        "completion, policy 'test': input exceeds allowance). Please reduce the length of the "
+        "messages. (context_length_exceeded)"
+    )
+
+
+class ConfirmsNothing(MemoryStore):
+    """An artifact store that is down: no write is ever confirmed."""
+
+    async def put_many(
+        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> set[str]:
+        return set()
+
+
+async def test_refusal_for_lack_of_a_store_is_a_503_with_details(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    body = request(turns=4, result_chars=6000)
+    n = tokens_of(counters, body)
+    write_policy(
+        tmp_path,
+        "extends: default\n"
+        f"budget: {{context_window: {n // 2}, reserved_output: 0, safety_margin: 0, "
+        f"trigger: {n // 4}, target: {n // 4}}}\n" + OFFLOAD_ONLY,
+    )
+    h = make_harness(tmp_path, counters, ConfirmsNothing(b"s"))
+    with pytest.raises(ProxyError) as caught:
+        await h.prepare(body)
+    error = caught.value
+    assert error.code is ErrorCode.artifact_store_unavailable and error.code.status == 503
+    assert error.reason is RefusalReason.artifact_store_unavailable
+    assert error.param is None
+    assert error.message.startswith("The artifact store did not confirm the writes")
+    assert f"tokens after preparation, {n // 2} allowed); nothing was removed." in error.message
+    details = dict(error.details or {})
+    assert 0 < details.pop("protected_tokens") < n // 2
+    assert details == {
+        "reason": "artifact_store_unavailable",
+        "allowance_tokens": n // 2,
+        "final_tokens": n,
+        "reserved_output_tokens": 0,
+        "policy": "test",
+    }
+    assert error.envelope()["error"]["ctxproxy"]["reason"] == "artifact_store_unavailable"
+
+
+# -- the read tool ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_read_tool_offered_only_when_enabled(
+    tmp_path: Path, counters: TokenCounters, enabled: bool
+) -> None:
+    body = request(turns=2, result_chars=6000)
+    n = tokens_of(counters, body)
+    h = harness_for(
+        tmp_path, counters, allowance=n, trigger=300,
+        extra=OFFLOAD_ONLY + f"read_tool: {{enabled: {str(enabled).lower()}}}\n",
+    )
+    prepared = await h.prepare(body)
+    assert prepared.changed and "art_" in prepared.body.decode()
+    tools = [t["function"]["name"] for t in prepared.parsed.get("tools", [])]
+    assert tools == (["read_context_artifact", "search_context_artifact"] if enabled else [])
+    assert (prepared.synthetic is not None) is enabled
+
+
+async def test_protected_content_exactly_at_the_allowance_is_not_the_reason(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    """Protected content that just fits leaves the steps to blame; one token more, the content."""
+    body = request(turns=3)
+    n = tokens_of(counters, body)
+
+    async def refusal(allowance: int) -> dict[str, Any]:
+        h = harness_for(tmp_path / str(allowance), counters, allowance=allowance, trigger=100,
+                        extra="steps: []\n")
+        with pytest.raises(ProxyError) as caught:
+            await h.prepare(body)
+        return caught.value.details or {}
+
+    protected = (await refusal(n - 1))["protected_tokens"]
+    assert 0 < protected < n - 1
+    at = await refusal(protected)
+    assert (at["reason"], at["protected_tokens"]) == ("policy_steps_exhausted", protected)
+    below = await refusal(protected - 1)
+    assert below["reason"] == "protected_content_exceeds_allowance"
+
+
+def four_recent_results() -> dict[str, Any]:
+    """One old turn with a large result, then four recent results of ~580 tokens each."""
+    messages = agent_history(1, result_chars=6000)
+    for i in range(4):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "data " * 580})
+    return {"model": MODEL, "messages": messages}
+
+
+async def test_last_resort_only_when_the_plan_is_over_the_allowance(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    """A plan that reaches exactly the allowance is used; one token short, the steps relax."""
+    body = four_recent_results()
+    extra = "steps: [{kind: clear_tool_results, keep_recent_exchanges: 4}]\n"
+    roomy = harness_for(tmp_path / "roomy", counters, allowance=tokens_of(counters, body),
+                        trigger=300, extra=extra)
+    strict = (await roomy.prepare(body)).manifest.tokens_after
+    exact = await harness_for(tmp_path / "exact", counters, allowance=strict, trigger=300,
+                              extra=extra).prepare(body)
+    assert exact.manifest.tokens_after == strict and exact.manifest.notes == []
+    short = await harness_for(tmp_path / "short", counters, allowance=strict - 1, trigger=300,
+                              extra=extra).prepare(body)
+    assert short.manifest.tokens_after < strict
+    assert [n for n in short.manifest.notes if n.startswith("last resort")]
+
+
+async def test_store_down_at_exactly_the_allowance_forwards_the_request_as_it_came(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    """Nothing could be offloaded: the request, which fits, goes out as sent (no read tool)."""
+    body = request(turns=2, result_chars=6000)
+    n = tokens_of(counters, body)
+    write_policy(
+        tmp_path,
+        "extends: default\n"
+        f"budget: {{context_window: {n}, reserved_output: 0, safety_margin: 0, "
+        "trigger: 300, target: 300}\n" + OFFLOAD_ONLY,
+    )
+    prepared = await make_harness(tmp_path, counters, ConfirmsNothing(b"s")).prepare(body)
+    assert_forwarded_untouched(prepared, body, Outcome.nothing_reduced)
+    assert prepared.manifest.tokens_after == n and prepared.synthetic is None
+    [note] = prepared.manifest.notes
+    kept = r"artifact store did not confirm [1-9]\d* write\(s\): that content was kept"
+    assert re.fullmatch(kept, note)
+
+
+async def test_reduced_to_exactly_the_target_is_reduced(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    body = request(turns=1, result_chars=6000)
+    n = tokens_of(counters, body)
+    unreachable = harness_for(tmp_path / "low", counters, allowance=n, trigger=300,
+                              extra=OFFLOAD_ONLY)
+    after = (await unreachable.prepare(body)).manifest.tokens_after
+    assert 300 < after < n
+
+    async def outcome(target: int) -> str:
+        h = harness_for(tmp_path / str(target), counters, allowance=n, trigger=n - 1,
+                        target=target, extra=OFFLOAD_ONLY)
+        prepared = await h.prepare(body)
+        assert prepared.changed and prepared.manifest.tokens_after == after
+        return str(prepared.manifest.outcome)
+
+    assert await outcome(after + 50) == "reduced"
+    assert await outcome(after) == "reduced"
+    assert await outcome(after - 1) == "reduced_above_target"

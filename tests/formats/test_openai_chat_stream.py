@@ -228,3 +228,20 @@ def test_pending_round_gives_the_held_calls_as_tool_calls() -> None:
     stream.start_round(loop_allowed=True)
     assert stream.pending_round() is None
 
+
+
+def test_usage_chunk_carries_the_streams_identity_when_the_upstreams_lacks_it() -> None:
+    first = stream_chunks(["Let me look. "], tool_calls=[{"name": READ, "arguments": "{}"}])
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    run_round(stream, first)
+    stream.start_round(loop_allowed=True)
+    bare_usage = {"object": "chat.completion.chunk", "choices": [],
+                  "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
+    assert stream.process(bare_usage) is None
+    assert stream.usage_chunk() == {
+        "object": "chat.completion.chunk",
+        "id": first[0]["id"], "created": first[0]["created"], "model": first[0]["model"],
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+    }

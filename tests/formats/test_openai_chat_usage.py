@@ -28,3 +28,12 @@ def test_an_answers_usage_is_read_and_replaced_in_place() -> None:
     assert add_usage({"total_tokens": 1}, True) == {"total_tokens": 1}  # not a usage object
     assert add_usage({"n": True}, {"n": 2}) == {"n": 2}  # a boolean is no count
 
+
+
+def test_add_usage_takes_non_integers_from_the_latest_round() -> None:
+    assert add_usage({"note": "a", "n": 1}, {"note": "b", "tier": "x", "n": 2}) == {
+        "note": "b", "n": 3, "tier": "x"
+    }
+    assert add_usage({"note": "a"}, {"note": None}) == {"note": "a"}  # None never overwrites
+    assert add_usage({"cost": "n/a"}, {"cost": 3}) == {"cost": 3}  # not summed with a string
+    assert add_usage({"details": 0}, {"details": {"x": 1}}) == {"details": {"x": 1}}

@@ -61,6 +61,14 @@ def test_crlf_split_inside_an_event_does_not_end_it(size: int) -> None:
     assert parse_all(b"data: a\r\n\r\ndata: b\r\n\r\n", size) == [SSEEvent(b"a"), SSEEvent(b"b")]
 
 
+def test_crlf_inside_one_chunk_is_one_line_end() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n") == [
+        SSEEvent(b"a\nb"),
+        SSEEvent(b"c"),
+    ]
+
+
 def test_encoding_round_trips() -> None:
     event = SSEEvent(b"line one\nline two", b"error")
     assert encode_event(event) == b"event: error\ndata: line one\ndata: line two\n\n"

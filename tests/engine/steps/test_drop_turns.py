@@ -23,6 +23,7 @@ from context_harness import (
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import MARKER, Edit, PrepareContext
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
+from proxy.engine.tool_text import signed
 
 
 def test_config_defaults_are_the_documented_ones() -> None:
@@ -205,3 +206,24 @@ def test_drop_rewrite_is_deterministic() -> None:
     ctx, step = drop_ctx()
     ctx2, step2 = drop_ctx()
     assert step.rewrite(ctx, [1, 2, 3]) == step2.rewrite(ctx2, [1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("read_tool", "how"),
+    [
+        (True, "use search_context_artifact or read_context_artifact with this id to look"),
+        (False, "use the operator's artifact endpoint to look"),
+    ],
+)
+def test_drop_notice_tells_how_to_read_the_archive(read_tool: bool, how: str) -> None:
+    ctx, step = drop_ctx(read_tool={"enabled": read_tool})
+    out = step.rewrite(ctx, [1, 2, 3, 4])
+    notice = out.edits[0].message
+    assert notice is not None
+    assert notice["content"] == signed(
+        f"[ctxproxy: 2 earlier turn(s) ({out.tokens_freed + counter().count_message(notice)} "
+        "tokens) were removed from this conversation to fit the context window. They are "
+        f"archived as artifact {out.edits[0].artifact_id} (one JSON message per line); "
+        f"{how} things up.]",
+        ctx.own_text_mac,
+    )
