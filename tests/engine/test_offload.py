@@ -99,9 +99,9 @@ async def test_work_cancelled_while_waiting_is_never_started() -> None:
     second = asyncio.ensure_future(workers.run(lambda: waiting()))
     await asyncio.sleep(0.05)
     second.cancel()
-    release.set()
-    await first
     with pytest.raises(asyncio.CancelledError):
         await second
+    release.set()
+    await first
     workers.close()
     assert started == ["blocker"]
