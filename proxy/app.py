@@ -147,14 +147,16 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     # Load the common encoding and the model map now, not on the first request.
     await asyncio.to_thread(_warm_up, counters, catalog)
     services.policies = policies
-    services.preparer = Preparer(
+    preparer = Preparer(
         policies=policies, counters=counters, catalog=catalog, store=services.started_store()
     )
+    services.preparer = preparer
     watcher = asyncio.create_task(policies.watch(2.0))
     yield
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
+    preparer.close()
 
 
 def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:

@@ -5,14 +5,16 @@ Every refusal happens here, before any upstream call and before a response start
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, compute_budget
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
     Plan,
@@ -78,21 +80,50 @@ class Preparer:
         counters: TokenCounters,
         catalog: ModelCatalog,
         store: ArtifactStore,
+        offload_bytes: int = OFFLOAD_BYTES,
+        offload_items: int = OFFLOAD_ITEMS,
+        offload_threads: int = OFFLOAD_THREADS,
     ) -> None:
         self._policies = policies
         self._counters = counters
         self._catalog = catalog
         self._store = store
+        self._offload_bytes = offload_bytes
+        self._offload_items = offload_items
+        self._workers = Workers(offload_threads)
 
     async def prepare(
         self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat
     ) -> Prepared:
-        """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes)."""
+        """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
+        A large request is counted and planned in a worker thread (`engine.offload`); the policy
+        store and the artifact store are only ever used on this loop."""
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
+        if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
+            return await self._prepare(body, raw, wire, policy, manifest, tenant, self._store)
+        store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
+        return await self._workers.run(
+            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store)
+        )
+
+    def close(self) -> None:
+        """Stop the worker threads (preparations still waiting for one are dropped)."""
+        self._workers.close()
+
+    async def _prepare(
+        self,
+        body: dict[str, Any],
+        raw: bytes,
+        wire: WireFormat,
+        policy: Policy,
+        manifest: Manifest,
+        tenant: Requester,
+        store: ArtifactStore,
+    ) -> Prepared:
         request = self._count(wire, body, raw, policy, manifest)
         over = request.tokens > request.budget.trigger
         conversation = None
@@ -111,7 +142,7 @@ class Preparer:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
-        return await self._reduce(request, conversation, tenant)
+        return await self._reduce(request, conversation, tenant, store)
 
     def _count(
         self, wire: WireFormat, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
@@ -145,7 +176,11 @@ class Preparer:
         return request.unchanged(Outcome.invalid_forwarded)
 
     async def _reduce(
-        self, request: _Request, conversation: Conversation, tenant: Requester
+        self,
+        request: _Request,
+        conversation: Conversation,
+        tenant: Requester,
+        store: ArtifactStore,
     ) -> Prepared:
         policy, counter, wire = request.policy, request.counter, request.wire
         specs = tool_specs(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
@@ -157,13 +192,13 @@ class Preparer:
 
         def artifact_id(text: str) -> str:
             if text not in ids:
-                ids[text] = self._store.artifact_id(tenant.scope, text)
+                ids[text] = store.artifact_id(tenant.scope, text)
             return ids[text]
 
         def own_text_mac(text: str) -> str:
-            return self._store.artifact_id(own_text_scope(tenant.scope), text)
+            return store.artifact_id(own_text_scope(tenant.scope), text)
 
-        services = StepServices(store=self._store, scope=tenant.scope, counter=counter)
+        services = StepServices(store=store, scope=tenant.scope, counter=counter)
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
@@ -184,13 +219,11 @@ class Preparer:
         if planned.total > request.budget.allowance and relaxed is not None:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
-        reduction = await store_and_apply(ctx, planned.outputs, self._store, tenant.scope)
+        reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic)
 
-    def _finish(
-        self, request: _Request, reduction: Reduction, synthetic: list[Any]
-    ) -> Prepared:
+    def _finish(self, request: _Request, reduction: Reduction, synthetic: list[Any]) -> Prepared:
         manifest, counter = request.manifest, request.counter
         manifest.actions = reduction.actions
         if reduction.unconfirmed:
@@ -280,4 +313,3 @@ class Preparer:
             details=details,
             reason=reason,
         )
-

@@ -23,6 +23,9 @@ from proxy.upstream.headers import forward_request_headers
 
 _JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
+_LARGE_BODY_BYTES = 1024 * 1024
+"""From this size a body is parsed, and a dry run answered, in a worker thread (the default
+executor: a few threads), not on the event loop."""
 
 
 async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
@@ -37,7 +40,8 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     raw = await read_body(request)
     if not raw:
         raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
-    body = loads_object(raw)
+    large = len(raw) >= _LARGE_BODY_BYTES
+    body = await asyncio.to_thread(loads_object, raw) if large else loads_object(raw)
     _check_stream_flag(body)
     return raw, body
 
@@ -109,12 +113,20 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     raw, body = await read_json_body(request)
     prepared = await services.started_preparer().prepare(body, raw, request[TENANT], OPENAI_CHAT)
     _note_prepared(request, prepared)
+    large = len(raw) >= _LARGE_BODY_BYTES
+    answer = (
+        await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
+    )
+    return web.Response(body=answer, content_type="application/json")
+
+
+def _dry_run_answer(prepared: Prepared) -> bytes:
     payload = {
         "changed": prepared.changed,
         "body": prepared.parsed,
         "manifest": prepared.manifest.as_dict(),
     }
-    return web.Response(body=dumps(payload), content_type="application/json")
+    return dumps(payload)
 
 
 async def read_artifact(request: web.Request) -> web.Response:
