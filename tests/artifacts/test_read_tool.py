@@ -21,7 +21,6 @@ from proxy.artifacts.read_tool import (
     RoundBudget,
     SearchWorker,
     execute,
-    is_synthetic,
     tool_specs,
 )
 from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
@@ -59,32 +58,6 @@ def error_code(result: dict[str, Any]) -> str:
     assert isinstance(result["error"]["message"], str) and result["error"]["message"]
     code: str = result["error"]["code"]
     return code
-
-
-# -- definitions -------------------------------------------------------------------------------
-
-
-def test_tool_specs_shape_and_caps() -> None:
-    """Format-neutral specs; each format wraps them (tests/formats/test_openai_chat_request.py)."""
-    specs = tool_specs(5000)
-    assert [s.name for s in specs] == [READ_TOOL, SEARCH_TOOL]
-    for spec in specs:
-        assert "untrusted" in spec.description.lower()
-        assert spec.parameters["type"] == "object"
-        assert "artifact_id" in spec.parameters["required"]
-    read_props = specs[0].parameters["properties"]
-    assert read_props["max_chars"]["maximum"] == 5000
-    assert read_props["offset"]["minimum"] == 0
-    huge = tool_specs(10**6)[0].parameters["properties"]["max_chars"]["maximum"]
-    assert huge == HARD_MAX_PAGE_CHARS
-    assert specs[1].parameters["required"] == ["artifact_id", "pattern"]
-    json.dumps([spec.parameters for spec in specs])  # plain JSON
-    assert tool_specs(5000)[0].parameters is not specs[0].parameters  # fresh on every call
-
-
-def test_is_synthetic() -> None:
-    assert is_synthetic(READ_TOOL) and is_synthetic(SEARCH_TOOL)
-    assert not is_synthetic("read_file") and not is_synthetic("")
 
 
 # -- read --------------------------------------------------------------------------------------
