@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from typing import Any
 
 import pytest
 from artifacts_harness import keyed
+from chat_bodies import CLIENT_TOOL, MESSAGES, body_with, call, choice_of, tool_names
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import MAX_CALLS_PER_ROUND, READ_TOOL, SEARCH_TOOL, tool_specs
+from proxy.artifacts.read_tool import MAX_CALLS_PER_ROUND, READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.rounds import (
     CONCURRENT_CALLS,
@@ -32,39 +32,6 @@ from proxy.metrics import Metrics
 from proxy.stats import RequestStats
 
 SCOPE = "tenant-a"
-CLIENT_TOOL = {
-    "type": "function",
-    "function": {"name": "run_shell", "parameters": {"type": "object", "properties": {}}},
-}
-MESSAGES = [
-    {"role": "system", "content": "be brief"},
-    {"role": "user", "content": "what was in the log?"},
-]
-
-
-def choice_of(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name}}
-
-
-def body_with(client_tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "model": "gpt-4o",
-        "messages": copy.deepcopy(MESSAGES),
-        "tools": [*copy.deepcopy(client_tools), *OPENAI_CHAT.synthetic_tools(tool_specs(4000))],
-        **extra,
-    }
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools", [])]
-
-
-def call(call_id: str, name: str, arguments: Any = "{}") -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
 
 
 # -- SyntheticRounds ---------------------------------------------------------------------------

@@ -6,8 +6,9 @@ import copy
 from typing import Any
 
 import pytest
+from chat_bodies import CLIENT_TOOL, MESSAGES, body_with, call, choice_of, tool_names
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, tool_specs
+from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames
 from proxy.formats import FORMATS
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
@@ -26,41 +27,6 @@ from proxy.formats.openai_chat.answers import (
     with_unique_tool_names,
     without_synthetic_tools,
 )
-
-CLIENT_TOOL = {
-    "type": "function",
-    "function": {"name": "run_shell", "parameters": {"type": "object", "properties": {}}},
-}
-MESSAGES = [
-    {"role": "system", "content": "be brief"},
-    {"role": "user", "content": "what was in the log?"},
-]
-
-
-def choice_of(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name}}
-
-
-def body_with(client_tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
-        "model": "gpt-4o",
-        "messages": copy.deepcopy(MESSAGES),
-        "tools": [*copy.deepcopy(client_tools), *OPENAI_CHAT.synthetic_tools(tool_specs(4000))],
-        **extra,
-    }
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools", [])]
-
-
-def call(call_id: str, name: str, arguments: Any = "{}") -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
-
 
 # -- without_synthetic_tools -------------------------------------------------------------------
 
