@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 from artifacts_harness import keyed
-from chat_bodies import CLIENT_TOOL, MESSAGES, body_with, call, choice_of, tool_names
+from chat_bodies import (
+    CLIENT_TOOL,
+    MESSAGES,
+    answer,
+    body_with,
+    call,
+    choice_of,
+    message,
+    tool_names,
+)
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
@@ -283,27 +292,3 @@ async def test_a_round_runs_a_bounded_number_of_calls_a_few_at_a_time() -> None:
     assert store.most == CONCURRENT_CALLS
 
 
-# -- answers -----------------------------------------------------------------------------------
-
-
-def answer(*messages: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [
-            {"index": i, "message": m, "finish_reason": finish} for i, m in enumerate(messages)
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-def message(content: Any, *calls: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        out["tool_calls"] = list(calls)
-    return out
-
-
-READ = call("s1", READ_TOOL, '{"artifact_id": "art_x"}')
-SEARCH = call("s2", SEARCH_TOOL, '{"artifact_id": "art_x", "pattern": "p"}')
-SHELL = call("k1", "run_shell", "{}")

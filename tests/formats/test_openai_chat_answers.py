@@ -6,7 +6,19 @@ import copy
 from typing import Any
 
 import pytest
-from chat_bodies import CLIENT_TOOL, MESSAGES, body_with, call, choice_of, tool_names
+from chat_bodies import (
+    CLIENT_TOOL,
+    MESSAGES,
+    READ,
+    SEARCH,
+    SHELL,
+    answer,
+    body_with,
+    call,
+    choice_of,
+    message,
+    tool_names,
+)
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames
 from proxy.formats import FORMATS
@@ -64,30 +76,6 @@ def test_a_body_without_a_tools_list_is_left_alone() -> None:
     assert without_synthetic_tools({**body, "tools": None})["tool_choice"] == "auto"
 
 
-# -- answers -----------------------------------------------------------------------------------
-
-
-def answer(*messages: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [
-            {"index": i, "message": m, "finish_reason": finish} for i, m in enumerate(messages)
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-
-
-def message(content: Any, *calls: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        out["tool_calls"] = list(calls)
-    return out
-
-
-READ = call("s1", READ_TOOL, '{"artifact_id": "art_x"}')
-SEARCH = call("s2", SEARCH_TOOL, '{"artifact_id": "art_x", "pattern": "p"}')
-SHELL = call("k1", "run_shell", "{}")
 
 
 def test_synthetic_only_on_a_synthetic_only_answer() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from proxy.artifacts.tool_specs import tool_specs
+from proxy.artifacts.tool_specs import READ_TOOL, SEARCH_TOOL, tool_specs
 from proxy.formats.openai_chat.request import OPENAI_CHAT
 
 CLIENT_TOOL = {
@@ -42,3 +42,26 @@ def call(call_id: str, name: str, arguments: Any = "{}") -> dict[str, Any]:
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }
+
+
+def answer(*messages: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {"index": i, "message": m, "finish_reason": finish} for i, m in enumerate(messages)
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def message(content: Any, *calls: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        out["tool_calls"] = list(calls)
+    return out
+
+
+READ = call("s1", READ_TOOL, '{"artifact_id": "art_x"}')
+SEARCH = call("s2", SEARCH_TOOL, '{"artifact_id": "art_x", "pattern": "p"}')
+SHELL = call("k1", "run_shell", "{}")
