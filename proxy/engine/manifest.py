@@ -32,6 +32,14 @@ class Action:
     message_indices: list[int]
     tokens_freed: int
     artifact_ids: list[str] = field(default_factory=list)
+    count: int | None = None
+    """How many `unit`s the step acted on (what `x-ctxproxy-actions` reports); None: the
+    number of messages it changed."""
+    unit: str = "messages"
+
+    def __post_init__(self) -> None:
+        if self.count is None:
+            self.count = len(self.message_indices)
 
 
 @dataclass
@@ -56,7 +64,7 @@ class Manifest:
         return asdict(self)
 
     def action_summary(self) -> str:
-        steps = [f"{a.step}:{len(a.message_indices)}" for a in self.actions]
+        steps = [f"{a.step}:{a.count}" for a in self.actions]
         return ",".join(steps) or "none"
 
 

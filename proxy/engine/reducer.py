@@ -209,9 +209,11 @@ async def store_and_apply(
         ids = sorted({e.artifact_id for e in kept})
         indices = sorted({e.index for e in kept if e.kind != "insert_before"})
         freed = _tokens_freed(ctx, kept)
-        reduction.actions.append(
-            Action(step.name, "over trigger: reduced toward target", indices, freed, ids)
-        )
+        whole = len(kept) == len(out.edits)
+        count = out.count if out.count is not None and whole else len(indices)
+        unit = step.counts if out.count is not None and whole else "messages"
+        reason = "over trigger: reduced toward target"
+        reduction.actions.append(Action(step.name, reason, indices, freed, ids, count, unit))
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
     reduction.unconfirmed = sent - len(confirmed)

@@ -45,6 +45,9 @@ class StepOutput:
     artifacts: dict[str, NewArtifact] = field(default_factory=dict)
     units: list[int] = field(default_factory=list)
     tokens_freed: int = 0
+    count: int | None = None
+    """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
+    the messages it changes. Only a step whose edits stand or fall together may set it."""
 
 
 @dataclass
@@ -107,6 +110,8 @@ class Step(ABC, Generic[ConfigT]):
     name: ClassVar[str]
     config_model: ClassVar[type[StepConfig]]
     in_default_policy: ClassVar[bool] = True
+    counts: ClassVar[str] = "messages"
+    """What the count in the manifest and `x-ctxproxy-actions` counts for this step."""
 
     def __init__(self, config: ConfigT, ctx: PrepareContext) -> None:
         self.config = config
