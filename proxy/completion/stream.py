@@ -85,7 +85,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
 async def _open_next(rounds: SyntheticRounds) -> tuple[UpstreamResponse | None, bytes]:
     """The next round's streaming response, or None and the error event saying why there is none."""
     try:
-        answer = await rounds.open(rounds.next_body())
+        answer = await rounds.open(await rounds.next_body())
     except ProxyError as exc:
         return None, rounds.chat_format.error_event(exc, rounds.request_id)
     if answer.status == 200 and answer.is_event_stream:

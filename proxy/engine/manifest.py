@@ -35,7 +35,8 @@ class Action:
     count: int | None = None
     """How many `unit`s the step acted on (what `x-ctxproxy-actions` reports); None: the
     number of messages it changed."""
-    unit: str = "messages"
+    unit: str = "items"
+    """What `count` counts: the format's items (`messages` in OpenAI chat) or the step's own."""
 
     def __post_init__(self) -> None:
         if self.count is None:
@@ -75,6 +76,8 @@ class SyntheticTools:
     max_rounds: int
     """Rounds of synthetic execution per request; the call after the last one has no read tools."""
     max_page_chars: int
+    allowance: int | None = None
+    """The request's allowance in tokens, which every follow-up call must fit too."""
 
 
 @dataclass

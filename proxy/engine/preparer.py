@@ -72,6 +72,20 @@ class _Request:
         return Prepared(self.raw, False, self.manifest, self.body)
 
 
+@dataclass(frozen=True)
+class CallOptions:
+    """Which upstream call is prepared. The client's request (`FIRST_CALL`) is offered the
+    synthetic tools when it needs them. A follow-up call of the synthetic loop already carries the
+    tools it should (counted like the client's, none added), and its caller says whether the
+    relaxing steps may act as a last resort (it may rather shorten what the model just read)."""
+
+    offer_tools: bool = False
+    last_resort: bool = True
+
+
+FIRST_CALL = CallOptions(offer_tools=True)
+
+
 class Preparer:
     def __init__(
         self,
@@ -93,21 +107,32 @@ class Preparer:
         self._workers = Workers(offload_threads)
 
     async def prepare(
-        self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat
+        self,
+        body: dict[str, Any],
+        raw: bytes,
+        tenant: Requester,
+        wire: WireFormat,
+        *,
+        call: CallOptions | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
-        store and the artifact store are only ever used on this loop."""
+        store and the artifact store are only ever used on this loop.
+
+        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`)."""
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
+        call = call or FIRST_CALL
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(body, raw, wire, policy, manifest, tenant, self._store)
+            return await self._prepare(
+                body, raw, wire, policy, manifest, tenant, self._store, call
+            )
         store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
         return await self._workers.run(
-            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store)
+            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store, call)
         )
 
     def close(self) -> None:
@@ -123,6 +148,7 @@ class Preparer:
         manifest: Manifest,
         tenant: Requester,
         store: ArtifactStore,
+        call: CallOptions,
     ) -> Prepared:
         request = self._count(wire, body, raw, policy, manifest)
         over = request.tokens > request.budget.trigger
@@ -142,7 +168,7 @@ class Preparer:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
-        return await self._reduce(request, conversation, tenant, store)
+        return await self._reduce(request, conversation, tenant, store, call)
 
     def _count(
         self, wire: WireFormat, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
@@ -181,9 +207,11 @@ class Preparer:
         conversation: Conversation,
         tenant: Requester,
         store: ArtifactStore,
+        call: CallOptions,
     ) -> Prepared:
         policy, counter, wire = request.policy, request.counter, request.wire
-        specs = tool_specs(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
+        offered = policy.read_tool.enabled and call.offer_tools
+        specs = tool_specs(policy.read_tool.max_page_chars) if offered else []
         synthetic = wire.synthetic_tools(specs)
         system = sum(request.costs[: conversation.system_end])
         base = system + request.fixed
@@ -216,7 +244,8 @@ class Preparer:
 
         ctx, planned = await plan(policy)
         relaxed = relaxed_policy(policy)
-        if planned.total > request.budget.allowance and relaxed is not None:
+        over = planned.total > request.budget.allowance
+        if over and relaxed is not None and call.last_resort:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
@@ -255,7 +284,7 @@ class Preparer:
             Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
         )
         read = request.policy.read_tool
-        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
+        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
         return Prepared(
             wire.encode(body),
             True,

@@ -47,7 +47,7 @@ class StepOutput:
     tokens_freed: int = 0
     count: int | None = None
     """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
-    the messages it changes. Only a step whose edits stand or fall together may set it."""
+    the items it changes. Only a step whose edits stand or fall together may set it."""
 
 
 @dataclass
@@ -110,8 +110,9 @@ class Step(ABC, Generic[ConfigT]):
     name: ClassVar[str]
     config_model: ClassVar[type[StepConfig]]
     in_default_policy: ClassVar[bool] = True
-    counts: ClassVar[str] = "messages"
-    """What the count in the manifest and `x-ctxproxy-actions` counts for this step."""
+    counts: ClassVar[str | None] = None
+    """What the count in the manifest and `x-ctxproxy-actions` counts for this step (None: the
+    request's items it changes)."""
 
     def __init__(self, config: ConfigT, ctx: PrepareContext) -> None:
         self.config = config

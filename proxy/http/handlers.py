@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +13,7 @@ from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
+from proxy.engine.preparer import CallOptions
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
@@ -99,7 +101,16 @@ def _completion_context(
         chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
+        refit=functools.partial(_refit, services, tenant),
     )
+
+
+async def _refit(
+    services: Services, tenant: Tenant, body: dict[str, Any], raw: bytes, last_resort: bool
+) -> Prepared:
+    """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
+    call = CallOptions(last_resort=last_resort)
+    return await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, call=call)
 
 
 def _note_prepared(request: web.Request, prepared: Prepared) -> None:

@@ -59,7 +59,7 @@ def test_as_dict_is_plain_data() -> None:
             "tokens_freed": 900,
             "artifact_ids": ["a1", "a2"],
             "count": 2,
-            "unit": "messages",
+            "unit": "items",
         }
     ]
     assert data["outcome"] == "unchanged" and data["notes"] == ["n"]
