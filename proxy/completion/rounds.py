@@ -38,6 +38,7 @@ from proxy.artifacts.read_tool import (
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.round_fit import Refit, fitted_call
 from proxy.engine.manifest import SyntheticTools
+from proxy.engine.working_set import WorkingSetKey, remember
 from proxy.formats.base import ChatFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
@@ -73,6 +74,8 @@ class SyntheticRounds:
     """Where large searches run (the app's one search thread)."""
     refit: Refit | None = None
     """Prepares each follow-up call within the allowance; None sends the conversation as it is."""
+    working_set: WorkingSetKey | None = None
+    """Where the executed rounds are kept for the next turn (None: they are not)."""
     messages: list[Any] = field(default_factory=list)
     """The conversation; grows by one exchange per executed round."""
     rounds: int = 0
@@ -87,12 +90,15 @@ class SyntheticRounds:
     """The newest round: where its items start in `messages`, its content, calls and results."""
     _sent: dict[str, Any] = field(init=False)
     """The body of the last call that went upstream (as a dict)."""
+    _first_round: int = field(init=False)
+    """Where the executed rounds start in `messages`."""
 
     def __post_init__(self) -> None:
         self.body, self.names = self.chat_format.with_unique_tool_names(self.body)
         self.messages = self.chat_format.conversation(self.body)
         self._used_ids = self.chat_format.call_ids(self.messages)
         self._sent = self.body
+        self._first_round = len(self.messages)
 
     @property
     def multiple_choices(self) -> bool:
@@ -175,6 +181,13 @@ class SyntheticRounds:
         self.reads += len(calls)
         self.metrics.record_round([result.status for result in results])
         self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
+
+    async def keep(self) -> bool:
+        """Keep the executed rounds, as they were sent, in the working set (`working_set`)."""
+        exchange = self.messages[self._first_round :]
+        if self.working_set is None or not exchange:
+            return False
+        return await remember(self.store, self.working_set, exchange)
 
     def _with_unique_ids(self, calls: list[Any]) -> list[Any]:
         """The calls, each with an id no other call of the conversation has (deterministic)."""

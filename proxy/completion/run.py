@@ -87,6 +87,7 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         max_answer_bytes=context.max_parsed_response_bytes,
         search_worker=context.search_worker,
         refit=context.refit,
+        working_set=prepared.working_set,
     )
     streaming = False
     try:
@@ -122,6 +123,10 @@ async def complete_json(
             break
         await rounds.execute(*pending)
         answer = await rounds.open(await rounds.next_body())
+    mixed = wire.synthetic_calls(payload, rounds.names) if rounds.loop_allowed else []
+    if mixed:  # the client gets its own calls; the proxy's are executed and kept all the same
+        await rounds.execute(None, mixed)
+    await rounds.keep()
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proxy.engine.working_set import WorkingSetKey
 
 
 class Outcome(StrEnum):
@@ -90,6 +93,8 @@ class Prepared:
     """The request as a dict (the prepared one when changed)."""
     synthetic: SyntheticTools | None = None
     """Set only when preparation appended the synthetic tools (never for a client's own tools)."""
+    working_set: WorkingSetKey | None = None
+    """Where the read rounds of this request are kept for the next turn (None: not kept)."""
 
     def headers(self) -> dict[str, str]:
         m = self.manifest

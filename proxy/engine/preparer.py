@@ -28,6 +28,7 @@ from proxy.engine.reducer import (
 from proxy.engine.step_api import StepServices
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
+from proxy.engine.working_set import WorkingSetKey, history_digest, reinsert, working_set_notes
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
@@ -61,15 +62,24 @@ class _Request:
     costs: list[int]
     fixed: int
     manifest: Manifest
+    carries_tools: bool = False
+    """The working set put exchanges back, and the body carries the synthetic tools."""
 
     @property
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
 
+    def carried_tools(self) -> SyntheticTools | None:
+        if not self.carries_tools:
+            return None
+        read = self.policy.read_tool
+        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
+
     def unchanged(self, outcome: Outcome) -> Prepared:
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.manifest.tokens_before
-        return Prepared(self.raw, False, self.manifest, self.body)
+        tools = self.carried_tools()
+        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
 
 
 @dataclass(frozen=True)
@@ -150,7 +160,42 @@ class Preparer:
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
+        key = self._working_set_key(wire, body, policy, tenant, call)
+        carries_tools = False
+        if key is not None:
+            kept = await reinsert(store, tenant.scope, wire, wire.items(body))
+            if kept.exchanges:
+                tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
+                body = wire.render(body, kept.items, tools)
+                raw, carries_tools = wire.encode(body), True
+                call = CallOptions(offer_tools=False, last_resort=call.last_resort)
+            manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest)
+        request.carries_tools = carries_tools
+        prepared = await self._decide(request, tenant, store, call)
+        prepared.working_set = key
+        return prepared
+
+    def _working_set_key(
+        self,
+        wire: WireFormat,
+        body: dict[str, Any],
+        policy: Policy,
+        tenant: Requester,
+        call: CallOptions,
+    ) -> WorkingSetKey | None:
+        """Where this request's read rounds are kept, when the policy keeps them."""
+        read = policy.read_tool
+        if not (call.offer_tools and policy.mode == "window" and read.enabled and read.working_set):
+            return None
+        digest = history_digest(wire, wire.items(body))
+        limits = policy.artifacts
+        return WorkingSetKey(tenant.scope, digest, limits.ttl_seconds, limits.max_per_scope)
+
+    async def _decide(
+        self, request: _Request, tenant: Requester, store: ArtifactStore, call: CallOptions
+    ) -> Prepared:
+        policy, wire = request.policy, request.wire
         over = request.tokens > request.budget.trigger
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
@@ -285,12 +330,9 @@ class Preparer:
         )
         read = request.policy.read_tool
         tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
+        offered = tools_added if reduction.referenced and synthetic else None
         return Prepared(
-            wire.encode(body),
-            True,
-            manifest,
-            body,
-            synthetic=tools_added if reduction.referenced and synthetic else None,
+            wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
         )
 
     def _refusal(
