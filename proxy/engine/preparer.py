@@ -28,7 +28,7 @@ from proxy.engine.reducer import (
 from proxy.engine.step_api import StepServices
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import WorkingSetKey, history_digest, reinsert, working_set_notes
+from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
@@ -160,10 +160,10 @@ class Preparer:
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
-        key = self._working_set_key(wire, body, policy, tenant, call)
+        key, anchors = self._working_set(wire, body, policy, tenant, call)
         carries_tools = False
         if key is not None:
-            kept = await reinsert(store, tenant.scope, wire, wire.items(body))
+            kept = await reinsert(store, tenant.scope, wire, wire.items(body), anchors)
             if kept.exchanges:
                 tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
                 body = wire.render(body, kept.items, tools)
@@ -176,21 +176,23 @@ class Preparer:
         prepared.working_set = key
         return prepared
 
-    def _working_set_key(
+    def _working_set(
         self,
         wire: WireFormat,
         body: dict[str, Any],
         policy: Policy,
         tenant: Requester,
         call: CallOptions,
-    ) -> WorkingSetKey | None:
-        """Where this request's read rounds are kept, when the policy keeps them."""
+    ) -> tuple[WorkingSetKey | None, dict[int, str]]:
+        """Where this request's read rounds are kept, when the policy keeps them, and where
+        earlier ones may go back (`working_set.answer_anchors`)."""
         read = policy.read_tool
         if not (call.offer_tools and policy.mode == "window" and read.enabled and read.working_set):
-            return None
-        digest = history_digest(wire, wire.items(body))
+            return None, {}
+        anchors, digest = history_digests(wire, wire.items(body))
         limits = policy.artifacts
-        return WorkingSetKey(tenant.scope, digest, limits.ttl_seconds, limits.max_per_scope)
+        key = WorkingSetKey(tenant.scope, digest, limits.ttl_seconds, limits.max_per_scope)
+        return key, anchors
 
     async def _decide(
         self, request: _Request, tenant: Requester, store: ArtifactStore, call: CallOptions

@@ -71,24 +71,32 @@ def _add(digest: Any, data: bytes) -> None:
 
 def answer_anchors(wire: WireFormat, items: Sequence[Any]) -> dict[int, str]:
     """Index of each recent answer -> the digest of the history before it."""
+    return history_digests(wire, items)[0]
+
+
+def history_digests(wire: WireFormat, items: Sequence[Any]) -> tuple[dict[int, str], str]:
+    """(`answer_anchors`, `history_digest`) in one pass over the items."""
     answers = [i for i, item in enumerate(items) if wire.is_answer(item)][-MAX_ANCHORS:]
     wanted = set(answers)
     anchors: dict[int, str] = {}
     digest = hashlib.sha256()
-    for index, item in enumerate(items[: answers[-1]] if answers else []):
+    for index, item in enumerate(items):
+        if index in wanted:
+            anchors[index] = digest.hexdigest()
         _add(digest, wire.canonical(item))
-        if index + 1 in wanted:
-            anchors[index + 1] = digest.hexdigest()
-    if answers and answers[0] == 0:
-        anchors[0] = hashlib.sha256().hexdigest()
-    return anchors
+    return anchors, digest.hexdigest()
 
 
 async def reinsert(
-    store: ArtifactStore, scope: str, wire: WireFormat, items: list[Any]
+    store: ArtifactStore,
+    scope: str,
+    wire: WireFormat,
+    items: list[Any],
+    anchors: dict[int, str] | None = None,
 ) -> Reinserted:
-    """`items` with every kept exchange put back before the answer it preceded."""
-    anchors = answer_anchors(wire, items)
+    """`items` with every kept exchange put back before the answer it preceded (`anchors`:
+    the items' `answer_anchors`, when the caller has them)."""
+    anchors = answer_anchors(wire, items) if anchors is None else anchors
     if not anchors:
         return Reinserted(items, 0)
     own = working_set_scope(scope)

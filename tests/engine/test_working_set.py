@@ -10,6 +10,7 @@ from proxy.engine.working_set import (
     WorkingSetKey,
     answer_anchors,
     history_digest,
+    history_digests,
     reinsert,
     remember,
     working_set_notes,
@@ -94,6 +95,7 @@ def test_anchors_are_the_digests_of_the_history_before_each_answer() -> None:
     assert anchors == {2: history_digest(OPENAI_CHAT, items[:2]),
                        4: history_digest(OPENAI_CHAT, items[:4])}
     assert answer_anchors(OPENAI_CHAT, HISTORY) == {}
+    assert history_digests(OPENAI_CHAT, items) == (anchors, history_digest(OPENAI_CHAT, items))
 
 
 def test_the_key_ignores_what_sdks_add_but_not_what_messages_say() -> None:
