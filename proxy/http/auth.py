@@ -9,9 +9,8 @@ from dataclasses import dataclass
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import Settings, TenantSettings, UpstreamSettings
+from proxy.upstream.headers import CREDENTIAL_HEADERS
 
-CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
-"""Headers a client authenticates with upstream; in passthrough mode they also name its scope."""
 _BARE_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate"})
 """An Authorization value that is only one of these carries no secret: no credential."""
 
