@@ -11,6 +11,7 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import Settings, TenantSettings, UpstreamSettings
 from proxy.upstream.headers import CREDENTIAL_HEADERS
 
+PASSTHROUGH_MEMO_SIZE = 1024
 _BARE_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate"})
 """An Authorization value that is only one of these carries no secret: no credential."""
 
@@ -71,17 +72,22 @@ def _values(headers: Mapping[str, str], name: str) -> list[str]:
 
 
 class TenantResolver:
-    def __init__(self, settings: Settings) -> None:
+    """Headers -> `Tenant`. In passthrough mode the tenants of the last `memo_size` credentials
+    are remembered (hashing every request's credentials again costs ~10x the lookup)."""
+
+    def __init__(self, settings: Settings, *, memo_size: int = PASSTHROUGH_MEMO_SIZE) -> None:
         self._mode = settings.auth.mode
         self._by_key = {key: t for t in settings.tenants for key in t.keys}
         self._passthrough = next(
             (t for t in settings.tenants if t.name == settings.auth.passthrough_tenant),
             TenantSettings(name=settings.auth.passthrough_tenant),
         )
+        self._memo_size = memo_size
+        self._seen: dict[tuple[tuple[str, ...], ...], Tenant] = {}
 
     def resolve(self, headers: Mapping[str, str]) -> Tenant:
         if self._mode == "passthrough":
-            return self._passthrough_tenant(client_credential(headers))
+            return self._passthrough_tenant(headers)
         token = bearer_token(headers)
         tenant = self._by_key.get(token) if token else None
         if tenant is None:
@@ -91,7 +97,22 @@ class TenantResolver:
             )
         return Tenant(tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False)
 
-    def _passthrough_tenant(self, credential: str | None) -> Tenant:
+    @property
+    def remembered(self) -> int:
+        """How many passthrough credentials have their tenant remembered."""
+        return len(self._seen)
+
+    def _passthrough_tenant(self, headers: Mapping[str, str]) -> Tenant:
+        presented = _presented(headers)
+        tenant = self._seen.get(presented)
+        if tenant is None:
+            credential = client_credential(headers)
+            tenant = self._scoped_by(credential)
+            if credential is not None:  # an anonymous scope serves one request only
+                self._remember(presented, tenant)
+        return tenant
+
+    def _scoped_by(self, credential: str | None) -> Tenant:
         # Artifacts are scoped by a hash of the client's own credentials: two clients never share
         # artifacts. A client without any gets a scope of its own for this one request.
         t = self._passthrough
@@ -100,3 +121,20 @@ class TenantResolver:
         else:
             scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
         return Tenant(t.name, t.policy, scope, t.upstream_key, True)
+
+    def _remember(self, presented: tuple[tuple[str, ...], ...], tenant: Tenant) -> None:
+        if self._seen and len(self._seen) >= self._memo_size:
+            del self._seen[next(iter(self._seen))]  # the oldest first
+        self._seen[presented] = tenant
+
+
+def _presented(headers: Mapping[str, str]) -> tuple[tuple[str, ...], ...]:
+    """The credential headers exactly as they came (each value, repeats included): the same
+    presented credentials always resolve to the same tenant."""
+    getall = getattr(headers, "getall", None)
+    if getall is None:
+        return tuple(tuple(_values(headers, name)) for name in CREDENTIAL_HEADERS)
+    authorization, x_api_key, api_key = CREDENTIAL_HEADERS  # unrolled: on every request
+    return (
+        tuple(getall(authorization, ())), tuple(getall(x_api_key, ())), tuple(getall(api_key, ()))
+    )

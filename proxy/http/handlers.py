@@ -60,6 +60,8 @@ def _check_stream_flag(body: dict[str, Any]) -> None:
 
 async def read_body(request: web.Request) -> bytes:
     """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
+    if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
+        return await request.read()
     limit = request.app[SERVICES].settings.server.body_timeout_s
     try:
         async with asyncio.timeout(limit):

@@ -109,3 +109,32 @@ def test_repeated_credential_headers_all_count() -> None:
     one = resolver.resolve(CIMultiDict([("x-api-key", "a")]))
     two = resolver.resolve(CIMultiDict([("x-api-key", "a"), ("X-Api-Key", "b")]))
     assert one.scope != two.scope
+
+
+def test_passthrough_tenants_are_remembered_per_credential_and_bounded() -> None:
+    resolver = TenantResolver(settings(), memo_size=3)
+    headers = [CIMultiDict([("Authorization", f"Bearer sk-{i}")]) for i in range(5)]
+    first = [resolver.resolve(h) for h in headers]
+    assert resolver.remembered == 3
+    again = [resolver.resolve(h) for h in headers]
+    assert [t.scope for t in again] == [t.scope for t in first]  # forgetting changes nothing
+    assert resolver.resolve(headers[4]) is again[4]  # remembered: the same tenant
+    fresh = TenantResolver(settings())
+    assert [fresh.resolve(h).scope for h in headers] == [t.scope for t in first]
+
+
+def test_anonymous_requests_are_never_remembered() -> None:
+    resolver = TenantResolver(settings())
+    assert resolver.resolve(CIMultiDict()).scope != resolver.resolve(CIMultiDict()).scope
+    assert resolver.resolve(CIMultiDict([("Authorization", "Bearer ")])).scope != (
+        resolver.resolve(CIMultiDict([("Authorization", "Bearer ")])).scope
+    )
+    assert resolver.remembered == 0
+
+
+def test_remembered_tenants_keep_repeated_headers_apart() -> None:
+    resolver = TenantResolver(settings())
+    one = resolver.resolve(CIMultiDict([("x-api-key", "a")]))
+    two = resolver.resolve(CIMultiDict([("x-api-key", "a"), ("X-Api-Key", "b")]))
+    assert resolver.resolve(CIMultiDict([("x-api-key", "a")])).scope == one.scope
+    assert resolver.resolve(CIMultiDict([("x-api-key", "a"), ("x-api-key", "b")])) is two
