@@ -5,10 +5,17 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.settings import Settings, TenantSettings, UpstreamSettings
+from proxy.settings import (
+    SESSION_SCOPE_MARK,
+    SessionSettings,
+    Settings,
+    TenantSettings,
+    UpstreamSettings,
+)
 from proxy.upstream.headers import CREDENTIAL_HEADERS
 
 PASSTHROUGH_MEMO_SIZE = 1024
@@ -24,6 +31,30 @@ class Tenant:
     upstream_key: str | None
     passthrough: bool
     """True when the client's own Authorization is meant for the upstream."""
+    session: SessionSettings | None = None
+    """Where this tenant's requests name a session (None: no sessions)."""
+
+    def in_session(self, value: str | None) -> Tenant:
+        """This tenant within session `value`: the tenant's scope plus a hash of the value, so
+        that a session can name no other tenant's scope, nor another session's. No value (or a
+        tenant without sessions): the tenant as it is."""
+        if not value or self.session is None:
+            return self
+        digest = hashlib.sha256(value.encode()).hexdigest()[:32]
+        return replace(self, scope=f"{self.scope}{SESSION_SCOPE_MARK}{digest}")
+
+    def in_body_session(self, body: Mapping[str, Any]) -> Tenant:
+        """In the session the request body names (sources `user` and `metadata`)."""
+        if self.session is None or self.session.source == "header":
+            return self
+        return self.in_session(_body_session(self.session, body))
+
+    def in_query_session(self, query: Mapping[str, str]) -> Tenant:
+        """In the session a GET names with `?session=` (sources `user` and `metadata`: a GET has
+        no body)."""
+        if self.session is None or self.session.source == "header":
+            return self
+        return self.in_session(query.get("session"))
 
     def upstream_authorization(self, upstream: UpstreamSettings) -> str | None:
         """Header value to send upstream; None keeps the client's, "" sends none."""
@@ -64,6 +95,20 @@ def client_credential(headers: Mapping[str, str]) -> str | None:
     return "\n".join(f"{name}: {value}" for name, value in present)
 
 
+def _body_session(settings: SessionSettings, body: Mapping[str, Any]) -> str | None:
+    if settings.source == "user":
+        value = body.get("user")
+    else:
+        metadata = body.get("metadata")
+        value = metadata.get(settings.metadata_key) if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _header_session(settings: SessionSettings, headers: Mapping[str, str]) -> str | None:
+    values = _values(headers, settings.header)
+    return ", ".join(values) if values else None  # repeats read as one list, as in HTTP
+
+
 def _values(headers: Mapping[str, str], name: str) -> list[str]:
     getall = getattr(headers, "getall", None)  # multidicts keep repeated headers
     if getall is not None:
@@ -86,6 +131,14 @@ class TenantResolver:
         self._seen: dict[tuple[tuple[str, ...], ...], Tenant] = {}
 
     def resolve(self, headers: Mapping[str, str]) -> Tenant:
+        """The caller's tenant; within the session its headers name (source `header`)."""
+        tenant = self._tenant(headers)
+        session = tenant.session
+        if session is not None and session.source == "header":
+            return tenant.in_session(_header_session(session, headers))
+        return tenant
+
+    def _tenant(self, headers: Mapping[str, str]) -> Tenant:
         if self._mode == "passthrough":
             return self._passthrough_tenant(headers)
         token = bearer_token(headers)
@@ -95,7 +148,9 @@ class TenantResolver:
                 ErrorCode.invalid_api_key,
                 "Incorrect API key provided. Use a ctxproxy key configured for your tenant.",
             )
-        return Tenant(tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False)
+        return Tenant(
+            tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False, tenant.session
+        )
 
     @property
     def remembered(self) -> int:
@@ -120,7 +175,7 @@ class TenantResolver:
             scope = f"{t.name}:anonymous:{secrets.token_hex(16)}"
         else:
             scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
-        return Tenant(t.name, t.policy, scope, t.upstream_key, True)
+        return Tenant(t.name, t.policy, scope, t.upstream_key, True, t.session)
 
     def _remember(self, presented: tuple[tuple[str, ...], ...], tenant: Tenant) -> None:
         if self._seen and len(self._seen) >= self._memo_size:
