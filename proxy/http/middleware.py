@@ -18,7 +18,7 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
-from proxy.logs import access_fields, access_log
+from proxy.logs import access_fields, access_log, access_logged
 from proxy.stats import RequestStats
 
 log = logging.getLogger("ctxproxy.http")
@@ -118,7 +118,8 @@ def _observe(request: web.Request, request_id: str, status: int, stats: RequestS
     try:
         route = route_label(request)
         request.app[SERVICES].metrics.record_request(route, status, stats)
-        duration = time.perf_counter() - stats.started
-        access_log(access_fields(request_id, request.method, route, status, stats, duration))
+        if access_logged(route, status):
+            duration = time.perf_counter() - stats.started
+            access_log(access_fields(request_id, request.method, route, status, stats, duration))
     except Exception:
         log.exception("recording request metrics failed", extra={"request_id": request_id})

@@ -12,7 +12,17 @@ from typing import Any
 import aiohttp
 import pytest
 from fakes import FakeUpstream, completion
-from synthetic_harness import BIG, SyntheticProxies, calling, conversation, read_call, tool_results
+from pipeline_harness import write_policy
+from proxy_harness import make_settings, start_proxy
+from synthetic_harness import (
+    BIG,
+    SyntheticProxies,
+    calling,
+    conversation,
+    read_call,
+    small_policy,
+    tool_results,
+)
 
 ACME_KEY = "sk-proxy-acme-Se55test"
 GLOBEX_KEY = "sk-proxy-globex-Se66test"
@@ -135,3 +145,28 @@ async def test_passthrough_sessions_stay_within_the_clients_credentials(
     assert (await call("GET", url, "sk-client-a-Se77test", headers=one))[0] == 200
     assert (await call("GET", url, "sk-client-b-Se88test", headers=one))[0] == 404
     assert (await call("GET", url, "sk-client-a-Se77test"))[0] == 404
+
+
+async def test_each_session_has_its_own_per_scope_cap(
+    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
+) -> None:
+    """`artifacts.max_per_scope: 1`: a session that stores two artifacts evicts its own older one,
+    never another session's."""
+    write_policy(tmp_path, small_policy() + "artifacts: {max_per_scope: 1}\n", name="capped")
+    tenants = [{"name": "acme", "keys": [ACME_KEY], "policy": "capped", "session": {}}]
+    proxy = await start_proxy(make_settings(
+        fake_upstream.base_url, policies_dir=str(tmp_path), store=store_settings,
+        auth={"mode": "keys"}, tenants=tenants,
+    ))
+    try:
+        one, two = {SESSION_HEADER: "one"}, {SESSION_HEADER: "two"}
+        kept = await offloaded_id(proxy.base_url, ACME_KEY, conversation(), one)
+        first = await offloaded_id(proxy.base_url, ACME_KEY, conversation(), two)
+        other = conversation()
+        other["messages"][2]["content"] = BIG.replace("value", "other")
+        await offloaded_id(proxy.base_url, ACME_KEY, other, two)
+        artifacts = f"{proxy.base_url}/context/artifacts"
+        assert (await call("GET", f"{artifacts}/{first}", ACME_KEY, headers=two))[0] == 404
+        assert (await call("GET", f"{artifacts}/{kept}", ACME_KEY, headers=one))[0] == 200
+    finally:
+        await proxy.stop()
