@@ -62,6 +62,8 @@ def _check_stream_flag(body: dict[str, Any]) -> None:
 
 async def read_body(request: web.Request) -> bytes:
     """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
+    if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
+        return await request.read()
     limit = request.app[SERVICES].settings.server.body_timeout_s
     try:
         async with asyncio.timeout(limit):
@@ -75,7 +77,7 @@ async def read_body(request: web.Request) -> bytes:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    tenant: Tenant = request[TENANT]
+    tenant: Tenant = request[TENANT].in_body_session(body)
     prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
@@ -122,7 +124,8 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.started_preparer().prepare(body, raw, request[TENANT], OPENAI_CHAT)
+    tenant: Tenant = request[TENANT].in_body_session(body)
+    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (
@@ -141,15 +144,17 @@ def _dry_run_answer(prepared: Prepared) -> bytes:
 
 
 async def read_artifact(request: web.Request) -> web.Response:
-    """One page of an artifact of the caller's tenant: the read tool's result as JSON."""
+    """One page of an artifact of the caller's tenant (and session): the read tool's result as
+    JSON."""
     services = request.app[SERVICES]
+    tenant: Tenant = request[TENANT].in_query_session(request.query)
     artifact_id = request.match_info["artifact_id"]
     offset = _query_int(request, "offset", 0, minimum=0)
     max_chars = min(
         _query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1), HARD_MAX_PAGE_CHARS
     )
     try:
-        artifact = await services.started_store().get(request[TENANT].scope, artifact_id)
+        artifact = await services.started_store().get(tenant.scope, artifact_id)
     except StoreUnavailable as exc:
         services.metrics.record_endpoint_read("artifact_store_unavailable")
         raise ProxyError(
