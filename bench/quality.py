@@ -73,6 +73,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="directory of extra policy files to evaluate as presets "
                         "(they may extend the bundled ones)")
     parser.add_argument("--no-litellm", action="store_true", help="skip the litellm baseline")
+    parser.add_argument("--presets", type=lambda s: tuple(x for x in s.split(",") if x),
+                        default=None, help="comma-separated presets to evaluate (default: all)")
     parser.add_argument("--detail", action="store_true",
                         help="also print the per-scenario table of every method")
     parser.add_argument("--results", type=Path, default=RESULTS, help="RESULTS.md to update")
@@ -92,12 +94,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def evaluate(
     scenarios: list[Scenario], budgets: list[int], counters: TokenCounters,
     catalog: ModelCatalog, *, litellm: bool = True, extra: Path | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> tuple[list[Record], list[str]]:
-    """Every method x budget x scenario; each scenario's requests run as one session."""
+    """Every method x budget x scenario; each scenario's requests run as one session.
+    `only`: the presets to evaluate (default: every one)."""
     counter = counters.for_model(MODEL)
     records: list[Record] = []
     with derived_policies(budgets, catalog, extra) as (policies, presets):
-        methods = all_methods(counters, catalog, policies, presets, litellm=litellm)
+        chosen = [p for p in presets if only is None or p in only]
+        methods = all_methods(counters, catalog, policies, chosen, litellm=litellm)
         for budget in budgets:
             for method in methods:
                 for scenario in scenarios:
@@ -121,6 +126,7 @@ class Task:
     extra: Path | None
     agent: bool = False
     """Scenario F (with `turns` turns) instead of A-E."""
+    presets: tuple[str, ...] | None = None
 
 
 def scenarios_of(task: Task) -> list[Scenario]:
@@ -132,15 +138,17 @@ def scenarios_of(task: Task) -> list[Scenario]:
 def run_task(task: Task) -> tuple[list[Record], list[str]]:
     """One seed at one budget, self-contained so that it can run in a worker process."""
     return asyncio.run(evaluate(scenarios_of(task), [task.budget], TokenCounters(),
-                                ModelCatalog(), litellm=task.litellm, extra=task.extra))
+                                ModelCatalog(), litellm=task.litellm, extra=task.extra,
+                                only=task.presets))
 
 
 def run_all(args: argparse.Namespace) -> tuple[list[Record], list[str]]:
     litellm = not args.no_litellm
     seeds = range(1, args.seeds + 1)
-    tasks = [Task(seed, budget, args.turns, litellm, args.policies)
+    tasks = [Task(seed, budget, args.turns, litellm, args.policies, presets=args.presets)
              for seed in seeds for budget in args.budgets]
-    tasks += [Task(seed, budget, args.agent_turns, litellm, args.policies, agent=True)
+    tasks += [Task(seed, budget, args.agent_turns, litellm, args.policies, agent=True,
+                   presets=args.presets)
               for seed in seeds for budget in args.agent_budgets]
     if args.jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -169,7 +177,9 @@ def sizes_table(scenarios: list[Scenario], counters: TokenCounters) -> str:
 def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[Record],
             methods: list[str], counters: TokenCounters, seconds: float) -> str:
     keys = list(TITLES)
-    command = "python -m bench.quality" + (" --quick" if args.quick else "")
+    command = "python -m bench.quality" + (" --quick" if args.quick else "") + (
+        f" --presets {','.join(args.presets)}" if args.presets else "") + (
+        " --no-litellm" if args.no_litellm else "")
     standard = [r for r in records if r.scenario != AGENT_KEY]
     parts = [
         f"Command: `{command}` (seeds 1-{args.seeds}, budgets "
