@@ -41,7 +41,7 @@ class BudgetPolicy(StrictModel):
     )
 
     growth_turns: Annotated[int, Field(ge=0, le=100)] = Field(
-        default=3,
+        default=6,
         description="When the input must be reduced, leave room for this many turns of the "
         "conversation's own growth below the trigger, going below `target` (and a step's own "
         "target) when one turn is large: the growth is the median of what the recent turns "

@@ -28,6 +28,7 @@ from proxy.tokens.counters import TokenCounters
 
 POLICIES = {
     "hostile-default": "extends: default\n",
+    # growth_turns 0: the first tool result is offloaded in place, not dropped (read at index 3)
     "hostile-tiny": """
 budget: {context_window: 2500, reserved_output: 200, safety_margin: 0, growth_turns: 0}
 steps:
