@@ -179,14 +179,16 @@ def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[R
     keys = list(TITLES)
     command = "python -m bench.quality" + (" --quick" if args.quick else "") + (
         f" --presets {','.join(args.presets)}" if args.presets else "") + (
-        " --no-litellm" if args.no_litellm else "")
+        " --no-litellm" if args.no_litellm else "") + (
+        f" --policies {args.policies}" if args.policies else "") + (
+        " --agent-only" if args.agent_only else "")
     standard = [r for r in records if r.scenario != AGENT_KEY]
     parts = [
         f"Command: `{command}` (seeds 1-{args.seeds}, budgets "
-        f"{' / '.join(f'{b:,}' for b in args.budgets)} tokens for A-E and "
-        f"{' / '.join(f'{b:,}' for b in args.agent_budgets)} for F, E with {args.turns} turns, "
-        f"F with {args.agent_turns}, model `{MODEL}` counted with o200k_base). Run on "
-        f"{date.today().isoformat()} in {seconds:.0f} s.",
+        f"{' / '.join(f'{b:,}' for b in args.budgets) or 'none'} tokens for A-E and "
+        f"{' / '.join(f'{b:,}' for b in args.agent_budgets) or 'none'} for F, E with "
+        f"{args.turns} turns, F with {args.agent_turns}, model `{MODEL}` counted with "
+        f"o200k_base). Run on {date.today().isoformat()} in {seconds:.0f} s.",
         METHOD_NOTES,
         "### Scenarios\n\n" + sizes_table(scenarios, counters),
     ]
