@@ -1,11 +1,13 @@
 """Policy quality: how well each ctxproxy preset (and three baselines) prepares long agent
 conversations at small, medium and large budgets.
 
-    python -m bench.quality            # 3 seeds, budgets 900 / 4,000 / 16,000; updates RESULTS.md
+    python -m bench.quality            # 3 seeds, budgets 900 / 4,000 / 16,000 (A-E) and
+                                       # 8,000 / 16,000 / 32,000 (F); updates RESULTS.md
     python -m bench.quality --quick    # 1 seed, E shortened to 80 turns; prints only
 
-Scenarios come from a seeded generator (`bench.quality_gen`); every request is judged by
-`bench.quality_eval` and the tables are built by `bench.quality_report`.
+Scenarios come from a seeded generator (`bench.quality_gen`, F from `bench.quality_gen_agent`);
+every request is judged by `bench.quality_eval` and the tables are built by
+`bench.quality_report`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,20 @@ if __package__ in (None, ""):  # `python bench/quality.py`
 
 from bench.quality_eval import Judge
 from bench.quality_gen import TITLES, generate
+from bench.quality_gen_agent import AGENT_KEY, AGENT_TITLE, agent_session
 from bench.quality_methods import all_methods, derived_policies
 from bench.quality_report import (
     DEFAULT_METHOD,
+    GROWING,
     Record,
+    agent_table,
     goals,
     goals_text,
     main_table,
     misses,
     outcome_notes,
     prefix_ceiling_note,
+    prefix_goal,
     scenario_table,
     write_section,
 )
@@ -44,6 +50,7 @@ from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
 BUDGETS = [900, 4_000, 16_000]
+AGENT_BUDGETS = [8_000, 16_000, 32_000]
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
@@ -56,10 +63,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
                         default=BUDGETS, help="comma-separated token budgets")
     parser.add_argument("--turns", type=int, default=200, help="turns of scenario E")
+    parser.add_argument("--agent-budgets", type=lambda s: [int(x) for x in s.split(",") if x],
+                        default=AGENT_BUDGETS,
+                        help="comma-separated token budgets of scenario F (empty: skip F)")
+    parser.add_argument("--agent-turns", type=int, default=80, help="turns of scenario F")
+    parser.add_argument("--agent-only", action="store_true",
+                        help="only scenario F (prints only)")
     parser.add_argument("--policies", type=Path, default=None,
                         help="directory of extra policy files to evaluate as presets "
                         "(they may extend the bundled ones)")
     parser.add_argument("--no-litellm", action="store_true", help="skip the litellm baseline")
+    parser.add_argument("--presets", type=lambda s: tuple(x for x in s.split(",") if x),
+                        default=None, help="comma-separated presets to evaluate (default: all)")
     parser.add_argument("--detail", action="store_true",
                         help="also print the per-scenario table of every method")
     parser.add_argument("--results", type=Path, default=RESULTS, help="RESULTS.md to update")
@@ -71,18 +86,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.turns, args.no_write = 1, 80, True
+    if args.agent_only:
+        args.budgets, args.no_write = [], True
     return args
 
 
 async def evaluate(
     scenarios: list[Scenario], budgets: list[int], counters: TokenCounters,
     catalog: ModelCatalog, *, litellm: bool = True, extra: Path | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> tuple[list[Record], list[str]]:
-    """Every method x budget x scenario; each scenario's requests run as one session."""
+    """Every method x budget x scenario; each scenario's requests run as one session.
+    `only`: the presets to evaluate (default: every one)."""
     counter = counters.for_model(MODEL)
     records: list[Record] = []
     with derived_policies(budgets, catalog, extra) as (policies, presets):
-        methods = all_methods(counters, catalog, policies, presets, litellm=litellm)
+        chosen = [p for p in presets if only is None or p in only]
+        methods = all_methods(counters, catalog, policies, chosen, litellm=litellm)
         for budget in budgets:
             for method in methods:
                 for scenario in scenarios:
@@ -104,18 +124,32 @@ class Task:
     turns: int
     litellm: bool
     extra: Path | None
+    agent: bool = False
+    """Scenario F (with `turns` turns) instead of A-E."""
+    presets: tuple[str, ...] | None = None
+
+
+def scenarios_of(task: Task) -> list[Scenario]:
+    if task.agent:
+        return [agent_session(task.seed, task.turns)]
+    return generate(task.seed, growing_turns=task.turns)
 
 
 def run_task(task: Task) -> tuple[list[Record], list[str]]:
     """One seed at one budget, self-contained so that it can run in a worker process."""
-    scenarios = generate(task.seed, growing_turns=task.turns)
-    return asyncio.run(evaluate(scenarios, [task.budget], TokenCounters(), ModelCatalog(),
-                                litellm=task.litellm, extra=task.extra))
+    return asyncio.run(evaluate(scenarios_of(task), [task.budget], TokenCounters(),
+                                ModelCatalog(), litellm=task.litellm, extra=task.extra,
+                                only=task.presets))
 
 
 def run_all(args: argparse.Namespace) -> tuple[list[Record], list[str]]:
-    tasks = [Task(seed, budget, args.turns, not args.no_litellm, args.policies)
-             for seed in range(1, args.seeds + 1) for budget in args.budgets]
+    litellm = not args.no_litellm
+    seeds = range(1, args.seeds + 1)
+    tasks = [Task(seed, budget, args.turns, litellm, args.policies, presets=args.presets)
+             for seed in seeds for budget in args.budgets]
+    tasks += [Task(seed, budget, args.agent_turns, litellm, args.policies, agent=True,
+                   presets=args.presets)
+              for seed in seeds for budget in args.agent_budgets]
     if args.jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(run_task, tasks))
@@ -129,7 +163,7 @@ def sizes_table(scenarios: list[Scenario], counters: TokenCounters) -> str:
     lines = ["| scenario | what | requests per seed | messages (last request) | "
              "tokens (last request, mean over seeds) | probes (last request) |",
              "|---|---|---:|---:|---:|---:|"]
-    for key, title in TITLES.items():
+    for key, title in {**TITLES, AGENT_KEY: AGENT_TITLE}.items():
         group = [s for s in scenarios if s.key == key]
         if not group:
             continue
@@ -143,22 +177,57 @@ def sizes_table(scenarios: list[Scenario], counters: TokenCounters) -> str:
 def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[Record],
             methods: list[str], counters: TokenCounters, seconds: float) -> str:
     keys = list(TITLES)
-    command = "python -m bench.quality" + (" --quick" if args.quick else "")
-    return "\n\n".join([
+    command = "python -m bench.quality" + (" --quick" if args.quick else "") + (
+        f" --presets {','.join(args.presets)}" if args.presets else "") + (
+        " --no-litellm" if args.no_litellm else "") + (
+        f" --policies {args.policies}" if args.policies else "") + (
+        " --agent-only" if args.agent_only else "")
+    standard = [r for r in records if r.scenario != AGENT_KEY]
+    parts = [
         f"Command: `{command}` (seeds 1-{args.seeds}, budgets "
-        f"{' / '.join(f'{b:,}' for b in args.budgets)} tokens, E with {args.turns} turns, "
-        f"model `{MODEL}` counted with o200k_base). Run on {date.today().isoformat()} in "
-        f"{seconds:.0f} s.",
+        f"{' / '.join(f'{b:,}' for b in args.budgets) or 'none'} tokens for A-E and "
+        f"{' / '.join(f'{b:,}' for b in args.agent_budgets) or 'none'} for F, E with "
+        f"{args.turns} turns, F with {args.agent_turns}, model `{MODEL}` counted with "
+        f"o200k_base). Run on {date.today().isoformat()} in {seconds:.0f} s.",
         METHOD_NOTES,
         "### Scenarios\n\n" + sizes_table(scenarios, counters),
-        "### All methods\n\n" + main_table(records, methods, args.budgets),
-        f"### Goals for `{DEFAULT_METHOD}`\n\n" + goals_text(goals(records, args.budgets)),
-        f"### `{DEFAULT_METHOD}` per scenario\n\n"
-        + scenario_table(records, DEFAULT_METHOD, args.budgets, keys),
-        "### Where it falls short\n\n" + misses(records, DEFAULT_METHOD) + "\n\n"
-        + prefix_ceiling_note(records, args.budgets),
-        "### How requests ended (all budgets)\n\n" + outcome_notes(records, methods),
-    ])
+    ]
+    if args.budgets:
+        parts += [
+            "### All methods\n\n" + main_table(standard, methods, args.budgets),
+            f"### Goals for `{DEFAULT_METHOD}`\n\n" + goals_text(
+                [*goals(standard, args.budgets), prefix_goal(records, _growing_budgets(args))]),
+            f"### `{DEFAULT_METHOD}` per scenario\n\n"
+            + scenario_table(standard, DEFAULT_METHOD, args.budgets, keys),
+        ]
+    if args.agent_budgets:
+        parts.append(f"### F: {AGENT_TITLE}\n\n" + AGENT_NOTES + "\n\n"
+                     + agent_table(records, methods, args.agent_budgets, AGENT_KEY))
+    parts.append("### Where it falls short\n\n" + misses(standard, DEFAULT_METHOD) + "\n\n"
+                 + misses(records, DEFAULT_METHOD, AGENT_KEY).split("\n\n", 1)[-1] + "\n\n"
+                 + prefix_ceiling_note(standard, args.budgets))
+    parts.append("### How requests ended (all budgets)\n\n" + outcome_notes(records, methods))
+    return "\n\n".join(parts)
+
+
+def _size_tasks(args: argparse.Namespace, seed: int) -> list[Task]:
+    """The scenario sets the run evaluated (for the sizes table)."""
+    tasks = [Task(seed, 0, args.turns, False, None)] if args.budgets else []
+    if args.agent_budgets:
+        tasks.append(Task(seed, 0, args.agent_turns, False, None, agent=True))
+    return tasks
+
+
+def _growing_budgets(args: argparse.Namespace) -> dict[str, list[int]]:
+    out = {GROWING: args.budgets} if args.budgets else {}
+    return out | ({AGENT_KEY: args.agent_budgets} if args.agent_budgets else {})
+
+
+AGENT_NOTES = """\
+One request per turn, as in E, but every turn adds about 2,200 tokens (mean; median ~2,000), most
+of it one 6.8-7.9 KB tool result (below the default offload threshold, so it stays inline until
+a step removes it). *mean tokens sent*: over the forwarded requests. *vs reference*: the cached-
+prefix share minus the fill-and-restart reference's at the same budget."""
 
 
 METHOD_NOTES = """\
@@ -193,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     records, methods = run_all(args)
     counters = TokenCounters()
     scenarios = [s for seed in range(1, args.seeds + 1)
-                 for s in generate(seed, growing_turns=args.turns)]
+                 for task in _size_tasks(args, seed) for s in scenarios_of(task)]
     seconds = time.perf_counter() - started
     section = compose(args, scenarios, records, methods, counters, seconds)
     print(section)

@@ -125,8 +125,8 @@ def scenario_table(records: list[Record], method: str, budgets: list[int],
     return "\n".join(lines)
 
 
-def misses(records: list[Record], method: str) -> str:
-    """Where `method` lost evidence or the cached prefix, tallied by cause."""
+def misses(records: list[Record], method: str, growing: str = GROWING) -> str:
+    """Where `method` lost evidence or the cached prefix (on `growing`), tallied by cause."""
     lost: Counter[str] = Counter()
     broken: Counter[str] = Counter()
     for r in records:
@@ -137,20 +137,21 @@ def misses(records: list[Record], method: str) -> str:
         if missing:
             cause = o.note.split(" (")[0] if o.refused else "not in prompt or artifacts"
             lost[f"{r.scenario} @ {r.budget:,}: {cause}"] += missing
-        if r.scenario == GROWING and o.prompt_tokens:
+        if r.scenario == growing and o.prompt_tokens:
             cause = o.break_cause or "no break: only the appended messages"
             broken[f"{r.budget:,}: {cause}"] += o.prompt_tokens - o.prefix_tokens
     out = [f"Evidence missing for `{method}` (probes, by scenario @ budget: cause):"]
     out += [f"- {k}: {v}" for k, v in sorted(lost.items())] or ["- none"]
-    out.append(f"\nUncached prompt tokens of `{method}` on E, by budget and by what changed "
-               "first relative to the previous prompt:")
+    out.append(f"\nUncached prompt tokens of `{method}` on {growing}, by budget and by what "
+               "changed first relative to the previous prompt:")
     out += [f"- {k}: {v:,} tokens" for k, v in sorted(broken.items())] or ["- none"]
     return "\n".join(out)
 
 
-def _prefix_share(records: list[Record], method: str, budget: int) -> float | None:
-    """`method`'s cached-prefix share on the growing conversation at `budget`."""
-    return aggregate(r for r in records if r.method == method and r.scenario == GROWING
+def _prefix_share(records: list[Record], method: str, budget: int,
+                  scenario: str = GROWING) -> float | None:
+    """`method`'s cached-prefix share on a growing conversation at `budget`."""
+    return aggregate(r for r in records if r.method == method and r.scenario == scenario
                      and r.budget == budget).prefix_share
 
 
@@ -234,3 +235,49 @@ def outcome_notes(records: list[Record], methods: list[str]) -> str:
         if notes:
             lines.append(f"- {method}: " + ", ".join(f"{k} {v}" for k, v in sorted(notes.items())))
     return "\n".join(lines) or "- none"
+
+
+def agent_table(records: list[Record], methods: list[str], budgets: list[int],
+                scenario: str) -> str:
+    """The sessions with large turns: per budget and method, the cached-prefix share (next to
+    the fill-and-restart reference) and what it cost in evidence, budget and tool pairs."""
+    lines = [
+        "| budget | method | requests | refused | over budget | broken pairs | evidence "
+        "reachable | inline | mean tokens sent | cached prefix | vs reference |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for budget in budgets:
+        reference = _prefix_share(records, REFERENCE_METHOD, budget, scenario)
+        for method in methods:
+            row = aggregate(r for r in records if r.budget == budget and r.method == method
+                            and r.scenario == scenario)
+            if not row.requests:
+                continue
+            share = row.prefix_share
+            fwd = row.requests - row.refused
+            gap = ("—" if share is None or reference is None
+                   else f"{100 * (share - reference):+.1f} pts")
+            lines.append(
+                f"| {budget:,} | {method} | {row.requests} | {row.refused} | {row.over} | "
+                f"{row.broken} | {_pct(row.reach_share)} ({_share(row.reachable, row.probes)}) | "
+                f"{_pct(row.inline / row.probes if row.probes else None)} | "
+                f"{row.after // fwd if fwd else 0:,} | {_pct(share)} | {gap} |"
+            )
+    return "\n".join(lines)
+
+
+def prefix_goal(records: list[Record], budgets: dict[str, list[int]],
+                method: str = DEFAULT_METHOD) -> Goal:
+    """`method`'s cached-prefix share at or above the fill-and-restart reference, per growing
+    scenario and budget."""
+    cells = []
+    met = True
+    for scenario, scenario_budgets in budgets.items():
+        for budget in scenario_budgets:
+            share = _prefix_share(records, method, budget, scenario)
+            reference = _prefix_share(records, REFERENCE_METHOD, budget, scenario)
+            ok = share is not None and reference is not None and share >= reference
+            met = met and ok
+            cells.append(f"{scenario}@{budget:,}: {_pct(share)} vs {_pct(reference)}")
+    return Goal("cached-prefix share >= the fill-and-restart reference on every growing "
+                "session at every budget", met, ", ".join(cells))

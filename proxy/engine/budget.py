@@ -40,6 +40,17 @@ class BudgetPolicy(StrictModel):
         validate_default=True,  # `trigger: 0.5` alone must fail against the default target
     )
 
+    growth_turns: Annotated[int, Field(ge=0, le=100)] = Field(
+        default=6,
+        description="When the input must be reduced, leave room for this many turns of the "
+        "conversation's own growth below the trigger, going below `target` (and a step's own "
+        "target) when one turn is large: the growth is the median of what the recent turns "
+        "added (in a turn with several tool exchanges, each exchange after the first counts as "
+        "a turn), measured from the history itself, so preparation stays a pure function of "
+        "the request. Deeper cuts come less often, so the prompt prefix (the provider's prompt "
+        "cache) breaks less often. 0 = reduce to `target` only.",
+    )
+
     @field_validator("target")
     @classmethod
     def _target_below_trigger(cls, target: float, info: ValidationInfo) -> float:

@@ -5,7 +5,9 @@ policy's order: where several horizons cover a unit, the step listed last applie
 the gentler reductions first, so a later step is the stronger one). The planner replays the
 conversation one unit at a time, as if each unit had just arrived; whenever the running total
 exceeds the trigger, it advances horizons in policy order, each just far enough to get under the
-target. Horizons never move back.
+target, or deeper when large turns call for it (`growth.GrowthSizing`: room for a few turns of the
+growth observed so far), choosing between the two by what each leaves cached (`_cut`). Horizons
+never move back.
 
 Why replay: the proxy is stateless, yet the next request (the same history plus new messages)
 must reproduce the same horizons for the old part, so that the prepared prompt keeps the previous
@@ -19,6 +21,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
+
+from proxy.engine.growth import GrowthMeter, GrowthSizing
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,11 @@ class _Totals:
             out += self._segment(a, b, horizons)
         return out
 
+    def units_cost(self, end: int, horizons: list[int]) -> int:
+        """Tokens of units 0..end-1 under `horizons` (without the base and extra items)."""
+        bounds = sorted({0, end, *(min(h, end) for h in horizons)})
+        return sum(self._segment(a, b, horizons) for a, b in pairwise(bounds))
+
     def unit_cost(self, u: int, horizons: list[int]) -> int:
         """Unit u's tokens under the last step (in policy order) whose horizon covers it."""
         best = applying_step(horizons, u)
@@ -85,21 +94,91 @@ def plan_horizons(
     reduced_base: int,
     trigger: int,
     target: int,
+    growth: GrowthSizing | None = None,
 ) -> list[int]:
-    """Horizons per step (policy order) after replaying every unit of the conversation."""
+    """Horizons per step (policy order) after replaying every unit of the conversation.
+
+    With `growth`, a cut goes below the target when that is needed to leave room for
+    `growth.turns` steps of the growth observed so far under the trigger."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
+    meter = GrowthMeter(growth) if growth is not None and growth.turns else None
     running = base  # the total up to the previous unit: horizons only change on an advance
     for t in range(len(full)):
-        running += totals.unit_cost(t, horizons)
+        arrived = totals.unit_cost(t, horizons)
+        running += arrived
+        if meter is not None:
+            meter.arrive(t, arrived)
         if running <= trigger:
             continue
-        for k in range(len(steps)):
-            if totals.total(t, horizons) <= target:
-                break
-            horizons[k] = _advance(totals, t, horizons, k, target)
+        goals = [target]
+        if meter is not None and trigger - meter.room() < target:
+            goals.insert(0, max(trigger - meter.room(), 0))
+        horizons = _cut(totals, t, horizons, goals, trigger)
         running = totals.total(t, horizons)
     return horizons
+
+
+def _reduce_to(totals: _Totals, t: int, horizons: list[int], goal: int) -> list[int]:
+    """Horizons advanced in policy order, each just far enough to bring the total to `goal`."""
+    out = horizons.copy()
+    for k in range(len(out)):
+        if totals.total(t, out) <= goal:
+            break
+        out[k] = _advance(totals, t, out, k, goal)
+    return out
+
+
+def _cut(totals: _Totals, t: int, horizons: list[int], goals: list[int], trigger: int
+         ) -> list[int]:
+    """The cut, among those reducing to each goal (deepest first), whose prompts keep the most
+    of themselves cached until the trigger is crossed again.
+
+    While the prompt grows by g tokens a turn from L (after the cut) back to the trigger T, the
+    turns send about (T - L)(T + L) / 2g tokens, and all but T - p of them are a prefix of the
+    previous prompt, p being what the cut leaves unchanged at the start of the old prompt. A
+    deeper cut (smaller L) makes that cycle longer; a cut that changes the prompt later (larger
+    p) re-sends less: the one with the smallest (T - p) / ((T - L)(T + L)) is chosen (the deepest
+    on a tie). g is the same for every candidate, so it drops out."""
+    best = horizons
+    best_score = None
+    for goal in goals:
+        cut = _reduce_to(totals, t, horizons, goal)
+        after = totals.total(t, cut)
+        if after >= trigger:
+            score = float("inf")
+        else:
+            kept = unchanged_prefix(totals, t, horizons, cut)
+            score = (trigger - kept) / ((trigger - after) * (trigger + after))
+        if best_score is None or score < best_score:
+            best, best_score = cut, score
+    return best
+
+
+def unchanged_prefix(totals: _Totals, t: int, old: list[int], new: list[int]) -> int:
+    """Tokens at the start of the prompt under `old` (units 0..t) that `new` leaves as they are:
+    none when the reduced base is switched on (it changes the tools block, which comes first);
+    a step's extra item (a notice naming what it removed) changes with its horizon and stands at
+    the first unit the step reduces."""
+    if not any(old) and any(new) and totals.reduced_base != totals.base:
+        return 0
+    first = t + 1
+    for k, step in enumerate(totals.steps):
+        if new[k] == old[k]:
+            continue
+        if step.extra_cost and old[k]:
+            first = min(first, _first_reduced(totals, step, old[k]))
+        first = min(first, next(
+            (u for u in range(old[k], min(new[k], t + 1))
+             if totals.unit_cost(u, old) != totals.unit_cost(u, new)),
+            first,
+        ))
+    base = totals.reduced_base if any(old) else totals.base
+    return base + totals.units_cost(first, old)
+
+
+def _first_reduced(totals: _Totals, step: StepPlan, horizon: int) -> int:
+    return next((u for u in range(horizon) if step.costs[u] != totals.full[u]), horizon)
 
 
 def _candidates(step: StepPlan, low: int, high: int) -> list[int]:

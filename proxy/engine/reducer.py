@@ -9,6 +9,7 @@ from typing import Any
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
+from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action
 from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
@@ -162,7 +163,13 @@ async def plan_reduction(
     plans = [step.plan(ctx) for step in steps]
     full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
     kwargs = {"base": base, "reduced_base": reduced_base}
-    horizons = plan_horizons(full, plans, trigger=budget.trigger, target=budget.target, **kwargs)
+    growth = GrowthSizing(
+        growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
+        ctx.policy.budget.growth_turns,
+    )
+    horizons = plan_horizons(
+        full, plans, trigger=budget.trigger, target=budget.target, growth=growth, **kwargs
+    )
     assigned: list[list[int]] = [[] for _ in steps]
     cost = list(full)
     for u in range(len(ctx.units)):

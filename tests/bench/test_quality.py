@@ -3,18 +3,22 @@ broken tool pairs, unreachable evidence and prefix breaks (bench/quality*.py).""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from bench.quality import evaluate
 from bench.quality_eval import Judge, Result
 from bench.quality_gen import generate, growing
+from bench.quality_gen_agent import AGENT_KEY, agent_session
 from bench.quality_methods import FillAndRestart
 from bench.quality_report import (
     DEFAULT_METHOD,
     HEADING,
+    agent_table,
     aggregate,
     prefix_ceiling_note,
+    prefix_goal,
     write_section,
 )
 from bench.quality_text import MODEL, Probe
@@ -177,3 +181,30 @@ def test_write_section_keeps_the_other_sections(tmp_path: Path) -> None:
     assert "new table" in text and "old" not in text
     write_section(tmp_path / "fresh.md", "first")
     assert HEADING in (tmp_path / "fresh.md").read_text()
+
+
+def test_agent_session_has_large_valid_turns_with_answerable_probes() -> None:
+    scenario = agent_session(4, turns=12)
+    sizes = [COUNTER.count_request(r.body) for r in scenario.requests]
+    growth = sorted(b - a for a, b in pairwise(sizes))
+    assert growth[len(growth) // 2] >= 1_800  # about 2k tokens a turn
+    for request in scenario.requests:
+        messages = request.body["messages"]
+        assert not parse_conversation(messages).problems
+        assert all(len(m["content"]) < 8_000 for m in messages if m["role"] == "tool")
+        text = dumps(messages).decode()
+        assert all(p.evidence in text for p in request.probes)
+    assert dumps(scenario.requests[0].body) != dumps(agent_session(5, turns=12).requests[0].body)
+
+
+async def test_agent_table_reports_the_share_next_to_the_reference() -> None:
+    scenario = agent_session(1, turns=10)
+    records, methods = await evaluate([scenario], [8_000], COUNTERS, ModelCatalog(),
+                                      litellm=False, only=("default",))
+    assert methods[-1] == DEFAULT_METHOD
+    table = agent_table(records, methods, [8_000], AGENT_KEY)
+    assert "| 8,000 | fill-and-restart (reference) |" in table and "+0.0 pts" in table
+    goal = prefix_goal(records, {AGENT_KEY: [8_000]})
+    assert goal.detail.startswith("F@8,000: ")
+    row = aggregate(r for r in records if r.method == DEFAULT_METHOD)
+    assert row.over == 0 and row.broken == 0 and row.reachable == row.probes

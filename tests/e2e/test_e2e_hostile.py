@@ -28,8 +28,10 @@ from proxy.errors import ErrorCode
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import loads
 
+# growth_turns 0: cuts go to the target only, so the first tool result of a 12-turn history is
+# offloaded in place rather than dropped (the lone-surrogate test reads it at its index).
 TINY = """
-budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
+budget: {context_window: 2500, reserved_output: 200, safety_margin: 0, growth_turns: 0}
 steps:
   - {kind: offload_tool_results, threshold_chars: 300, preview_head_chars: 60,
      preview_tail_chars: 20}

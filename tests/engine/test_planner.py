@@ -7,7 +7,15 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
+from proxy.engine.growth import GrowthSizing
+from proxy.engine.planner import (
+    StepPlan,
+    _Totals,
+    applying_step,
+    plan_horizons,
+    total_after,
+    unchanged_prefix,
+)
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
@@ -181,3 +189,92 @@ def test_incremental_replay_equals_naive_replay(costs: list[int], trigger: int, 
     target = trigger * 6 // 10
     got = plan_horizons(costs, steps, base=7, reduced_base=11, trigger=trigger, target=target)
     assert got == _naive(costs, steps, trigger, target)
+
+
+def _each_unit_a_turn(n: int, turns: int) -> GrowthSizing:
+    return GrowthSizing(list(range(n)), turns)
+
+
+def test_growth_sizing_leaves_room_for_several_turns_of_the_observed_growth() -> None:
+    n = 11  # 1,100 tokens: over the trigger at the last unit
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 900}
+    [shallow] = plan_horizons([100] * n, [drop_step(n, extra=0)], **kwargs)
+    [deep] = plan_horizons(
+        [100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 3), **kwargs
+    )
+    assert 100 * (n - shallow) == 900  # the target: room for one more unit
+    assert 100 * (n - deep) == 700  # room for three units of growth under the trigger
+    off = plan_horizons([100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 0),
+                        **kwargs)
+    assert off == [shallow]
+
+
+def test_growth_sizing_never_passes_a_step_limit() -> None:
+    n = 11
+    step = drop_step(n, keep_last=4, extra=0)
+    [h] = plan_horizons([100] * n, [step], base=0, reduced_base=0, trigger=1000, target=900,
+                        growth=_each_unit_a_turn(n, 50))
+    assert h == n - 4  # as deep as the step may go, not deeper
+
+
+def _clear_then_drop(drop_limit: list[int]) -> tuple[list[int], list[StepPlan]]:
+    """Ten small units, then four large tool results that clearing shrinks to 30."""
+    full = [100] * 10 + [300] * 4
+    n = len(full)
+    clear = StepPlan(costs=[100] * 10 + [30] * 4, limits=[max(t - 1, 0) for t in range(n)])
+    drop = StepPlan(costs=[0] * n, limits=drop_limit, extra_cost=10)
+    return full, [clear, drop]
+
+
+def test_a_cut_that_leaves_the_old_prefix_wins_when_deeper_buys_little() -> None:
+    # Growth goal 2,100 - 6 x 300 = 300; the drop may only remove units 0-2, so going deeper
+    # reaches 1,370 at best and re-sends the whole prompt, while clearing two results reaches
+    # 1,660 and keeps the first 1,000 tokens as they were.
+    full, steps = _clear_then_drop([min(t + 1, 3) for t in range(14)])
+    horizons = plan_horizons(full, steps, base=0, reduced_base=0, trigger=2100, target=1900,
+                             growth=_each_unit_a_turn(14, 6))
+    assert horizons == [12, 0]
+
+
+def test_a_much_deeper_cut_wins_over_the_longer_unchanged_prefix() -> None:
+    full, steps = _clear_then_drop([max(t - 1, 0) for t in range(14)])
+    horizons = plan_horizons(full, steps, base=0, reduced_base=0, trigger=2100, target=1900,
+                             growth=_each_unit_a_turn(14, 6))
+    assert horizons == [12, 12]  # 610 tokens: the next cut is many turns away
+
+
+def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
+    full, steps = _clear_then_drop([t + 1 for t in range(14)])
+    totals = _Totals(full, steps, 5, 50)
+    assert unchanged_prefix(totals, 13, [0, 0], [12, 0]) == 0
+    assert unchanged_prefix(totals, 13, [11, 0], [12, 0]) == 50 + 1000 + 30
+    # a moved drop horizon changes its notice, which stands at the first unit it removed
+    assert unchanged_prefix(totals, 13, [12, 4], [12, 6]) == 50
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 400), min_size=1, max_size=40),
+    st.integers(200, 3000),
+    st.integers(0, 6),
+)
+def test_prefix_replay_is_stable_with_growth_sizing(
+    costs: list[int], trigger: int, turns: int
+) -> None:
+    """The horizons of a history's prefix are those the whole replay had at that point: the
+    growth measure looks only at what has arrived."""
+    n = len(costs)
+    starts = list(range(0, n, 2))
+
+    def plan(m: int) -> list[int]:
+        steps = [
+            StepPlan(costs=[c // 3 for c in costs[:m]], limits=[t + 1 for t in range(m)]),
+            drop_step(m, keep_last=2),
+        ]
+        sizing = GrowthSizing([s for s in starts if s < m], turns)
+        return plan_horizons(costs[:m], steps, base=5, reduced_base=9, trigger=trigger,
+                             target=trigger * 7 // 10, growth=sizing)
+
+    seen = [plan(m) for m in range(1, n + 1)]
+    for earlier, later in itertools.pairwise(seen):
+        assert all(a <= b for a, b in zip(earlier, later, strict=True))

@@ -28,8 +28,9 @@ from proxy.tokens.counters import TokenCounters
 
 POLICIES = {
     "hostile-default": "extends: default\n",
+    # growth_turns 0: the first tool result is offloaded in place, not dropped (read at index 3)
     "hostile-tiny": """
-budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
+budget: {context_window: 2500, reserved_output: 200, safety_margin: 0, growth_turns: 0}
 steps:
   - {kind: offload_tool_results, threshold_chars: 300, preview_head_chars: 60,
      preview_tail_chars: 20}
