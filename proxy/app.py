@@ -25,6 +25,7 @@ from proxy.settings import Settings
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream import UPSTREAM_KINDS
+from proxy.upstream.windows import ModelWindows
 
 log = logging.getLogger("ctxproxy")
 
@@ -46,6 +47,7 @@ def create_app(
         counters=counters or TokenCounters(),
         catalog=catalog or ModelCatalog(),
         metrics=Metrics(),
+        windows=ModelWindows(),
     )
     app[SERVICES] = services
     app.cleanup_ctx.append(_all_or_nothing)

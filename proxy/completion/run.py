@@ -8,6 +8,9 @@ synthetic calls removed. Non-streaming answers carry `x-ctxproxy-synthetic-round
 `x-ctxproxy-artifact-reads`; streams (`proxy.completion.stream`) cannot, and every request with
 synthetic tools logs one INFO line with both counts instead.
 
+When the upstream's first answer says the prompt is too long and states the model's window, the
+request is prepared once more against that window and sent again, once (`completion.retry`).
+
 Nothing here knows the HTTP server nor a wire format: the caller hands in a `CompletionContext`
 (with the client's `ChatFormat`) and writes the `Reply` it gets back.
 """
@@ -23,6 +26,7 @@ from multidict import CIMultiDict
 from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
+from proxy.completion.retry import PrepareAgain, checked_first_answer
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
 from proxy.engine.manifest import Prepared
@@ -56,17 +60,29 @@ class CompletionContext:
     """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
     search_worker: SearchWorker | None = None
     """The app's thread for large searches (asyncio's default executor when None)."""
+    prepare_again: PrepareAgain | None = None
+    """Prepares the request against the window an upstream's overflow error stated (one retry)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
     """Send the prepared request upstream and describe the answer; refusals happened before."""
+    return await _attempt(context, prepared, context.prepare_again)
+
+
+async def _attempt(
+    context: CompletionContext, prepared: Prepared, prepare_again: PrepareAgain | None
+) -> Reply:
+    """One attempt; with `prepare_again`, an overflow answer may lead to one more (without)."""
     headers = CIMultiDict(context.headers)
     headers["Content-Type"] = "application/json"
     upstream = context.upstream
     if prepared.synthetic is None:
-        answer = await upstream.chat_completions(
+        first = await upstream.chat_completions(
             headers=headers, body=prepared.body, timer=context.stats
         )
+        answer = await checked_first_answer(first, prepare_again)
+        if isinstance(answer, Prepared):
+            return await _attempt(context, answer, None)
         return await relayed(
             answer, prepared.headers(), context.request_id, context.chat_format.error_event
         )
@@ -85,8 +101,15 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         search_worker=context.search_worker,
     )
     streaming = False
+    again: Prepared | None = None
     try:
-        answer = await rounds.open(rounds.first_body(prepared.body))
+        checked = await checked_first_answer(
+            await rounds.open(rounds.first_body(prepared.body)), prepare_again
+        )
+        if isinstance(checked, Prepared):
+            again = checked
+            return await _attempt(context, again, None)
+        answer = checked
         streaming = (
             context.chat_format.stream(prepared.parsed)
             and answer.status == 200
@@ -96,7 +119,7 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
             return stream_rounds(rounds, answer, prepared.headers())
         return await complete_json(rounds, answer, prepared.headers())
     finally:
-        if not streaming:
+        if not streaming and again is None:  # a retry logs its own outcome
             rounds.log_outcome()
 
 

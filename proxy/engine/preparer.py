@@ -11,9 +11,9 @@ from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.budget import Budget, compute_budget
+from proxy.engine.budget import Budget, LearnedWindow, WindowSource, compute_budget
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
@@ -41,6 +41,15 @@ class Requester(Protocol):
 
     @property
     def scope(self) -> str: ...
+
+
+class UpstreamWindows(Protocol):
+    """What the request's upstream said of its models' windows (`upstream.windows`)."""
+
+    async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
+        """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
+        is known yet (the model map does not know the model)."""
+        ...
 
 
 class PolicyResolver(Protocol):
@@ -93,22 +102,31 @@ class Preparer:
         self._workers = Workers(offload_threads)
 
     async def prepare(
-        self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat
+        self,
+        body: dict[str, Any],
+        raw: bytes,
+        tenant: Requester,
+        wire: WireFormat,
+        windows: UpstreamWindows | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
-        store and the artifact store are only ever used on this loop."""
+        store and the artifact store are only ever used on this loop. `windows`: what the
+        upstream knows of the model's window (asked only for models the map does not know)."""
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
+        learned = None
+        if windows is not None:
+            unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
+            learned = await windows.window(model, ask=unknown)
+        args = (body, raw, wire, policy, manifest, learned, tenant)
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(body, raw, wire, policy, manifest, tenant, self._store)
+            return await self._prepare(*args, self._store)
         store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
-        return await self._workers.run(
-            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store)
-        )
+        return await self._workers.run(lambda: self._prepare(*args, store))
 
     def close(self) -> None:
         """Stop the worker threads (preparations still waiting for one are dropped)."""
@@ -121,10 +139,11 @@ class Preparer:
         wire: WireFormat,
         policy: Policy,
         manifest: Manifest,
+        learned: LearnedWindow | None,
         tenant: Requester,
         store: ArtifactStore,
     ) -> Prepared:
-        request = self._count(wire, body, raw, policy, manifest)
+        request = self._count(wire, body, raw, policy, manifest, learned)
         over = request.tokens > request.budget.trigger
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
@@ -138,19 +157,25 @@ class Preparer:
         if not over:
             return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
-            if request.tokens <= request.budget.allowance:
+            if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
         return await self._reduce(request, conversation, tenant, store)
 
     def _count(
-        self, wire: WireFormat, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
+        self,
+        wire: WireFormat,
+        body: dict[str, Any],
+        raw: bytes,
+        policy: Policy,
+        manifest: Manifest,
+        learned: LearnedWindow | None,
     ) -> _Request:
         messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
         budget = compute_budget(
-            policy.budget, manifest.model, wire.output_limit(body), self._catalog
+            policy.budget, manifest.model, wire.output_limit(body), self._catalog, learned
         )
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
@@ -159,11 +184,14 @@ class Preparer:
         )
         manifest.counting_method = counter.method
         manifest.context_window = budget.context_window
+        manifest.context_window_source = budget.window_source.value
         manifest.reserved_output = budget.reserved_output
         manifest.allowance = budget.allowance
+        manifest.refusal_limit = budget.limit
         manifest.trigger = budget.trigger
         manifest.target = budget.target
         manifest.tokens_before = request.tokens
+        _note_budget(manifest, budget)
         return request
 
     def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
@@ -216,7 +244,8 @@ class Preparer:
 
         ctx, planned = await plan(policy)
         relaxed = relaxed_policy(policy)
-        if planned.total > request.budget.allowance and relaxed is not None:
+        goal = min(request.budget.allowance, request.budget.limit)
+        if planned.total > goal and relaxed is not None:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
@@ -242,7 +271,7 @@ class Preparer:
         body = wire.render(request.body, reduction.messages, added)
         after = reduction.message_tokens + wire.overhead_tokens(body, counter)
         manifest.tokens_after = after
-        if after > request.budget.allowance:
+        if after > request.budget.limit:
             raise self._refusal(
                 request,
                 after,
@@ -278,29 +307,32 @@ class Preparer:
             reason = RefusalReason.artifact_store_unavailable
         elif request.policy.mode != "window":
             reason = RefusalReason.input_exceeds_allowance
-        elif protected > budget.allowance:
+        elif protected > budget.limit:
             reason = RefusalReason.protected_content_exceeds_allowance
         else:
             reason = RefusalReason.policy_steps_exhausted
         details = {
             "reason": reason.value,
             "allowance_tokens": budget.allowance,
+            "refusal_limit_tokens": budget.limit,
             "final_tokens": final,
             "protected_tokens": protected,
             "reserved_output_tokens": budget.reserved_output,
             "policy": request.policy.name,
+            "context_window_source": budget.window_source.value,
         }
+        kept = budget.context_window - budget.limit - budget.safety_margin
         message = (
             f"This model's maximum context length is {budget.context_window} tokens. However, "
             f"your messages resulted in {final} tokens after context preparation "
-            f"({budget.reserved_output} tokens are reserved for the completion, policy "
+            f"({kept} tokens are kept for the completion, policy "
             f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
             "the messages. (context_length_exceeded)"
         )
         if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
             outage = (
                 "The artifact store did not confirm the writes this request needs to fit the "
-                f"context window ({final} tokens after preparation, {budget.allowance} allowed); "
+                f"context window ({final} tokens after preparation, {budget.limit} allowed); "
                 "nothing was removed. Retry later."
             )
             return ProxyError(
@@ -312,4 +344,31 @@ class Preparer:
             param=request.wire.items_param,
             details=details,
             reason=reason,
+        )
+
+
+_WINDOW_NOTES = {
+    WindowSource.fallback: (
+        NoteCode.window_fallback,
+        "context window {0} is the policy's fallback_context_window: neither the model map nor "
+        "the upstream knows this model",
+    ),
+    WindowSource.upstream: (NoteCode.window_upstream, "context window {0} taken from the upstream"),
+    WindowSource.upstream_error: (
+        NoteCode.window_corrected,
+        "context window {0} as stated by the upstream's context-length error for this model",
+    ),
+}
+
+
+def _note_budget(manifest: Manifest, budget: Budget) -> None:
+    """The notes a client should see about its budget: an uncertain window, estimated counts."""
+    window_note = _WINDOW_NOTES.get(budget.window_source)
+    if window_note is not None:
+        code, text = window_note
+        manifest.note(code, text.format(budget.context_window))
+    if manifest.counting_method == "estimate":
+        manifest.note(
+            NoteCode.estimated_tokens,
+            "tokens estimated (no tokenizer for this model): counts are approximate",
         )

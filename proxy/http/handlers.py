@@ -6,12 +6,14 @@ import asyncio
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
+from proxy.completion.retry import PrepareAgain
 from proxy.completion.run import CompletionContext, run_completion
-from proxy.engine.manifest import Prepared
+from proxy.engine.manifest import NoteCode, Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
@@ -19,7 +21,9 @@ from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
+from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
+from proxy.upstream.windows import RequestWindows
 
 _JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
@@ -74,23 +78,55 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT]
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
+    windows = _request_windows(request, services, tenant, request_model(body))
+    preparer = services.started_preparer()
+    prepared = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
-    context = _completion_context(request, services, tenant, request_model(prepared.parsed))
+
+    async def prepare_again(window: int) -> Prepared | None:
+        """The upstream stated `window` in an overflow error: remember it, prepare again."""
+        windows.record_stated(prepared.manifest.model, window)
+        again = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+        if again.body == prepared.body:
+            return None
+        again.manifest.note(
+            NoteCode.retried_after_overflow,
+            f"the upstream refused the first attempt as too long (window {window}): "
+            "prepared again and retried once",
+        )
+        _note_prepared(request, again)
+        return again
+
+    context = _completion_context(
+        request, services, tenant, windows.upstream, windows.headers, prepare_again
+    )
     return await respond(request, await run_completion(context, prepared))
 
 
-def _completion_context(
+def _request_windows(
     request: web.Request, services: Services, tenant: Tenant, model: str
+) -> RequestWindows:
+    """The upstream serving `model`, the headers it gets, and what it said of its windows."""
+    upstream = services.upstream_for(model)
+    headers = forward_request_headers(
+        request.headers, tenant.upstream_authorization(upstream.settings)
+    )
+    return services.windows.for_request(upstream, headers)
+
+
+def _completion_context(
+    request: web.Request,
+    services: Services,
+    tenant: Tenant,
+    upstream: Upstream,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None = None,
 ) -> CompletionContext:
     """What the completion needs of this request: upstream, credentials, scope, services."""
-    upstream = services.upstream_for(model)
     return CompletionContext(
         upstream=upstream,
-        headers=forward_request_headers(
-            request.headers, tenant.upstream_authorization(upstream.settings)
-        ),
+        headers=headers,
         scope=tenant.scope,
         store=services.started_store(),
         metrics=services.metrics,
@@ -99,6 +135,7 @@ def _completion_context(
         chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
+        prepare_again=prepare_again,
     )
 
 
@@ -111,7 +148,9 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.started_preparer().prepare(body, raw, request[TENANT], OPENAI_CHAT)
+    tenant: Tenant = request[TENANT]
+    windows = _request_windows(request, services, tenant, request_model(body))
+    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, windows)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (

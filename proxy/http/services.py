@@ -13,6 +13,7 @@ from proxy.settings import Settings
 from proxy.stats import RequestStats
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+from proxy.upstream.windows import ModelWindows
 
 if TYPE_CHECKING:
     from proxy.artifacts.read_tool import SearchWorker
@@ -35,6 +36,8 @@ class Services:
     counters: TokenCounters
     catalog: ModelCatalog
     metrics: Metrics = field(default_factory=Metrics)
+    windows: ModelWindows = field(default_factory=ModelWindows)
+    """The context windows learned from the upstreams (per upstream and model, bounded)."""
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
     search_worker: SearchWorker | None = None
