@@ -22,6 +22,7 @@ from proxy.http.store_lease import store_lease_middleware
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream import UPSTREAM_KINDS
@@ -48,7 +49,9 @@ def create_app(
         catalog=catalog or ModelCatalog(),
         metrics=Metrics(),
         windows=ModelWindows(),
+        calibration=CountCalibration(),
     )
+    services.metrics.watch_calibration(services.calibration.snapshot)
     app[SERVICES] = services
     app.cleanup_ctx.append(_all_or_nothing)
     add_routes(app)
@@ -150,7 +153,11 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     await asyncio.to_thread(_warm_up, counters, catalog)
     services.policies = policies
     preparer = Preparer(
-        policies=policies, counters=counters, catalog=catalog, store=services.started_store()
+        policies=policies,
+        counters=counters,
+        catalog=catalog,
+        store=services.started_store(),
+        calibration=services.calibration,
     )
     services.preparer = preparer
     watcher = asyncio.create_task(policies.watch(2.0))

@@ -17,7 +17,7 @@ Nothing here knows the HTTP server nor a wire format: the caller hands in a `Com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
+from proxy.tokens.calibration import CountCalibration
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
@@ -62,6 +63,8 @@ class CompletionContext:
     """The app's thread for large searches (asyncio's default executor when None)."""
     prepare_again: PrepareAgain | None = None
     """Prepares the request against the window an upstream's overflow error stated (one retry)."""
+    calibration: CountCalibration | None = None
+    """Fed with the prompt tokens the upstream reports in a whole JSON answer (not streams)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
@@ -83,9 +86,12 @@ async def _attempt(
         answer = await checked_first_answer(first, prepare_again)
         if isinstance(answer, Prepared):
             return await _attempt(context, answer, None)
-        return await relayed(
+        reply = await relayed(
             answer, prepared.headers(), context.request_id, context.chat_format.error_event
         )
+        if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
+            _observe_usage(context, prepared, _json_object(reply.body))
+        return reply
     rounds = SyntheticRounds(
         upstream,
         headers,
@@ -117,16 +123,24 @@ async def _attempt(
         )
         if streaming:  # the stream logs the outcome when it is closed
             return stream_rounds(rounds, answer, prepared.headers())
-        return await complete_json(rounds, answer, prepared.headers())
+
+        def first_round(payload: dict[str, Any]) -> None:
+            _observe_usage(context, prepared, payload)
+
+        return await complete_json(rounds, answer, prepared.headers(), first_round)
     finally:
         if not streaming and again is None:  # a retry logs its own outcome
             rounds.log_outcome()
 
 
 async def complete_json(
-    rounds: SyntheticRounds, answer: UpstreamResponse, extra_headers: Mapping[str, str]
+    rounds: SyntheticRounds,
+    answer: UpstreamResponse,
+    extra_headers: Mapping[str, str],
+    first_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> Reply:
-    """The non-streaming loop; `answer` (the first round's response) is always closed."""
+    """The non-streaming loop; `answer` (the first round's response) is always closed.
+    `first_round` sees the first round's answer (the prepared request's own usage)."""
     wire = rounds.chat_format
     usage: dict[str, Any] | None = None
     while True:
@@ -135,6 +149,8 @@ async def complete_json(
             return await relayed(answer, extra, rounds.request_id, wire.error_event)
         raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
+        if first_round is not None and rounds.rounds == 0:
+            first_round(payload)
         usage = wire.add_usage(usage, wire.answer_usage(payload))
         pending = wire.synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
@@ -149,6 +165,26 @@ async def complete_json(
             wire.with_usage(payload, usage)
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
+
+
+def _observe_usage(
+    context: CompletionContext, prepared: Prepared, payload: dict[str, Any] | None
+) -> None:
+    """Feed the calibration with the prompt tokens the upstream reports for the prepared body."""
+    manifest = prepared.manifest
+    if context.calibration is None or payload is None or not manifest.counting_method:
+        return
+    wire = context.chat_format
+    reported = wire.prompt_tokens(wire.answer_usage(payload))
+    context.calibration.observe(manifest.model, manifest.tokens_after, reported)
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        payload = loads(raw)
+    except ProxyError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def _parse_completion(raw: bytes, name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import Field, ValidationInfo, field_validator
 
 from proxy.engine.config_base import StrictModel
+from proxy.engine.manifest import Manifest, NoteCode
 
 FractionOrTokens = Annotated[float, Field(gt=0)]
 
@@ -119,6 +120,9 @@ class Budget:
     limit: int = 0
     """The largest prompt not refused (the provider's own limit, as far as the proxy knows)."""
     window_source: WindowSource = WindowSource.policy
+    count_ratio: float = 1.0
+    """Upstream tokens per counted token (calibration); allowance, trigger, target and limit are
+    in the proxy's own counts, i.e. the upstream's numbers divided by it."""
 
 
 def choose_window(
@@ -157,9 +161,11 @@ def compute_budget(
     requested_output: int | None,
     models: ModelLookup,
     learned: LearnedWindow | None = None,
+    count_ratio: float = 1.0,
 ) -> Budget:
     """The budget for a request for `model` that asks for at most `requested_output` tokens
-    (its explicit output limit, if any); `learned` is what the upstream told of its window."""
+    (its explicit output limit, if any); `learned` is what the upstream told of its window;
+    `count_ratio` how many tokens the upstream counts per token the proxy counts."""
     window, source = choose_window(policy, model, models, learned)
     reserved = policy.reserved_output
     if reserved == "auto":
@@ -176,4 +182,43 @@ def compute_budget(
     if requested_output is not None:
         kept_free = requested_output
     limit = max(window - kept_free - margin, 0)
-    return Budget(window, reserved, margin, allowance, trigger, target, limit, source)
+    if count_ratio != 1.0:  # the upstream's tokens -> the proxy's counts
+        allowance, trigger, target, limit = (
+            int(n / count_ratio) for n in (allowance, trigger, target, limit)
+        )
+    return Budget(
+        window, reserved, margin, allowance, trigger, target, limit, source, count_ratio
+    )
+
+
+_WINDOW_NOTES = {
+    WindowSource.fallback: (
+        NoteCode.window_fallback,
+        "context window {0} is the policy's fallback_context_window: neither the model map nor "
+        "the upstream knows this model",
+    ),
+    WindowSource.upstream: (NoteCode.window_upstream, "context window {0} taken from the upstream"),
+    WindowSource.upstream_error: (
+        NoteCode.window_corrected,
+        "context window {0} as stated by the upstream's context-length error for this model",
+    ),
+}
+
+
+def note_budget(manifest: Manifest, budget: Budget) -> None:
+    """The notes a client should see about its budget: an uncertain window, estimated counts."""
+    window_note = _WINDOW_NOTES.get(budget.window_source)
+    if window_note is not None:
+        code, text = window_note
+        manifest.note(code, text.format(budget.context_window))
+    if budget.count_ratio != 1.0:
+        manifest.note(
+            NoteCode.counts_calibrated,
+            f"budget scaled by the upstream's count ratio {budget.count_ratio:.3f} "
+            "(usage.prompt_tokens over the proxy's counts)",
+        )
+    if manifest.counting_method == "estimate":
+        manifest.note(
+            NoteCode.estimated_tokens,
+            "tokens estimated (no tokenizer for this model): counts are approximate",
+        )

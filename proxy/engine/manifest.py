@@ -39,6 +39,8 @@ class NoteCode(StrEnum):
     """Tokens were estimated (no tokenizer for the model): counts are approximate."""
     retried_after_overflow = "retried_after_overflow"
     """The upstream refused the first attempt as too long; the request was prepared again."""
+    counts_calibrated = "counts_calibrated"
+    """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
 
 
 NOTES_HEADER = "x-ctxproxy-notes"
@@ -66,6 +68,9 @@ class Manifest:
     allowance: int = 0
     refusal_limit: int = 0
     """The largest prompt forwarded (`budget.refusal_output_floor`); the allowance is the goal."""
+    count_ratio: float = 1.0
+    """Upstream tokens per counted token (`tokens.calibration`); allowance, trigger, target and
+    refusal limit are in counted tokens (the window's tokens divided by it)."""
     trigger: int = 0
     target: int = 0
     tokens_before: int = 0

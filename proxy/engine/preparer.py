@@ -11,9 +11,9 @@ from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.budget import Budget, LearnedWindow, WindowSource, compute_budget
+from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
@@ -29,6 +29,7 @@ from proxy.engine.step_api import StepServices
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
@@ -89,6 +90,7 @@ class Preparer:
         counters: TokenCounters,
         catalog: ModelCatalog,
         store: ArtifactStore,
+        calibration: CountCalibration | None = None,
         offload_bytes: int = OFFLOAD_BYTES,
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
@@ -97,6 +99,7 @@ class Preparer:
         self._counters = counters
         self._catalog = catalog
         self._store = store
+        self._calibration = calibration or CountCalibration()
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
@@ -174,8 +177,9 @@ class Preparer:
     ) -> _Request:
         messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
+        ratio = self._calibration.ratio(manifest.model)
         budget = compute_budget(
-            policy.budget, manifest.model, wire.output_limit(body), self._catalog, learned
+            policy.budget, manifest.model, wire.output_limit(body), self._catalog, learned, ratio
         )
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
@@ -188,10 +192,11 @@ class Preparer:
         manifest.reserved_output = budget.reserved_output
         manifest.allowance = budget.allowance
         manifest.refusal_limit = budget.limit
+        manifest.count_ratio = round(budget.count_ratio, 4)
         manifest.trigger = budget.trigger
         manifest.target = budget.target
         manifest.tokens_before = request.tokens
-        _note_budget(manifest, budget)
+        note_budget(manifest, budget)
         return request
 
     def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
@@ -346,29 +351,3 @@ class Preparer:
             reason=reason,
         )
 
-
-_WINDOW_NOTES = {
-    WindowSource.fallback: (
-        NoteCode.window_fallback,
-        "context window {0} is the policy's fallback_context_window: neither the model map nor "
-        "the upstream knows this model",
-    ),
-    WindowSource.upstream: (NoteCode.window_upstream, "context window {0} taken from the upstream"),
-    WindowSource.upstream_error: (
-        NoteCode.window_corrected,
-        "context window {0} as stated by the upstream's context-length error for this model",
-    ),
-}
-
-
-def _note_budget(manifest: Manifest, budget: Budget) -> None:
-    """The notes a client should see about its budget: an uncertain window, estimated counts."""
-    window_note = _WINDOW_NOTES.get(budget.window_source)
-    if window_note is not None:
-        code, text = window_note
-        manifest.note(code, text.format(budget.context_window))
-    if manifest.counting_method == "estimate":
-        manifest.note(
-            NoteCode.estimated_tokens,
-            "tokens estimated (no tokenizer for this model): counts are approximate",
-        )

@@ -136,6 +136,7 @@ def _completion_context(
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
         prepare_again=prepare_again,
+        calibration=services.calibration,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
-from fakes import FakeUpstream, completion, error_reply, json_reply
+from fakes import FakeUpstream, completion, error_reply, json_reply, make_usage
 from pipeline_harness import agent_history
 from proxy_harness import RunningProxy
 
@@ -142,3 +142,30 @@ async def test_an_overflow_error_leads_to_one_tighter_retry_that_succeeds(
         assert raw.headers["x-ctxproxy-notes"] == "window_corrected"
     assert len(fake_upstream.requests(CHAT)) == 3
     assert counter.count_request(fake_upstream.last.json()) <= 8192
+
+
+async def test_counts_are_calibrated_by_the_upstreams_usage(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
+    body = {"model": "gpt-4o", "messages": messages}
+    tokens = TokenCounters().for_model("gpt-4o").count_request(body)
+    for _ in range(3):  # the ratio applies from the third answer on
+        fake_upstream.enqueue(
+            completion("ok", usage=make_usage(int(tokens * 1.5), 1)), path=CHAT
+        )
+    async with client(proxy) as sdk:
+        for _ in range(3):
+            await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    manifest = await dry_run(proxy, body)
+    assert manifest["count_ratio"] == pytest.approx(1.5, abs=0.01)
+    assert "counts_calibrated" in manifest["note_codes"]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{proxy.url}/metrics") as response,
+    ):
+        text = await response.text()
+    [line] = [x for x in text.splitlines() if x.startswith("ctxproxy_count_ratio{")]
+    label, value = line.split()
+    assert label == 'ctxproxy_count_ratio{model="gpt-4o"}'
+    assert float(value) == pytest.approx(1.5, abs=0.01)

@@ -89,7 +89,7 @@ def test_max_tokens_zero_reserves_nothing() -> None:
 def test_default_reserved_output_on_an_odd_window_is_whole_tokens() -> None:
     b = budget({"context_window": 2049, "safety_margin": 0}, {"model": "x"})
     assert (b.reserved_output, b.allowance) == (1024, 1025)
-    counts = {k: v for k, v in vars(b).items() if k != "window_source"}
+    counts = {k: v for k, v in vars(b).items() if k not in ("window_source", "count_ratio")}
     assert all(type(v) is int for v in counts.values())
 
 
@@ -176,3 +176,13 @@ def test_the_refusal_floor_is_configurable_and_never_above_the_reserve() -> None
     assert b.limit == b.allowance == 8182
     b = budget({"context_window": 100, "safety_margin": 0}, {"max_tokens": 500})
     assert b.limit == 0
+
+
+def test_a_count_ratio_scales_the_budget_into_the_proxys_counts() -> None:
+    policy = BudgetPolicy.model_validate({"context_window": 10_000, "safety_margin": 0})
+    plain = compute_budget(policy, "m", 1000, Models())
+    scaled_budget = compute_budget(policy, "m", 1000, Models(), None, 1.25)
+    assert scaled_budget.context_window == 10_000 and scaled_budget.count_ratio == 1.25
+    assert (scaled_budget.allowance, scaled_budget.limit) == (7200, 7200)  # 9000 / 1.25
+    assert scaled_budget.trigger == int(plain.trigger / 1.25)
+    assert scaled_budget.target == int(plain.target / 1.25)

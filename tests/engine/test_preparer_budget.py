@@ -11,8 +11,12 @@ from pipeline_harness import TENANT, Harness, agent_history, client_bytes, make_
 from upstream_double import FakeUpstream, json_answer
 
 from proxy.engine.manifest import NoteCode, Prepared
+from proxy.engine.preparer import Preparer
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.policy.store import PolicyStore
+from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream.windows import ModelWindows, RequestWindows
 
@@ -139,3 +143,24 @@ async def test_a_stated_window_is_noted_as_a_correction(harness: Harness) -> Non
     m = (await prepare(harness, body, windows)).manifest
     assert (m.context_window, m.context_window_source) == (30_000, "upstream_error")
     assert m.note_codes == [NoteCode.window_corrected]
+
+
+async def test_a_calibrated_model_has_its_budget_scaled_and_noted(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    (tmp_path / "test.yaml").write_text("extends: default\n")
+    calibration = CountCalibration(min_samples=1)
+    calibration.observe("gpt-4", 1000, 1100)
+    harness = make_harness(tmp_path, counters)
+    harness.preparer = Preparer(
+        policies=PolicyStore.load(tmp_path),
+        counters=counters,
+        catalog=ModelCatalog(),
+        store=harness.store,
+        calibration=calibration,
+    )
+    m = (await prepare(harness, prompt_of(counters, "gpt-4", 1000))).manifest
+    assert m.count_ratio == 1.1 and m.note_codes == [NoteCode.counts_calibrated]
+    assert m.refusal_limit == int((8192 - 256 - 163) / 1.1)
+    with pytest.raises(ProxyError):  # fits the proxy's count, not the upstream's
+        await prepare(harness, prompt_of(counters, "gpt-4", 7773))
