@@ -6,7 +6,7 @@ Two sources: the upstream's own listing, asked for models the model map does not
 context-length error (`record_stated`), which caps any other for that model.
 
 Asking never holds a request for long: one probe per upstream and model at a time (concurrent
-requests wait for the same one), each call within `probe_timeout_s`, and its answer, a window or
+requests wait for the same one), both calls within `probe_timeout_s`, and its answer, a window or
 none, is remembered for `ttl_s` (a failed probe too, so a down upstream is not asked on every
 request). Any failure falls back softly: the budget then uses the policy's fallback window. Entries
 are bounded (`max_entries`, least recently used first out); the cache belongs to one app
@@ -16,6 +16,7 @@ are bounded (`max_entries`, least recently used first out); the cache belongs to
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from multidict import CIMultiDict
 from proxy.errors import ProxyError
 from proxy.jsonio import loads
 from proxy.upstream.base import Upstream
+
+log = logging.getLogger("ctxproxy.upstream")
 
 PROBE_TIMEOUT_S = 2.0
 TTL_S = 600.0
@@ -120,43 +123,51 @@ class ModelWindows:
         return entry
 
     async def _probe(self, upstream: Upstream, model: str, headers: CIMultiDict[str]) -> int | None:
+        """The window `upstream` lists for `model`, within `probe_timeout_s` in all; None on any
+        failure (the budget falls back softly)."""
         self.probes += 1
         probe_headers = CIMultiDict(
             (k, v) for k, v in headers.items() if k.lower() not in _PROBE_HEADER_DROP
         )
-        for path, at_root, read in (
-            ("/models", False, _listed_max_model_len),
-            ("/props", True, _props_n_ctx),
-        ):
-            payload = await self._get_json(upstream, path, at_root, probe_headers)
-            window = read(payload, model) if payload is not None else None
-            if window is not None:
-                return window
-        return None
-
-    async def _get_json(
-        self, upstream: Upstream, path: str, at_root: bool, headers: CIMultiDict[str]
-    ) -> Any:
-        """The JSON an upstream answers to `GET path`, or None on any failure (fail soft)."""
         try:
             async with asyncio.timeout(self.probe_timeout_s):
-                answer = await upstream.open(
-                    "GET", path, headers=headers, body=None, at_root=at_root
-                )
-                try:
-                    if answer.status != 200:
-                        return None
-                    raw = await answer.read()
-                finally:
-                    answer.close()
-        except (TimeoutError, ProxyError):
+                for path, at_root, read in (
+                    ("/models", False, _listed_max_model_len),
+                    ("/props", True, _props_n_ctx),
+                ):
+                    payload = await _get_json(upstream, path, at_root, probe_headers)
+                    window = read(payload, model) if payload is not None else None
+                    if window is not None:
+                        return window
+        except TimeoutError:
             return None
-        if len(raw) > MAX_PROBE_BYTES:
-            return None
+        except Exception:  # never a request's error: its budget uses the fallback instead
+            log.warning(
+                "asking upstream %r for a model's window failed", upstream.name, exc_info=True
+            )
+        return None
+
+
+async def _get_json(
+    upstream: Upstream, path: str, at_root: bool, headers: CIMultiDict[str]
+) -> Any:
+    """The JSON an upstream answers to `GET path`, or None when it is no usable answer."""
+    try:
+        answer = await upstream.open("GET", path, headers=headers, body=None, at_root=at_root)
         try:
-            return loads(raw)
-        except ProxyError:
-            return None
+            if answer.status != 200:
+                return None
+            raw = await answer.read()
+        finally:
+            answer.close()
+    except ProxyError:  # UpstreamError: unreachable, broken
+        return None
+    if len(raw) > MAX_PROBE_BYTES:
+        return None
+    try:
+        return loads(raw)
+    except ProxyError:
+        return None
 
 
 def _positive(value: Any) -> int | None:
