@@ -48,7 +48,8 @@ class BudgetPolicy(StrictModel):
         "output limit (max_completion_tokens/max_tokens) is refused only when its prompt exceeds "
         "`window - min(refusal_output_floor, reserved output) - safety_margin`; with one, "
         "`window - that limit - safety_margin`. Between the allowance and that limit a request "
-        "is reduced as far as the steps go and forwarded.",
+        "is reduced as far as the steps go and forwarded; the last resort before a refusal "
+        "(clearing protected tool results) applies only over the limit.",
     )
     safety_margin: Annotated[float, Field(ge=0)] = Field(
         default=0.02, description="Tokens (or fraction of the window when <= 1) never used."

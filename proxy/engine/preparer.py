@@ -249,8 +249,8 @@ class Preparer:
 
         ctx, planned = await plan(policy)
         relaxed = relaxed_policy(policy)
-        goal = min(request.budget.allowance, request.budget.limit)
-        if planned.total > goal and relaxed is not None:
+        # The last resort (clearing what is protected) only to avoid a refusal.
+        if planned.total > request.budget.limit and relaxed is not None:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)

@@ -164,3 +164,33 @@ async def test_a_calibrated_model_has_its_budget_scaled_and_noted(
     assert m.refusal_limit == int((8192 - 256 - 163) / 1.1)
     with pytest.raises(ProxyError):  # fits the proxy's count, not the upstream's
         await prepare(harness, prompt_of(counters, "gpt-4", 7773))
+
+
+RECENT_PROTECTED = """extends: default
+budget: {context_window: 20000, safety_margin: 0}
+steps:
+  - {kind: clear_tool_results, keep_recent_exchanges: 1, clear_recent_before_refusing: true}
+"""
+
+
+def with_last_result(counters: TokenCounters, result_tokens: int) -> dict[str, Any]:
+    """An agent history whose newest tool result is about `result_tokens` long."""
+    messages = agent_history(3, result_chars=2000)
+    last_tool = max(i for i, m in enumerate(messages) if m["role"] == "tool")
+    messages[last_tool]["content"] = "lorem ipsum " * (result_tokens // 2)
+    return {"model": "gpt-4o", "messages": messages}
+
+
+async def test_the_newest_result_is_cleared_only_to_avoid_a_refusal(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    (tmp_path / "test.yaml").write_text(RECENT_PROTECTED)
+    harness = make_harness(tmp_path, counters)
+    body = with_last_result(counters, 17_000)  # over the allowance (15,904), within the limit
+    m = (await prepare(harness, body)).manifest
+    assert m.allowance < m.tokens_after <= m.refusal_limit
+    assert not any("last resort" in note for note in m.notes)
+    body = with_last_result(counters, 21_000)  # over the limit: the last resort applies
+    m = (await prepare(harness, body)).manifest
+    assert m.tokens_after <= m.allowance
+    assert any("last resort" in note for note in m.notes)
