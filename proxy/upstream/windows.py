@@ -5,12 +5,13 @@ Two sources: the upstream's own listing, asked for models the model map does not
 `default_generation_settings.n_ctx` or `n_ctx`), and the window an upstream states in a
 context-length error (`record_stated`), which caps any other for that model.
 
-Asking never holds a request for long: one probe per upstream and model at a time (concurrent
-requests wait for the same one), both calls within `probe_timeout_s`, and its answer, a window or
-none, is remembered for `ttl_s` (a failed probe too, so a down upstream is not asked on every
-request). Any failure falls back softly: the budget then uses the policy's fallback window. Entries
-are bounded (`max_entries`, least recently used first out); the cache belongs to one app
-(`ModelWindows`, built in `proxy.app`).
+Asking never holds a request for long: one probe per upstream at a time (concurrent requests wait
+for the same one), both calls within `probe_timeout_s`, and its answer, windows or none, is
+remembered for `ttl_s` (a failed probe too, so a down upstream is not asked on every request, and
+model names a client makes up never make more than one probe per upstream and TTL). Any failure
+falls back softly: the budget then uses the policy's fallback window. Stated windows are bounded
+(`max_entries`, least recently used first out); the cache belongs to one app (`ModelWindows`,
+built in `proxy.app`).
 """
 
 from __future__ import annotations
@@ -47,18 +48,27 @@ class KnownWindow:
     """Stated in a context-length error (else listed: `/v1/models`, `/props`)."""
 
 
-@dataclass
-class _Entry:
-    listed: int | None
-    """From the upstream's listing (None: asked, nothing said)."""
-    asked_at: float | None
-    """When the listing was asked (None: never, e.g. only an error stated a window)."""
-    stated: int | None = None
-    """From a context-length error: kept until replaced or evicted."""
+@dataclass(frozen=True)
+class _Listing:
+    """What one upstream said of its models when asked."""
+
+    windows: dict[str, int]
+    """vLLM: `max_model_len` by model id."""
+    server_n_ctx: int | None
+    """llama.cpp: the context of the one model it serves, whatever name a request gives it."""
+    asked_at: float
+
+    def window(self, model: str) -> int | None:
+        return self.windows.get(model) or self.server_n_ctx
 
 
 class ModelWindows:
-    """The windows learned from every upstream of one app (bounded, least recently used out)."""
+    """The windows learned from every upstream of one app.
+
+    Listings are kept per upstream (upstreams come from config: a client's model names never
+    cause more than one probe per upstream and TTL); stated windows per upstream and model,
+    bounded (`max_entries`, least recently used out).
+    """
 
     def __init__(
         self,
@@ -72,8 +82,9 @@ class ModelWindows:
         self._ttl_s = ttl_s
         self._max_entries = max_entries
         self._clock = clock
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
-        self._probes: dict[tuple[str, str], asyncio.Task[int | None]] = {}
+        self._listings: dict[str, _Listing] = {}
+        self._stated: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._probes: dict[str, asyncio.Task[_Listing]] = {}
         self.probes = 0
         """Probes started so far (for tests and the curious)."""
 
@@ -83,69 +94,56 @@ class ModelWindows:
 
     def known(self, upstream: str, model: str) -> KnownWindow | None:
         """What is remembered, without asking: a stated window first, else a listed one."""
-        entry = self._entries.get((upstream, model))
-        if entry is None:
-            return None
-        self._entries.move_to_end((upstream, model))
-        if entry.stated is not None:
-            return KnownWindow(entry.stated, stated=True)
-        if entry.listed is not None:
-            return KnownWindow(entry.listed, stated=False)
-        return None
+        stated = self._stated.get((upstream, model))
+        if stated is not None:
+            self._stated.move_to_end((upstream, model))
+            return KnownWindow(stated, stated=True)
+        listing = self._listings.get(upstream)
+        listed = listing.window(model) if listing is not None and model else None
+        return KnownWindow(listed, stated=False) if listed is not None else None
 
     def record_stated(self, upstream: str, model: str, window: int) -> None:
         """A context-length error of `upstream` stated `window` for `model`."""
-        entry = self._entries.get((upstream, model))
-        if entry is None:
-            entry = self._store((upstream, model), _Entry(None, None))
-        entry.stated = window
+        self._stated[(upstream, model)] = window
+        self._stated.move_to_end((upstream, model))
+        while len(self._stated) > self._max_entries:
+            self._stated.popitem(last=False)
 
-    async def ask(self, upstream: Upstream, model: str, headers: CIMultiDict[str]) -> None:
-        """Ask `upstream` for `model`'s window unless it was asked within the TTL."""
-        key = (upstream.name, model)
-        entry = self._entries.get(key)
-        asked_at = entry.asked_at if entry is not None else None
-        if asked_at is not None and self._clock() - asked_at < self._ttl_s:
+    async def ask(self, upstream: Upstream, headers: CIMultiDict[str]) -> None:
+        """Ask `upstream` for its models' windows unless it was asked within the TTL."""
+        name = upstream.name
+        listing = self._listings.get(name)
+        if listing is not None and self._clock() - listing.asked_at < self._ttl_s:
             return
-        task = self._probes.get(key)
+        task = self._probes.get(name)
         if task is None:
-            task = asyncio.ensure_future(self._probe(upstream, model, headers))
-            self._probes[key] = task
-            task.add_done_callback(lambda _: self._probes.pop(key, None))
-        listed = await asyncio.shield(task)
-        entry = self._entries.get(key) or self._store(key, _Entry(None, None))
-        entry.listed, entry.asked_at = listed, self._clock()
+            task = asyncio.ensure_future(self._probe(upstream, headers))
+            self._probes[name] = task
+            task.add_done_callback(lambda _: self._probes.pop(name, None))
+        self._listings[name] = await asyncio.shield(task)
 
-    def _store(self, key: tuple[str, str], entry: _Entry) -> _Entry:
-        self._entries[key] = entry
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
-        return entry
-
-    async def _probe(self, upstream: Upstream, model: str, headers: CIMultiDict[str]) -> int | None:
-        """The window `upstream` lists for `model`, within `probe_timeout_s` in all; None on any
-        failure (the budget falls back softly)."""
+    async def _probe(self, upstream: Upstream, headers: CIMultiDict[str]) -> _Listing:
+        """What `upstream` lists, within `probe_timeout_s` in all; whatever it did not say (it
+        failed, it was too slow) is missing: the budget then falls back softly."""
         self.probes += 1
         probe_headers = CIMultiDict(
             (k, v) for k, v in headers.items() if k.lower() not in _PROBE_HEADER_DROP
         )
+        windows: dict[str, int] = {}
+        n_ctx = None
         try:
             async with asyncio.timeout(self.probe_timeout_s):
-                for path, at_root, read in (
-                    ("/models", False, _listed_max_model_len),
-                    ("/props", True, _props_n_ctx),
-                ):
-                    payload = await _get_json(upstream, path, at_root, probe_headers)
-                    window = read(payload, model) if payload is not None else None
-                    if window is not None:
-                        return window
+                windows = _listed_max_model_lens(
+                    await _get_json(upstream, "/models", False, probe_headers)
+                )
+                n_ctx = _props_n_ctx(await _get_json(upstream, "/props", True, probe_headers))
         except TimeoutError:
-            return None
+            pass
         except Exception:  # never a request's error: its budget uses the fallback instead
             log.warning(
-                "asking upstream %r for a model's window failed", upstream.name, exc_info=True
+                "asking upstream %r for its models' windows failed", upstream.name, exc_info=True
             )
-        return None
+        return _Listing(windows, n_ctx, self._clock())
 
 
 async def _get_json(
@@ -176,18 +174,19 @@ def _positive(value: Any) -> int | None:
     return None
 
 
-def _listed_max_model_len(payload: Any, model: str) -> int | None:
-    """vLLM: `{"data": [{"id": model, "max_model_len": N}, ...]}`."""
+def _listed_max_model_lens(payload: Any) -> dict[str, int]:
+    """vLLM: `{"data": [{"id": model, "max_model_len": N}, ...]}` (at most `MAX_ENTRIES`)."""
     data = payload.get("data") if isinstance(payload, dict) else None
-    if not isinstance(data, list):
-        return None
-    for entry in data:
-        if isinstance(entry, dict) and entry.get("id") == model:
-            return _positive(entry.get("max_model_len"))
-    return None
+    windows: dict[str, int] = {}
+    for entry in data[:MAX_ENTRIES] if isinstance(data, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            window = _positive(entry.get("max_model_len"))
+            if window is not None:
+                windows.setdefault(entry["id"], window)
+    return windows
 
 
-def _props_n_ctx(payload: Any, model: str) -> int | None:
+def _props_n_ctx(payload: Any) -> int | None:
     """llama.cpp (one model per server): `default_generation_settings.n_ctx`, or `n_ctx`."""
     if not isinstance(payload, dict):
         return None
@@ -207,7 +206,7 @@ class RequestWindows:
 
     async def window(self, model: str, *, ask: bool) -> KnownWindow | None:
         if ask and model:
-            await self.windows.ask(self.upstream, model, self.headers)
+            await self.windows.ask(self.upstream, self.headers)
         return self.windows.known(self.upstream.name, model)
 
     def record_stated(self, model: str, window: int) -> None:

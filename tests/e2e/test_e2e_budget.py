@@ -106,7 +106,7 @@ async def test_an_unknown_model_behind_vllm_takes_max_model_len(
         proxy, {"model": "my-vllm", "messages": [{"role": "user", "content": "x"}]}
     )
     assert (manifest["context_window"], manifest["context_window_source"]) == (2048, "upstream")
-    assert [r.path for r in fake_upstream.received] == ["/v1/models", CHAT]
+    assert [r.path for r in fake_upstream.received] == ["/v1/models", "/props", CHAT]
 
 
 async def test_an_unknown_model_behind_llama_cpp_takes_n_ctx_from_props(

@@ -118,13 +118,13 @@ async def test_an_unknown_model_is_noted_with_fixed_codes(harness: Harness) -> N
 
 async def test_an_unknown_model_takes_its_window_from_the_upstream(harness: Harness) -> None:
     listing = {"object": "list", "data": [{"id": "my-local-llm", "max_model_len": 4096}]}
-    upstream = FakeUpstream(json_answer(listing))
+    upstream = FakeUpstream(json_answer(listing), json_answer({"error": "no"}, status=404))
     windows = ModelWindows().for_request(upstream, CIMultiDict())
     body = {"model": "my-local-llm", "messages": [{"role": "user", "content": "hi"}]}
     m = (await prepare(harness, body, windows)).manifest
     assert (m.context_window, m.context_window_source) == (4096, "upstream")
     assert m.note_codes == [NoteCode.window_upstream, NoteCode.estimated_tokens]
-    assert [c.path for c in upstream.calls] == ["/models"]
+    assert [c.path for c in upstream.calls] == ["/models", "/props"]
 
 
 async def test_a_known_model_does_not_ask_the_upstream(harness: Harness) -> None:

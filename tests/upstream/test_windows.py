@@ -37,19 +37,24 @@ async def ask(windows: ModelWindows, upstream: Any, model: str) -> KnownWindow |
 
 
 async def test_vllm_listing_gives_max_model_len() -> None:
-    upstream = FakeUpstream(json_answer(VLLM))
+    upstream = FakeUpstream(json_answer(VLLM), NOT_FOUND)
     windows = ModelWindows()
     assert await ask(windows, upstream, "qwen") == KnownWindow(32768, stated=False)
-    [call] = upstream.calls
-    assert (call.method, call.path, call.at_root) == ("GET", "/models", False)
-    assert call.headers["Authorization"] == "Bearer k" and "Content-Type" not in call.headers
+    listing, props = upstream.calls
+    assert (listing.method, listing.path, listing.at_root) == ("GET", "/models", False)
+    assert (props.method, props.path, props.at_root) == ("GET", "/props", True)
+    assert listing.headers["Authorization"] == "Bearer k" and "Content-Type" not in listing.headers
     assert await ask(windows, upstream, "qwen") == KnownWindow(32768, stated=False)
-    assert len(upstream.calls) == 1  # remembered
+    assert await ask(windows, upstream, "other") == KnownWindow(999, stated=False)
+    assert await ask(windows, upstream, "made-up-by-a-client") is None
+    assert len(upstream.calls) == 2  # one listing per upstream, remembered
 
 
 async def test_llama_cpp_props_at_the_server_root_give_n_ctx() -> None:
     upstream = FakeUpstream(json_answer({"data": [{"id": "x.gguf"}]}), json_answer(LLAMA_PROPS))
-    assert await ask(ModelWindows(), upstream, "local") == KnownWindow(4096, stated=False)
+    windows = ModelWindows()
+    assert await ask(windows, upstream, "local") == KnownWindow(4096, stated=False)
+    assert await ask(windows, upstream, "any-name") == KnownWindow(4096, stated=False)
     assert [(c.path, c.at_root) for c in upstream.calls] == [("/models", False), ("/props", True)]
     older = FakeUpstream(NOT_FOUND, json_answer({"n_ctx": 2048}))
     assert await ask(ModelWindows(), older, "local") == KnownWindow(2048, stated=False)
@@ -59,7 +64,7 @@ async def test_nothing_learned_is_remembered_until_the_ttl_passes() -> None:
     clock = Clock()
     windows = ModelWindows(ttl_s=60, clock=clock)
     upstream = FakeUpstream(
-        NOT_FOUND, Answer(200, body=b"not json"), broken(), broken(), json_answer(VLLM)
+        NOT_FOUND, Answer(200, body=b"not json"), broken(), broken(), json_answer(VLLM), NOT_FOUND
     )
     assert await ask(windows, upstream, "qwen") is None
     clock.now = 59
@@ -104,21 +109,21 @@ async def test_a_stuck_upstream_holds_a_request_only_for_the_probe_timeout() -> 
 
 async def test_concurrent_requests_share_one_probe() -> None:
     windows = ModelWindows()
-    upstream = SlowUpstream(0.05, json_answer(VLLM))
+    upstream = SlowUpstream(0.05, json_answer(VLLM), NOT_FOUND)
     found = await asyncio.gather(*(ask(windows, upstream, "qwen") for _ in range(5)))
     assert found == [KnownWindow(32768, stated=False)] * 5
-    assert len(upstream.calls) == 1 and windows.probes == 1
+    assert len(upstream.calls) == 2 and windows.probes == 1
 
 
 async def test_a_stated_window_wins_and_entries_are_bounded() -> None:
     windows = ModelWindows(max_entries=2)
-    upstream = FakeUpstream(json_answer(VLLM))
+    upstream = FakeUpstream(json_answer(VLLM), NOT_FOUND)
     await ask(windows, upstream, "qwen")
     windows.record_stated("fake", "qwen", 16000)
     assert windows.known("fake", "qwen") == KnownWindow(16000, stated=True)
     windows.record_stated("fake", "a", 1)
     windows.record_stated("fake", "b", 2)  # "qwen" is the least recently used: out
-    assert windows.known("fake", "qwen") is None
+    assert windows.known("fake", "qwen") == KnownWindow(32768, stated=False)  # listed again
     assert windows.known("fake", "b") == KnownWindow(2, stated=True)
     assert windows.known("other-upstream", "b") is None
 
