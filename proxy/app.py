@@ -21,9 +21,11 @@ from proxy.http.services import SERVICES, Services
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream import UPSTREAM_KINDS
+from proxy.upstream.windows import ModelWindows
 
 log = logging.getLogger("ctxproxy")
 
@@ -45,7 +47,10 @@ def create_app(
         counters=counters or TokenCounters(),
         catalog=catalog or ModelCatalog(),
         metrics=Metrics(),
+        windows=ModelWindows(),
+        calibration=CountCalibration(),
     )
+    services.metrics.watch_calibration(services.calibration.snapshot)
     app[SERVICES] = services
     app.cleanup_ctx.append(_all_or_nothing)
     add_routes(app)
@@ -147,7 +152,11 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     await asyncio.to_thread(_warm_up, counters, catalog)
     services.policies = policies
     preparer = Preparer(
-        policies=policies, counters=counters, catalog=catalog, store=services.started_store()
+        policies=policies,
+        counters=counters,
+        catalog=catalog,
+        store=services.started_store(),
+        calibration=services.calibration,
     )
     services.preparer = preparer
     watcher = asyncio.create_task(policies.watch(2.0))

@@ -3,7 +3,8 @@
 Every metric lives in the app's own `CollectorRegistry` (no module-level state, no global default
 registry), so several apps in one process (the tests) never share counters. Labels are kept
 low-cardinality: route *patterns* (`/v1/{tail}`), tenant and policy *names* (never keys or key
-hashes), closed sets of steps, reasons and outcomes.
+hashes), closed sets of steps, reasons and outcomes, and the models an upstream answered with a
+usage (`ctxproxy_count_ratio`, bounded by `tokens.calibration.MAX_MODELS`).
 
 Per-request facts are collected in one `proxy.stats.RequestStats` that the edge middleware creates
 and reads back when the response is done; it feeds both the request metrics and the access log
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
@@ -25,6 +26,7 @@ from proxy.artifacts.read_tool import ReadStatus
 from proxy.engine.manifest import Manifest
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
+from proxy.tokens.calibration import ModelCalibration
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -46,6 +48,31 @@ _READ_OUTCOMES = frozenset({
 
 def _read_label(status: ReadStatus) -> str:
     return status.value if status in _READ_OUTCOMES else "error"
+
+
+class _CountRatios(Collector):
+    """The count ratio of each calibrated model, read at scrape time. Only models an upstream
+    answered with `usage` (so models it serves, at most `calibration.MAX_MODELS`) are labels."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], dict[str, ModelCalibration]] = dict
+
+    def collect(self) -> Iterator[Metric]:
+        ratios = GaugeMetricFamily(
+            "ctxproxy_count_ratio",
+            "Upstream prompt tokens per token counted by the proxy (running average), by model.",
+            labels=["model"],
+        )
+        samples = CounterMetricFamily(
+            "ctxproxy_count_ratio_samples",
+            "Answers whose usage calibrated the count ratio, by model.",
+            labels=["model"],
+        )
+        for model, calibration in sorted(self.source().items()):
+            ratios.add_metric([model], calibration.ratio)
+            samples.add_metric([model], calibration.samples)
+        yield ratios
+        yield samples
 
 
 class _StoreErrors(Collector):
@@ -120,6 +147,8 @@ class Metrics:
         )
         self._store_errors = _StoreErrors()
         r.register(self._store_errors)
+        self._count_ratios = _CountRatios()
+        r.register(self._count_ratios)
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def _child(self, metric: Any, *values: str) -> Any:
@@ -134,6 +163,10 @@ class Metrics:
     def watch_store(self, failed_operations: Callable[[], int]) -> None:
         """Where `ctxproxy_store_errors` reads its value (set once the store is built)."""
         self._store_errors.source = failed_operations
+
+    def watch_calibration(self, snapshot: Callable[[], dict[str, ModelCalibration]]) -> None:
+        """Where `ctxproxy_count_ratio` reads the calibrated models (`CountCalibration`)."""
+        self._count_ratios.source = snapshot
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

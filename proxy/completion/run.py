@@ -8,13 +8,16 @@ synthetic calls removed. Non-streaming answers carry `x-ctxproxy-synthetic-round
 `x-ctxproxy-artifact-reads`; streams (`proxy.completion.stream`) cannot, and every request with
 synthetic tools logs one INFO line with both counts instead.
 
+When the upstream's first answer says the prompt is too long and states the model's window, the
+request is prepared once more against that window and sent again, once (`completion.retry`).
+
 Nothing here knows the HTTP server nor a wire format: the caller hands in a `CompletionContext`
 (with the client's `ChatFormat`) and writes the `Reply` it gets back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ from multidict import CIMultiDict
 from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
+from proxy.completion.retry import PrepareAgain, checked_first_answer
 from proxy.completion.round_fit import Refit
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
@@ -33,6 +37,7 @@ from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
+from proxy.tokens.calibration import CountCalibration
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
@@ -59,20 +64,37 @@ class CompletionContext:
     """The app's thread for large searches (asyncio's default executor when None)."""
     refit: Refit | None = None
     """Prepares the synthetic loop's follow-up calls within the request's allowance."""
+    prepare_again: PrepareAgain | None = None
+    """Prepares the request against the window an upstream's overflow error stated (one retry)."""
+    calibration: CountCalibration | None = None
+    """Fed with the prompt tokens the upstream reports in a whole JSON answer (not streams)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
     """Send the prepared request upstream and describe the answer; refusals happened before."""
+    return await _attempt(context, prepared, context.prepare_again)
+
+
+async def _attempt(
+    context: CompletionContext, prepared: Prepared, prepare_again: PrepareAgain | None
+) -> Reply:
+    """One attempt; with `prepare_again`, an overflow answer may lead to one more (without)."""
     headers = CIMultiDict(context.headers)
     headers["Content-Type"] = "application/json"
     upstream = context.upstream
     if prepared.synthetic is None:
-        answer = await upstream.chat_completions(
+        first = await upstream.chat_completions(
             headers=headers, body=prepared.body, timer=context.stats
         )
-        return await relayed(
+        answer = await checked_first_answer(first, prepare_again)
+        if isinstance(answer, Prepared):
+            return await _attempt(context, answer, None)
+        reply = await relayed(
             answer, prepared.headers(), context.request_id, context.chat_format.error_event
         )
+        if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
+            _observe_usage(context, prepared, _json_object(reply.body))
+        return reply
     rounds = SyntheticRounds(
         upstream,
         headers,
@@ -90,8 +112,15 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         working_set=prepared.working_set,
     )
     streaming = False
+    again: Prepared | None = None
     try:
-        answer = await rounds.open(rounds.first_body(prepared.body))
+        checked = await checked_first_answer(
+            await rounds.open(rounds.first_body(prepared.body)), prepare_again
+        )
+        if isinstance(checked, Prepared):
+            again = checked
+            return await _attempt(context, again, None)
+        answer = checked
         streaming = (
             context.chat_format.stream(prepared.parsed)
             and answer.status == 200
@@ -99,16 +128,24 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         )
         if streaming:  # the stream logs the outcome when it is closed
             return stream_rounds(rounds, answer, prepared.headers())
-        return await complete_json(rounds, answer, prepared.headers())
+
+        def first_round(payload: dict[str, Any]) -> None:
+            _observe_usage(context, prepared, payload)
+
+        return await complete_json(rounds, answer, prepared.headers(), first_round)
     finally:
-        if not streaming:
+        if not streaming and again is None:  # a retry logs its own outcome
             rounds.log_outcome()
 
 
 async def complete_json(
-    rounds: SyntheticRounds, answer: UpstreamResponse, extra_headers: Mapping[str, str]
+    rounds: SyntheticRounds,
+    answer: UpstreamResponse,
+    extra_headers: Mapping[str, str],
+    first_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> Reply:
-    """The non-streaming loop; `answer` (the first round's response) is always closed."""
+    """The non-streaming loop; `answer` (the first round's response) is always closed.
+    `first_round` sees the first round's answer (the prepared request's own usage)."""
     wire = rounds.chat_format
     usage: dict[str, Any] | None = None
     while True:
@@ -117,6 +154,8 @@ async def complete_json(
             return await relayed(answer, extra, rounds.request_id, wire.error_event)
         raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
+        if first_round is not None and rounds.rounds == 0:
+            first_round(payload)
         usage = wire.add_usage(usage, wire.answer_usage(payload))
         pending = wire.synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
@@ -135,6 +174,26 @@ async def complete_json(
             wire.with_usage(payload, usage)
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
+
+
+def _observe_usage(
+    context: CompletionContext, prepared: Prepared, payload: dict[str, Any] | None
+) -> None:
+    """Feed the calibration with the prompt tokens the upstream reports for the prepared body."""
+    manifest = prepared.manifest
+    if context.calibration is None or payload is None or not manifest.counting_method:
+        return
+    wire = context.chat_format
+    reported = wire.prompt_tokens(wire.answer_usage(payload))
+    context.calibration.observe(manifest.model, manifest.tokens_after, reported)
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        payload = loads(raw)
+    except ProxyError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 def _parse_completion(raw: bytes, name: str) -> dict[str, Any]:

@@ -1,13 +1,22 @@
-"""The token budget of one request: window, reserved output, allowance, trigger and target."""
+"""The token budget of one request: window (and where it came from), reserved output,
+allowance, trigger, target, and the refusal limit.
+
+The reserved output is a reduction goal: `allowance = window - reserved - margin` sets the trigger
+and the target. A refusal is another matter: the proxy refuses only what the provider would, a
+prompt over `limit = window - (the request's explicit output limit, or the policy's
+refusal_output_floor) - margin`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from proxy.engine.config_base import StrictModel
+from proxy.engine.manifest import Manifest, NoteCode
 
 FractionOrTokens = Annotated[float, Field(gt=0)]
 
@@ -18,15 +27,30 @@ class BudgetPolicy(StrictModel):
         description="Input window in tokens, or `auto` (litellm's bundled model map).",
     )
     fallback_context_window: Annotated[int, Field(gt=0)] = Field(
-        default=128_000, description="Window used when `auto` finds no entry for the model."
+        default=128_000,
+        description="Window used when `auto` finds no entry for the model in the model map and "
+        "the upstream does not say (vLLM `/v1/models`, llama.cpp `/props`); the manifest's "
+        "`context_window_source` is then `fallback` and responses carry the note "
+        "`window_fallback`.",
     )
     reserved_output: Literal["auto"] | Annotated[int, Field(ge=0)] = Field(
         default="auto",
         description="Tokens kept free for the answer; `auto` takes the request's "
         "max_completion_tokens/max_tokens, else `default_reserved_output` "
-        "(at most half the window).",
+        "(at most half the window). A reduction goal only: the allowance, trigger and target "
+        "leave it free, but a request is refused only over the refusal limit "
+        "(see `refusal_output_floor`).",
     )
     default_reserved_output: Annotated[int, Field(ge=0)] = 4096
+    refusal_output_floor: Annotated[int, Field(ge=0)] = Field(
+        default=256,
+        description="Refuse only what the provider would refuse: a request without an explicit "
+        "output limit (max_completion_tokens/max_tokens) is refused only when its prompt exceeds "
+        "`window - min(refusal_output_floor, reserved output) - safety_margin`; with one, "
+        "`window - that limit - safety_margin`. Between the allowance and that limit a request "
+        "is reduced as far as the steps go and forwarded; the last resort before a refusal "
+        "(clearing protected tool results) applies only over the limit.",
+    )
     safety_margin: Annotated[float, Field(ge=0)] = Field(
         default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
     )
@@ -70,6 +94,33 @@ class ModelLookup(Protocol):
     def lookup(self, model: str) -> Any: ...
 
 
+class WindowSource(StrEnum):
+    """Where a budget's context window came from (the manifest's `context_window_source`)."""
+
+    policy = "policy"
+    """A number in the policy's `budget.context_window`."""
+    upstream_error = "upstream_error"
+    """The window an upstream stated in a context-length error for this model (caps any other)."""
+    model_map = "model_map"
+    """litellm's bundled model map."""
+    upstream = "upstream"
+    """Asked of the upstream (vLLM `/v1/models` `max_model_len`, llama.cpp `/props` `n_ctx`)."""
+    fallback = "fallback"
+    """None of the above knew the model: the policy's `fallback_context_window`."""
+
+
+class LearnedWindow(Protocol):
+    """A model's window as an upstream told it (`upstream.windows.KnownWindow`)."""
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def stated(self) -> bool:
+        """Stated in a context-length error (caps any other window), not listed by the upstream."""
+        ...
+
+
 @dataclass(frozen=True)
 class Budget:
     context_window: int
@@ -78,6 +129,34 @@ class Budget:
     allowance: int
     trigger: int
     target: int
+    limit: int = 0
+    """The largest prompt not refused (the provider's own limit, as far as the proxy knows)."""
+    window_source: WindowSource = WindowSource.policy
+    count_ratio: float = 1.0
+    """Upstream tokens per counted token (calibration); allowance, trigger, target and limit are
+    in the proxy's own counts, i.e. the upstream's numbers divided by it."""
+
+
+def choose_window(
+    policy: BudgetPolicy, model: str, models: ModelLookup, learned: LearnedWindow | None
+) -> tuple[int, WindowSource]:
+    """The window and its source: the policy's number, else the model map, else the upstream's
+    listing, else the fallback; a window an upstream's error stated caps any of them."""
+    if policy.context_window != "auto":
+        window, source = policy.context_window, WindowSource.policy
+    else:
+        info = models.lookup(model) if model else None
+        mapped = getattr(info, "context_window", None)
+        if mapped:
+            window, source = mapped, WindowSource.model_map
+        elif learned is not None and not learned.stated:
+            window, source = learned.tokens, WindowSource.upstream
+        else:
+            window, source = policy.fallback_context_window, WindowSource.fallback
+    stated = learned.tokens if learned is not None and learned.stated else None
+    if stated is not None and (stated < window or source == WindowSource.fallback):
+        window, source = stated, WindowSource.upstream_error
+    return window, source
 
 
 def scaled(value: float, whole: int) -> int:
@@ -89,14 +168,17 @@ def scaled(value: float, whole: int) -> int:
 
 
 def compute_budget(
-    policy: BudgetPolicy, model: str, requested_output: int | None, models: ModelLookup
+    policy: BudgetPolicy,
+    model: str,
+    requested_output: int | None,
+    models: ModelLookup,
+    learned: LearnedWindow | None = None,
+    count_ratio: float = 1.0,
 ) -> Budget:
     """The budget for a request for `model` that asks for at most `requested_output` tokens
-    (its explicit output limit, if any)."""
-    window = policy.context_window
-    if window == "auto":
-        info = models.lookup(model) if model else None
-        window = getattr(info, "context_window", None) or policy.fallback_context_window
+    (its explicit output limit, if any); `learned` is what the upstream told of its window;
+    `count_ratio` how many tokens the upstream counts per token the proxy counts."""
+    window, source = choose_window(policy, model, models, learned)
     reserved = policy.reserved_output
     if reserved == "auto":
         requested = requested_output
@@ -108,4 +190,47 @@ def compute_budget(
     allowance = max(window - reserved - margin, 0)
     trigger = scaled(policy.trigger, allowance)
     target = min(scaled(policy.target, allowance), trigger)
-    return Budget(window, reserved, margin, allowance, trigger, target)
+    kept_free = min(policy.refusal_output_floor, reserved)
+    if requested_output is not None:
+        kept_free = requested_output
+    limit = max(window - kept_free - margin, 0)
+    if count_ratio != 1.0:  # the upstream's tokens -> the proxy's counts
+        allowance, trigger, target, limit = (
+            int(n / count_ratio) for n in (allowance, trigger, target, limit)
+        )
+    return Budget(
+        window, reserved, margin, allowance, trigger, target, limit, source, count_ratio
+    )
+
+
+_WINDOW_NOTES = {
+    WindowSource.fallback: (
+        NoteCode.window_fallback,
+        "context window {0} is the policy's fallback_context_window: neither the model map nor "
+        "the upstream knows this model",
+    ),
+    WindowSource.upstream: (NoteCode.window_upstream, "context window {0} taken from the upstream"),
+    WindowSource.upstream_error: (
+        NoteCode.window_corrected,
+        "context window {0} as stated by the upstream's context-length error for this model",
+    ),
+}
+
+
+def note_budget(manifest: Manifest, budget: Budget) -> None:
+    """The notes a client should see about its budget: an uncertain window, estimated counts."""
+    window_note = _WINDOW_NOTES.get(budget.window_source)
+    if window_note is not None:
+        code, text = window_note
+        manifest.note(code, text.format(budget.context_window))
+    if budget.count_ratio != 1.0:
+        manifest.note(
+            NoteCode.counts_calibrated,
+            f"budget scaled by the upstream's count ratio {budget.count_ratio:.3f} "
+            "(usage.prompt_tokens over the proxy's counts)",
+        )
+    if manifest.counting_method == "estimate":
+        manifest.note(
+            NoteCode.estimated_tokens,
+            "tokens estimated (no tokenizer for this model): counts are approximate",
+        )

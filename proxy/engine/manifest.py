@@ -28,6 +28,27 @@ class Outcome(StrEnum):
     refused = "refused"
 
 
+class NoteCode(StrEnum):
+    """Fixed codes for what a client should know about its request's preparation: the values of
+    the `x-ctxproxy-notes` header (never a model name or any text of the client's)."""
+
+    window_fallback = "window_fallback"
+    """The model's window is unknown: the policy's `fallback_context_window` was used."""
+    window_upstream = "window_upstream"
+    """The window was taken from the upstream's model listing (not the model map)."""
+    window_corrected = "window_corrected"
+    """The window was corrected by an upstream's context-length error for this model."""
+    estimated_tokens = "estimated_tokens"
+    """Tokens were estimated (no tokenizer for the model): counts are approximate."""
+    retried_after_overflow = "retried_after_overflow"
+    """The upstream refused the first attempt as too long; the request was prepared again."""
+    counts_calibrated = "counts_calibrated"
+    """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
+
+
+NOTES_HEADER = "x-ctxproxy-notes"
+
+
 @dataclass
 class Action:
     step: str
@@ -53,8 +74,15 @@ class Manifest:
     mode: str
     counting_method: str = ""
     context_window: int = 0
+    context_window_source: str = ""
+    """`engine.budget.WindowSource`: policy, upstream_error, model_map, upstream or fallback."""
     reserved_output: int = 0
     allowance: int = 0
+    refusal_limit: int = 0
+    """The largest prompt forwarded (`budget.refusal_output_floor`); the allowance is the goal."""
+    count_ratio: float = 1.0
+    """Upstream tokens per counted token (`tokens.calibration`); allowance, trigger, target and
+    refusal limit are in counted tokens (the window's tokens divided by it)."""
     trigger: int = 0
     target: int = 0
     tokens_before: int = 0
@@ -63,6 +91,14 @@ class Manifest:
     outcome: Outcome = Outcome.unchanged
     actions: list[Action] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    note_codes: list[NoteCode] = field(default_factory=list)
+    """The fixed codes of `x-ctxproxy-notes`, in the order they were noted, each once."""
+
+    def note(self, code: NoteCode, text: str) -> None:
+        """Record a note for people (`notes`) and its code for programs (`note_codes`)."""
+        if code not in self.note_codes:
+            self.note_codes.append(code)
+            self.notes.append(text)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,4 +139,5 @@ class Prepared:
             "x-ctxproxy-tokens-before": str(m.tokens_before),
             "x-ctxproxy-tokens-after": str(m.tokens_after),
             "x-ctxproxy-actions": m.action_summary(),
+            **({NOTES_HEADER: ",".join(m.note_codes)} if m.note_codes else {}),
         }

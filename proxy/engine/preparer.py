@@ -6,12 +6,13 @@ Every refusal happens here, before any upstream call and before a response start
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.budget import Budget, compute_budget
+from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
@@ -30,6 +31,7 @@ from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
@@ -42,6 +44,15 @@ class Requester(Protocol):
 
     @property
     def scope(self) -> str: ...
+
+
+class UpstreamWindows(Protocol):
+    """What the request's upstream said of its models' windows (`upstream.windows`)."""
+
+    async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
+        """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
+        is known yet (the model map does not know the model)."""
+        ...
 
 
 class PolicyResolver(Protocol):
@@ -87,10 +98,16 @@ class CallOptions:
     """Which upstream call is prepared. The client's request (`FIRST_CALL`) is offered the
     synthetic tools when it needs them. A follow-up call of the synthetic loop already carries the
     tools it should (counted like the client's, none added), and its caller says whether the
-    relaxing steps may act as a last resort (it may rather shorten what the model just read)."""
+    relaxing steps may act as a last resort (it may rather shorten what the model just read).
+    A follow-up call must fit the allowance itself (`within_allowance`: the reserved output stays
+    free for the answer that follows the pages), not only what the provider would refuse."""
 
     offer_tools: bool = False
     last_resort: bool = True
+    within_allowance: bool = False
+
+
+FOLLOW_UP = CallOptions(within_allowance=True)
 
 
 FIRST_CALL = CallOptions(offer_tools=True)
@@ -104,6 +121,7 @@ class Preparer:
         counters: TokenCounters,
         catalog: ModelCatalog,
         store: ArtifactStore,
+        calibration: CountCalibration | None = None,
         offload_bytes: int = OFFLOAD_BYTES,
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
@@ -112,6 +130,7 @@ class Preparer:
         self._counters = counters
         self._catalog = catalog
         self._store = store
+        self._calibration = calibration or CountCalibration()
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
@@ -122,12 +141,14 @@ class Preparer:
         raw: bytes,
         tenant: Requester,
         wire: WireFormat,
+        windows: UpstreamWindows | None = None,
         *,
         call: CallOptions | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
-        store and the artifact store are only ever used on this loop.
+        store and the artifact store are only ever used on this loop. `windows`: what the
+        upstream knows of the model's window (asked only for models the map does not know).
 
         `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`)."""
         model = wire.model(body)
@@ -136,14 +157,15 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL
+        learned = None
+        if windows is not None:
+            unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
+            learned = await windows.window(model, ask=unknown)
+        args = (body, raw, wire, policy, manifest, learned, tenant)
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(
-                body, raw, wire, policy, manifest, tenant, self._store, call
-            )
+            return await self._prepare(*args, self._store, call)
         store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
-        return await self._workers.run(
-            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store, call)
-        )
+        return await self._workers.run(lambda: self._prepare(*args, store, call))
 
     def close(self) -> None:
         """Stop the worker threads (preparations still waiting for one are dropped)."""
@@ -156,6 +178,7 @@ class Preparer:
         wire: WireFormat,
         policy: Policy,
         manifest: Manifest,
+        learned: LearnedWindow | None,
         tenant: Requester,
         store: ArtifactStore,
         call: CallOptions,
@@ -168,10 +191,14 @@ class Preparer:
                 tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
                 body = wire.render(body, kept.items, tools)
                 raw, carries_tools = wire.encode(body), True
-                call = CallOptions(offer_tools=False, last_resort=call.last_resort)
+                call = dataclasses.replace(call, offer_tools=False)
             manifest.notes.extend(working_set_notes(kept))
-        request = self._count(wire, body, raw, policy, manifest)
+        request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
+        if call.within_allowance:
+            limit = min(request.budget.limit, request.budget.allowance)
+            request.budget = dataclasses.replace(request.budget, limit=limit)
+            manifest.refusal_limit = limit
         prepared = await self._decide(request, tenant, store, call)
         prepared.working_set = key
         return prepared
@@ -211,19 +238,26 @@ class Preparer:
         if not over:
             return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
-            if request.tokens <= request.budget.allowance:
+            if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode over the trigger always parses
         return await self._reduce(request, conversation, tenant, store, call)
 
     def _count(
-        self, wire: WireFormat, body: dict[str, Any], raw: bytes, policy: Policy, manifest: Manifest
+        self,
+        wire: WireFormat,
+        body: dict[str, Any],
+        raw: bytes,
+        policy: Policy,
+        manifest: Manifest,
+        learned: LearnedWindow | None,
     ) -> _Request:
         messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
+        ratio = self._calibration.ratio(manifest.model)
         budget = compute_budget(
-            policy.budget, manifest.model, wire.output_limit(body), self._catalog
+            policy.budget, manifest.model, wire.output_limit(body), self._catalog, learned, ratio
         )
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
@@ -232,11 +266,15 @@ class Preparer:
         )
         manifest.counting_method = counter.method
         manifest.context_window = budget.context_window
+        manifest.context_window_source = budget.window_source.value
         manifest.reserved_output = budget.reserved_output
         manifest.allowance = budget.allowance
+        manifest.refusal_limit = budget.limit
+        manifest.count_ratio = round(budget.count_ratio, 4)
         manifest.trigger = budget.trigger
         manifest.target = budget.target
         manifest.tokens_before = request.tokens
+        note_budget(manifest, budget)
         return request
 
     def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
@@ -291,7 +329,8 @@ class Preparer:
 
         ctx, planned = await plan(policy)
         relaxed = relaxed_policy(policy)
-        over = planned.total > request.budget.allowance
+        over = planned.total > request.budget.limit
+        # The last resort (clearing what is protected) only to avoid a refusal.
         if over and relaxed is not None and call.last_resort:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
@@ -318,7 +357,7 @@ class Preparer:
         body = wire.render(request.body, reduction.messages, added)
         after = reduction.message_tokens + wire.overhead_tokens(body, counter)
         manifest.tokens_after = after
-        if after > request.budget.allowance:
+        if after > request.budget.limit:
             raise self._refusal(
                 request,
                 after,
@@ -351,29 +390,32 @@ class Preparer:
             reason = RefusalReason.artifact_store_unavailable
         elif request.policy.mode != "window":
             reason = RefusalReason.input_exceeds_allowance
-        elif protected > budget.allowance:
+        elif protected > budget.limit:
             reason = RefusalReason.protected_content_exceeds_allowance
         else:
             reason = RefusalReason.policy_steps_exhausted
         details = {
             "reason": reason.value,
             "allowance_tokens": budget.allowance,
+            "refusal_limit_tokens": budget.limit,
             "final_tokens": final,
             "protected_tokens": protected,
             "reserved_output_tokens": budget.reserved_output,
             "policy": request.policy.name,
+            "context_window_source": budget.window_source.value,
         }
+        kept = budget.context_window - budget.limit - budget.safety_margin
         message = (
             f"This model's maximum context length is {budget.context_window} tokens. However, "
             f"your messages resulted in {final} tokens after context preparation "
-            f"({budget.reserved_output} tokens are reserved for the completion, policy "
+            f"({kept} tokens are kept for the completion, policy "
             f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
             "the messages. (context_length_exceeded)"
         )
         if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
             outage = (
                 "The artifact store did not confirm the writes this request needs to fit the "
-                f"context window ({final} tokens after preparation, {budget.allowance} allowed); "
+                f"context window ({final} tokens after preparation, {budget.limit} allowed); "
                 "nothing was removed. Retry later."
             )
             return ProxyError(
@@ -386,3 +428,4 @@ class Preparer:
             details=details,
             reason=reason,
         )
+

@@ -99,6 +99,9 @@ class AnswerFormat(Protocol):
     def answer_usage(self, payload: dict[str, Any]) -> Any:
         """The usage a whole answer reports, as it came."""
 
+    def prompt_tokens(self, usage: Any) -> int | None:
+        """The prompt tokens a usage reports (None when it reports none)."""
+
     def with_usage(self, payload: dict[str, Any], usage: dict[str, Any]) -> None:
         """Put the summed usage in the answer, in place."""
 

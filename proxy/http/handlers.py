@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import dataclasses
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
+from proxy.completion.retry import PrepareAgain
+from proxy.completion.round_fit import Refit
 from proxy.completion.run import CompletionContext, run_completion
-from proxy.engine.manifest import Prepared
-from proxy.engine.preparer import CallOptions
+from proxy.engine.manifest import NoteCode, Prepared
+from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
@@ -21,7 +24,9 @@ from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
+from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
+from proxy.upstream.windows import RequestWindows
 
 _JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
@@ -78,23 +83,61 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
+    windows = _request_windows(request, services, tenant, request_model(body))
+    preparer = services.started_preparer()
+    prepared = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
-    context = _completion_context(request, services, tenant, request_model(prepared.parsed))
+
+    async def prepare_again(window: int) -> Prepared | None:
+        """The upstream stated `window` in an overflow error: remember it, prepare again."""
+        windows.record_stated(prepared.manifest.model, window)
+        again = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+        if again.body == prepared.body:
+            return None
+        again.manifest.note(
+            NoteCode.retried_after_overflow,
+            f"the upstream refused the first attempt as too long (window {window}): "
+            "prepared again and retried once",
+        )
+        _note_prepared(request, again)
+        return again
+
+    async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
+        """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
+        call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
+        return await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows, call=call)
+
+    context = _completion_context(
+        request, services, tenant, windows.upstream, windows.headers, prepare_again, refit
+    )
     return await respond(request, await run_completion(context, prepared))
 
 
-def _completion_context(
+def _request_windows(
     request: web.Request, services: Services, tenant: Tenant, model: str
+) -> RequestWindows:
+    """The upstream serving `model`, the headers it gets, and what it said of its windows."""
+    upstream = services.upstream_for(model)
+    headers = forward_request_headers(
+        request.headers, tenant.upstream_authorization(upstream.settings)
+    )
+    return services.windows.for_request(upstream, headers)
+
+
+def _completion_context(
+    request: web.Request,
+    services: Services,
+    tenant: Tenant,
+    upstream: Upstream,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None = None,
+    refit: Refit | None = None,
 ) -> CompletionContext:
     """What the completion needs of this request: upstream, credentials, scope, services."""
-    upstream = services.upstream_for(model)
     return CompletionContext(
         upstream=upstream,
-        headers=forward_request_headers(
-            request.headers, tenant.upstream_authorization(upstream.settings)
-        ),
+        headers=headers,
         scope=tenant.scope,
         store=services.started_store(),
         metrics=services.metrics,
@@ -103,16 +146,10 @@ def _completion_context(
         chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
-        refit=functools.partial(_refit, services, tenant),
+        prepare_again=prepare_again,
+        calibration=services.calibration,
+        refit=refit,
     )
-
-
-async def _refit(
-    services: Services, tenant: Tenant, body: dict[str, Any], raw: bytes, last_resort: bool
-) -> Prepared:
-    """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
-    call = CallOptions(last_resort=last_resort)
-    return await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, call=call)
 
 
 def _note_prepared(request: web.Request, prepared: Prepared) -> None:
@@ -125,7 +162,8 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
+    windows = _request_windows(request, services, tenant, request_model(body))
+    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, windows)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (

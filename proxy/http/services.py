@@ -11,8 +11,10 @@ from proxy.http.auth import Tenant, TenantResolver
 from proxy.metrics import Metrics
 from proxy.settings import Settings
 from proxy.stats import RequestStats
+from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+from proxy.upstream.windows import ModelWindows
 
 if TYPE_CHECKING:
     from proxy.artifacts.read_tool import SearchWorker
@@ -35,6 +37,10 @@ class Services:
     counters: TokenCounters
     catalog: ModelCatalog
     metrics: Metrics = field(default_factory=Metrics)
+    windows: ModelWindows = field(default_factory=ModelWindows)
+    """The context windows learned from the upstreams (per upstream and model, bounded)."""
+    calibration: CountCalibration = field(default_factory=CountCalibration)
+    """The count ratio per model (the upstream's `usage` over the proxy's counts)."""
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
     search_worker: SearchWorker | None = None

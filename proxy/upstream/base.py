@@ -99,11 +99,13 @@ class Upstream(Protocol):
         body: bytes | None,
         query: str = "",
         timer: CallTimer | None = None,
+        at_root: bool = False,
     ) -> UpstreamResponse:
         """Send a request to `path` (relative to the API root) and wait for the response headers.
 
         Used for the routes the proxy does not interpret (`/v1/models`, ...); `query` is the raw
-        (encoded) query string. Raises `UpstreamError`.
+        (encoded) query string. `at_root`: `path` is relative to the server's root instead (the
+        API root without its `/v1`: llama.cpp's `/props`). Raises `UpstreamError`.
         """
         ...
 

@@ -37,24 +37,25 @@ class OpenAIHttpUpstream:
         self.name = settings.name
         self._session = session
         self._base = str(URL(settings.base_url)).rstrip("/")
+        self._root = self._base.removesuffix("/v1")
         self._urls: dict[str, str] = {}
         t = settings.timeouts
         self._timeout = aiohttp.ClientTimeout(
             total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_read_s
         )
 
-    def url(self, path: str) -> str:
-        """The encoded URL of `path` (decoded, relative to the API root: `/chat/completions`).
+    def url(self, path: str, *, at_root: bool = False) -> str:
+        """The encoded URL of `path` (decoded, relative to the API root: `/chat/completions`;
+        with `at_root`, to the server root: the API root without a final `/v1`).
 
         `..` never escapes the root: dot segments are dropped and every segment is
         percent-encoded, so an encoded dot (`%2e`) or `%2f` in a segment stays literal.
         """
+        if at_root:  # only the proxy's own fixed paths (`/props`): not memoised
+            return f"{self._root}/{_clean(path)}"
         url = self._urls.get(path)
         if url is None:
-            clean = "/".join(
-                quote(p, safe=_SEGMENT_SAFE) for p in path.split("/") if p not in ("", ".", "..")
-            )
-            url = f"{self._base}/{clean}"
+            url = f"{self._base}/{_clean(path)}"
             if len(self._urls) >= _URL_MEMO_ENTRIES:  # paths come from clients: stay bounded
                 self._urls.clear()
             self._urls[path] = url
@@ -74,13 +75,16 @@ class OpenAIHttpUpstream:
         body: bytes | None,
         query: str = "",
         timer: CallTimer | None = None,
+        at_root: bool = False,
     ) -> UpstreamResponse:
         """Open a request and wait for the response headers (the first-byte timeout).
 
         `query` is the raw (encoded) query string; `timer` records when the request was sent and
-        how long its response headers took.
+        how long its response headers took; `at_root`: see `url`.
         """
-        target = self.url(path) + (f"?{quote(query, safe=_QUERY_SAFE)}" if query else "")
+        target = self.url(path, at_root=at_root)
+        if query:
+            target += f"?{quote(query, safe=_QUERY_SAFE)}"
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
@@ -108,6 +112,12 @@ class OpenAIHttpUpstream:
         if timer is not None:
             timer.upstream_answered(self.name, sent)
         return _AiohttpResponse(response, self.name)
+
+
+def _clean(path: str) -> str:
+    return "/".join(
+        quote(p, safe=_SEGMENT_SAFE) for p in path.split("/") if p not in ("", ".", "..")
+    )
 
 
 class _AiohttpResponse(UpstreamResponse):

@@ -3,6 +3,7 @@ over scripted read-happy upstreams with the real preparer and policy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ReadResult, ReadSt
 from proxy.completion.round_fit import fitted_call, shortening_steps
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
-from proxy.engine.preparer import CallOptions
+from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps
@@ -172,7 +173,7 @@ async def test_no_upstream_call_of_a_request_exceeds_its_allowance(
     upstream = read_happy(script)
 
     async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
-        call = CallOptions(last_resort=last_resort)
+        call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
         return await harness.preparer.prepare(body, raw, TENANT, OPENAI_CHAT, call=call)
 
     base = make_context(upstream, harness.store)

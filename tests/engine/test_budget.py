@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from proxy.engine.budget import BudgetPolicy, compute_budget, scaled
+from proxy.engine.budget import BudgetPolicy, WindowSource, compute_budget, scaled
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.catalog import ModelInfo
 
@@ -88,7 +89,8 @@ def test_max_tokens_zero_reserves_nothing() -> None:
 def test_default_reserved_output_on_an_odd_window_is_whole_tokens() -> None:
     b = budget({"context_window": 2049, "safety_margin": 0}, {"model": "x"})
     assert (b.reserved_output, b.allowance) == (1024, 1025)
-    assert all(type(v) is int for v in vars(b).values())
+    counts = {k: v for k, v in vars(b).items() if k not in ("window_source", "count_ratio")}
+    assert all(type(v) is int for v in counts.values())
 
 
 class RecordingModels:
@@ -108,3 +110,79 @@ def test_a_model_that_is_not_a_string_is_never_looked_up(model: Any) -> None:
     assert models.asked == [] and b.context_window == 5000
     compute_budget(policy, OPENAI_CHAT.model({"model": "gpt-4o"}), None, models)
     assert models.asked == ["gpt-4o"]
+
+
+# -- where the window comes from -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Told:
+    """A window an upstream told (`engine.budget.LearnedWindow`)."""
+
+    tokens: int
+    stated: bool = False
+
+
+def window_of(policy: dict[str, Any], model: str, learned: Told | None = None) -> Any:
+    b = compute_budget(BudgetPolicy.model_validate(policy), model, None, Models(), learned)
+    return b.context_window, b.window_source
+
+
+def test_window_source_policy_map_upstream_fallback() -> None:
+    assert window_of({"context_window": 9000}, "m") == (9000, WindowSource.policy)
+    assert window_of({}, "m") == (100_000, WindowSource.model_map)
+    assert window_of({}, "m", Told(4096)) == (100_000, WindowSource.model_map)  # the map first
+    assert window_of({}, "local", Told(4096)) == (4096, WindowSource.upstream)
+    assert window_of({"fallback_context_window": 5000}, "local") == (5000, WindowSource.fallback)
+    assert window_of({}, "") == (128_000, WindowSource.fallback)
+
+
+def test_a_window_stated_by_an_upstream_error_caps_any_other() -> None:
+    stated = Told(8000, stated=True)
+    assert window_of({}, "m", stated) == (8000, WindowSource.upstream_error)
+    assert window_of({"context_window": 9000}, "m", stated) == (8000, WindowSource.upstream_error)
+    assert window_of({}, "local", stated) == (8000, WindowSource.upstream_error)
+    # a larger stated window does not widen a known one (the map or the policy may be stricter)
+    assert window_of({}, "m", Told(200_000, stated=True)) == (100_000, WindowSource.model_map)
+    # but it replaces the fallback, which is only a guess
+    assert window_of({}, "local", Told(200_000, stated=True)) == (
+        200_000,
+        WindowSource.upstream_error,
+    )
+
+
+# -- the refusal limit: refuse only what the provider would refuse ------------------------------
+
+
+def test_gpt_4_without_max_tokens_keeps_only_the_floor_free_for_refusals() -> None:
+    b = budget({"context_window": 8192}, {"model": "gpt-4"})
+    assert (b.reserved_output, b.safety_margin) == (4096, 163)
+    assert b.allowance == 8192 - 4096 - 163  # the reduction goal is unchanged
+    assert b.limit == 8192 - 256 - 163  # a 4,524-token prompt is not refused
+    assert b.allowance < 4524 <= b.limit
+
+
+def test_an_explicit_output_limit_is_kept_free_for_refusals() -> None:
+    b = budget({"context_window": 8192}, {"model": "gpt-4", "max_tokens": 4096})
+    assert b.limit == b.allowance == 8192 - 4096 - 163
+    b = budget({"context_window": 8192, "reserved_output": 100}, {"max_tokens": 4096})
+    assert (b.allowance, b.limit) == (8192 - 100 - 163, 8192 - 4096 - 163)
+
+
+def test_the_refusal_floor_is_configurable_and_never_above_the_reserve() -> None:
+    b = budget({"context_window": 8192, "refusal_output_floor": 1000, "safety_margin": 0}, {})
+    assert b.limit == 8192 - 1000
+    b = budget({"context_window": 8192, "reserved_output": 10, "safety_margin": 0}, {})
+    assert b.limit == b.allowance == 8182
+    b = budget({"context_window": 100, "safety_margin": 0}, {"max_tokens": 500})
+    assert b.limit == 0
+
+
+def test_a_count_ratio_scales_the_budget_into_the_proxys_counts() -> None:
+    policy = BudgetPolicy.model_validate({"context_window": 10_000, "safety_margin": 0})
+    plain = compute_budget(policy, "m", 1000, Models())
+    scaled_budget = compute_budget(policy, "m", 1000, Models(), None, 1.25)
+    assert scaled_budget.context_window == 10_000 and scaled_budget.count_ratio == 1.25
+    assert (scaled_budget.allowance, scaled_budget.limit) == (7200, 7200)  # 9000 / 1.25
+    assert scaled_budget.trigger == int(plain.trigger / 1.25)
+    assert scaled_budget.target == int(plain.target / 1.25)

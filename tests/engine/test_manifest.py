@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.engine.manifest import Action, Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Action, Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.jsonio import dumps
 
 
@@ -92,3 +92,13 @@ def test_outcomes_are_typed_and_serialise_as_their_historical_names() -> None:
         "unchanged", "inspected", "within_trigger", "within_allowance", "invalid_forwarded",
         "store_unavailable_kept", "reduced", "reduced_above_target", "refused",
     }
+
+
+def test_notes_header_lists_fixed_codes_once_each() -> None:
+    m = manifest()
+    m.note(NoteCode.window_fallback, "context window 128000 is the fallback for 'secret-model'")
+    m.note(NoteCode.estimated_tokens, "tokens estimated")
+    m.note(NoteCode.window_fallback, "noted twice")
+    headers = Prepared(b"{}", False, m, {}).headers()
+    assert headers["x-ctxproxy-notes"] == "window_fallback,estimated_tokens"
+    assert len(m.notes) == 2 and "secret-model" not in headers["x-ctxproxy-notes"]

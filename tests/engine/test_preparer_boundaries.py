@@ -205,7 +205,7 @@ async def test_refusal_message_names_the_reason_in_words(
         await h.prepare(body)
     assert caught.value.message == (
         f"This model's maximum context length is {n - 1} tokens. However, your messages "
-        f"resulted in {n} tokens after context preparation (0 tokens are reserved for the "
+        f"resulted in {n} tokens after context preparation (0 tokens are kept for the "
         "completion, policy 'test': input exceeds allowance). Please reduce the length of the "
         "messages. (context_length_exceeded)"
     )
@@ -245,9 +245,11 @@ async def test_refusal_for_lack_of_a_store_is_a_503_with_details(
     assert details == {
         "reason": "artifact_store_unavailable",
         "allowance_tokens": n // 2,
+        "refusal_limit_tokens": n // 2,
         "final_tokens": n,
         "reserved_output_tokens": 0,
         "policy": "test",
+        "context_window_source": "policy",
     }
     assert error.envelope()["error"]["ctxproxy"]["reason"] == "artifact_store_unavailable"
 

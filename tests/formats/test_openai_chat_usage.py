@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
 
 
@@ -37,3 +38,11 @@ def test_add_usage_takes_non_integers_from_the_latest_round() -> None:
     assert add_usage({"note": "a"}, {"note": None}) == {"note": "a"}  # None never overwrites
     assert add_usage({"cost": "n/a"}, {"cost": 3}) == {"cost": 3}  # not summed with a string
     assert add_usage({"details": 0}, {"details": {"x": 1}}) == {"details": {"x": 1}}
+
+
+def test_prompt_tokens_of_a_usage() -> None:
+    assert OPENAI_CHAT.prompt_tokens({"prompt_tokens": 1200, "completion_tokens": 3}) == 1200
+    assert OPENAI_CHAT.prompt_tokens({"prompt_tokens": 0}) == 0
+    for usage in (None, [], {}, {"prompt_tokens": "12"}, {"prompt_tokens": True},
+                  {"prompt_tokens": -1}, {"prompt_tokens": 1.5}):
+        assert OPENAI_CHAT.prompt_tokens(usage) is None

@@ -37,6 +37,8 @@ class Call:
     headers: CIMultiDict[str]
     body: bytes | None
     query: str = ""
+    at_root: bool = False
+    """The path is relative to the server root, not the API root (`Upstream.open`)."""
 
     def json(self) -> Any:
         assert self.body is not None
@@ -170,8 +172,9 @@ class FakeUpstream:
         body: bytes | None,
         query: str = "",
         timer: CallTimer | None = None,
+        at_root: bool = False,
     ) -> UpstreamResponse:
-        call = Call(method, path, CIMultiDict(headers), body, query)
+        call = Call(method, path, CIMultiDict(headers), body, query, at_root)
         self.calls.append(call)
         sent = timer.upstream_started() if timer is not None else 0.0
         scripted = self._next(call)

@@ -221,3 +221,11 @@ async def test_an_unreachable_upstream_is_an_upstream_error(
     assert caught.value.code is ErrorCode.upstream_unavailable
     assert caught.value.message.startswith("Upstream 'gone' is unreachable: ")
     assert stats.upstream_sent is not None and stats.upstream_calls == []
+
+
+def test_at_root_paths_drop_the_api_version_segment() -> None:
+    assert upstream_at("http://h:8080/v1").url("/props", at_root=True) == "http://h:8080/props"
+    assert upstream_at("http://h/llama/v1/").url("props", at_root=True) == "http://h/llama/props"
+    assert upstream_at("http://h/api").url("/props", at_root=True) == "http://h/api/props"
+    assert upstream_at("http://h/v1").url("/../../props", at_root=True) == "http://h/props"
+    assert upstream_at("http://h/v1").url("/props") == "http://h/v1/props"

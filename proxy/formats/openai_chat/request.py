@@ -23,7 +23,7 @@ from proxy.formats.openai_chat.fields import (
     with_content,
 )
 from proxy.formats.openai_chat.stream import StreamFilter
-from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
+from proxy.formats.openai_chat.usage import add_usage, answer_usage, prompt_tokens, with_usage
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
@@ -70,6 +70,7 @@ class OpenAIChat:
     upstream_error_event = staticmethod(answers.upstream_error_event)
     add_usage = staticmethod(add_usage)
     answer_usage = staticmethod(answer_usage)
+    prompt_tokens = staticmethod(prompt_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
 

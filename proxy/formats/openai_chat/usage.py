@@ -30,6 +30,12 @@ def answer_usage(payload: dict[str, Any]) -> Any:
     return payload.get("usage")
 
 
+def prompt_tokens(usage: Any) -> int | None:
+    """`usage.prompt_tokens`, when it is a non-negative integer."""
+    value = int_value(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
+    return value if value is not None and value >= 0 else None
+
+
 def with_usage(payload: dict[str, Any], usage: dict[str, Any]) -> None:
     """Put `usage` (summed over the rounds) in the answer, in place."""
     payload["usage"] = usage

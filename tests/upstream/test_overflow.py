@@ -1,0 +1,78 @@
+"""Overflow answers: recognised by their shape, and the window they state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from proxy.upstream.overflow import is_overflow, stated_window
+
+
+def body(payload: Any) -> bytes:
+    return json.dumps(payload).encode()
+
+
+OPENAI = body(
+    {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            "messages resulted in 9000 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+)
+VLLM = body(
+    {
+        "object": "error",
+        "message": "This model's maximum context length is 4096 tokens. However, you requested "
+        "5000 tokens (4000 in the messages, 1000 in the completion).",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+)
+LLAMA_CPP = body(
+    {
+        "error": {
+            "code": 400,
+            "message": "the request exceeds the available context size, try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 5000,
+            "n_ctx": 2048,
+        }
+    }
+)
+LLAMA_CPP_OLD = body({"error": {"code": 400, "message": "prompt too long (n_ctx = 1024)"}})
+
+
+@pytest.mark.parametrize(
+    ("raw", "window"), [(OPENAI, 8192), (VLLM, 4096), (LLAMA_CPP, 2048), (LLAMA_CPP_OLD, 1024)]
+)
+def test_the_window_of_known_overflow_answers(raw: bytes, window: int) -> None:
+    assert is_overflow(400, raw)
+    assert stated_window(400, raw) == window
+
+
+def test_an_overflow_without_a_number_states_no_window() -> None:
+    raw = body({"error": {"message": "x", "code": "context_length_exceeded"}})
+    assert is_overflow(400, raw) and stated_window(400, raw) is None
+    assert stated_window(413, b"context size exceeded") is None
+
+
+def test_other_errors_are_no_overflow_whatever_numbers_they_hold() -> None:
+    assert not is_overflow(500, OPENAI)  # only a client error is an overflow
+    assert stated_window(429, OPENAI) is None
+    limit = body({"error": {"message": "max_tokens is 8192 at most", "code": "invalid_value"}})
+    assert stated_window(400, limit) is None
+    assert stated_window(400, b"not json at all") is None
+    assert stated_window(400, body(["a list"])) is None
+    assert stated_window(400, body({"error": "maximum context length is 77 tokens"})) == 77
+
+
+def test_a_stated_window_must_be_positive() -> None:
+    raw = body({"error": {"message": "maximum context length is 0 tokens", "n_ctx": True}})
+    assert stated_window(400, raw) is None
