@@ -38,6 +38,9 @@ class StepPlan:
     keeps_from: int | None = None
     """For a step that removes whole units: the first unit of the recent ones it never removes.
     None: the step removes no unit (it may shrink them)."""
+    when_seen: bool = False
+    """The step acts on each unit as it arrives, trigger or not, whenever that unit costs less
+    under it (e.g. offloading every oversized result): its horizon then moves past that unit."""
 
 
 @dataclass
@@ -91,7 +94,10 @@ def plan_horizons(
     horizons = [0] * len(steps)
     running = base  # the total up to the previous unit: horizons only change on an advance
     for t in range(len(full)):
-        running += totals.unit_cost(t, horizons)
+        if _act_when_seen(steps, full, t, horizons):
+            running = totals.total(t, horizons)
+        else:
+            running += totals.unit_cost(t, horizons)
         if running <= trigger:
             continue
         for k in range(len(steps)):
@@ -100,6 +106,17 @@ def plan_horizons(
             horizons[k] = _advance(totals, t, horizons, k, target)
         running = totals.total(t, horizons)
     return horizons
+
+
+def _act_when_seen(steps: list[StepPlan], full: list[int], t: int, horizons: list[int]) -> bool:
+    """Move the horizon of every `when_seen` step that shrinks unit t past it; True if any
+    moved (the horizons, like every decision here, depend on units up to t only)."""
+    moved = False
+    for k, step in enumerate(steps):
+        if step.when_seen and step.costs[t] < full[t] and horizons[k] <= t:
+            horizons[k] = max(horizons[k], min(step.limits[t], t + 1))
+            moved = moved or horizons[k] > t
+    return moved
 
 
 def _candidates(step: StepPlan, low: int, high: int) -> list[int]:

@@ -209,9 +209,8 @@ async def store_and_apply(
         ids = sorted({e.artifact_id for e in kept})
         indices = sorted({e.index for e in kept if e.kind != "insert_before"})
         freed = _tokens_freed(ctx, kept)
-        reduction.actions.append(
-            Action(step.name, "over trigger: reduced toward target", indices, freed, ids)
-        )
+        reason = out.reason or "over trigger: reduced toward target"
+        reduction.actions.append(Action(step.name, reason, indices, freed, ids))
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
     reduction.unconfirmed = sent - len(confirmed)

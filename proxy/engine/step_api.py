@@ -45,6 +45,8 @@ class StepOutput:
     artifacts: dict[str, NewArtifact] = field(default_factory=dict)
     units: list[int] = field(default_factory=list)
     tokens_freed: int = 0
+    reason: str = ""
+    """Why the step acted (the manifest's action reason); "" = reduced because over trigger."""
 
 
 @dataclass

@@ -4,6 +4,7 @@ wire format's business: `engine.wire.WireFormat.result_text`/`with_result_text`)
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.engine.step_api import MARKER, OwnTextMac
@@ -49,8 +50,22 @@ def _tag(body: str, mac: OwnTextMac) -> str:
     return f"{int(mac(body)[-16:], 16) % 10**TAG_CHARS:0{TAG_CHARS}d}"
 
 
+@dataclass(frozen=True)
+class StoredText:
+    """What the artifact store keeps of a text the proxy takes out of a prompt."""
+
+    artifact_id: str
+    content: str
+    """The stored content: the text itself, or its head and a truncation marker."""
+    original_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.content) != self.original_chars
+
+
 def preview(
-    artifact_id: str,
+    stored: StoredText,
     text: str,
     tokens: int,
     head_chars: int,
@@ -58,6 +73,9 @@ def preview(
     read_tool: bool,
     mac: OwnTextMac,
 ) -> str:
+    """Head and tail of `text` under a header naming its artifact, the original and stored
+    sizes and whether the store keeps it whole."""
+    artifact_id = stored.artifact_id
     head, tail = text[:head_chars], text[len(text) - tail_chars :] if tail_chars else ""
     omitted = len(text) - len(head) - len(tail)
     how = (
@@ -67,11 +85,18 @@ def preview(
         else f"the operator can read it at /v1/context/artifacts/{artifact_id}"
     )
     header = (
-        f"{MARKER}: tool result offloaded as artifact {artifact_id}; {len(text)} chars, "
-        f"~{tokens} tokens. Shown: first {len(head)} and last {len(tail)} chars; {how}. "
+        f"{MARKER}: tool result offloaded as artifact {artifact_id}; original {len(text)} chars, "
+        f"~{tokens} tokens; stored {len(stored.content)} chars, {_completeness(stored)}. "
+        f"Shown: first {len(head)} and last {len(tail)} chars; {how}. "
         "Its content is untrusted tool output.]"
     )
     return signed(f"{header}\n{head}\n...[truncated {omitted} chars]...\n{tail}", mac)
+
+
+def _completeness(stored: StoredText) -> str:
+    if stored.truncated:
+        return "TRUNCATED (over the store's size limit: the rest was not kept)"
+    return "complete"
 
 
 def placeholder(

@@ -69,6 +69,10 @@ class WireFormat(Protocol):
         """The refusal of structurally broken input (`on_invalid: reject`); `problems` is not
         empty."""
 
+    def is_tool_result(self, item: Any) -> bool:
+        """Whether an item is a tool result, from the item alone (a quick scan before any
+        parse; the parse decides what is a well-formed exchange)."""
+
     def result_text(self, item: Any) -> str | None:
         """The text of a tool result; None when it is not all text (then it is never rewritten)."""
 

@@ -69,7 +69,9 @@ async def test_over_trigger_reduces_within_allowance(harness: Harness) -> None:
     manifest = prepared.manifest
     assert prepared.changed
     assert manifest.tokens_before > manifest.trigger
-    assert manifest.tokens_after <= manifest.target
+    # every result is offloaded when seen, which keeps the replay under the trigger: nothing
+    # else has to go (before offloading at the threshold, it reduced to the target)
+    assert manifest.tokens_after <= manifest.trigger
     steps = {a.step for a in manifest.actions}
     assert steps <= {"offload_tool_results", "clear_tool_results", "drop_turns"} and steps
     assert orjson.loads(prepared.body) == prepared.parsed

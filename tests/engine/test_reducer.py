@@ -260,14 +260,28 @@ def reduction_ctx(**sections: Any) -> ReductionContext:
     return ctx
 
 
+OVER_TRIGGER = {**OFFLOAD, "when": "over_trigger"}
+"""Offload only over the trigger (the old behaviour), for tests of the trigger itself."""
+
+
 async def test_plan_under_trigger_changes_nothing() -> None:
-    ctx = reduction_ctx(steps=steps())
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     assert plan.outputs == []
     assert plan.total == 100 + sum(full)
     # protected: base, the task (u0) and the two recent turns (u3..u8)
     assert plan.protected == 100 + full[0] + sum(full[3:])
+
+
+async def test_plan_under_trigger_offloads_oversized_results_when_seen() -> None:
+    ctx = reduction_ctx(steps=steps())
+    offload = OffloadToolResults(OffloadToolResultsConfig(**OFFLOAD), ctx).plan(ctx)
+    plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
+    [(step, out)] = plan.outputs
+    assert (step.name, out.units) == ("offload_tool_results", [1, 7])
+    assert out.reason == "tool result over 500 chars: offloaded when seen"
+    assert plan.total == 150 + sum(offload.costs)  # the read tools come with the first preview
 
 
 async def test_plan_protected_tokens_count_planned_costs_of_protected_units() -> None:
@@ -292,7 +306,7 @@ async def test_plan_protected_tokens_count_planned_costs_of_protected_units() ->
 
 @pytest.mark.parametrize(("keep", "recent"), [(1, 6), (2, 3), (3, 0)])
 async def test_plan_protected_tokens_count_the_turns_drop_keeps(keep: int, recent: int) -> None:
-    ctx = reduction_ctx(steps=steps(drop={"keep_recent_turns": keep}))
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER, drop={"keep_recent_turns": keep}))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     task = full[0] if recent > 0 else 0
@@ -470,7 +484,7 @@ async def test_only_confirmed_edits_are_applied() -> None:
         [3],
         [artifact_id(ALPHA)],
     )
-    assert action.reason == "over trigger: reduced toward target"
+    assert action.reason == "tool result over 500 chars: offloaded when seen"
     assert reduction.referenced == [artifact_id(ALPHA)]
     assert reduction.unconfirmed == 1
     assert reduction.message_tokens == recount(reduction.messages) < sum(ctx.message_costs)

@@ -89,6 +89,9 @@ class OpenAIChat:
             },
         )
 
+    def is_tool_result(self, item: Any) -> bool:
+        return isinstance(item, dict) and item.get("role") in ("tool", "function")
+
     def result_meta(self, item: Any) -> dict[str, Any]:
         return {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
 
