@@ -76,6 +76,9 @@ class PrepareContext:
     """Tags the proxy's texts and recognises them when a client sends them back (`tool_text`)."""
     allowance: int
     """The request's token allowance (steps scale their fractions by it)."""
+    max_stored_chars: int
+    """The longest content the store takes (`artifacts.max_chars`): longer ones are stored
+    truncated (`result_rewrites.stored_text`)."""
 
     def unit_cost(self, u: int) -> int:
         unit = self.units[u]
@@ -121,3 +124,8 @@ class Step(ABC, Generic[ConfigT]):
 
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...
+
+    def prefix_output(self, ctx: PrepareContext) -> StepOutput | None:
+        """Edits of the system prefix (outside the units the planner replays), made whenever
+        the request is reduced at all; None (the default) for a step that never touches it."""
+        return None

@@ -79,6 +79,12 @@ class WireFormat(Protocol):
     def with_result_text(self, item: Any, text: str) -> Any:
         """A copy of a tool result with `text` as its content and every other field kept."""
 
+    def item_text(self, item: Any) -> str | None:
+        """The text of any item whose content is all text; None otherwise (never rewritten)."""
+
+    def with_item_text(self, item: Any, text: str) -> Any:
+        """A copy of an item with `text` as its content and every other field kept."""
+
     def result_meta(self, item: Any) -> dict[str, Any]:
         """What identifies a tool result on this wire (kept in its artifact's metadata)."""
 

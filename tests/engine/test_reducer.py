@@ -516,15 +516,23 @@ async def test_no_artifacts_means_no_store_call() -> None:
     assert reduction.messages == ctx.messages and reduction.unconfirmed == 0
 
 
-async def test_artifacts_over_max_chars_are_not_stored_and_their_edits_not_applied() -> None:
+async def test_texts_over_max_chars_are_stored_truncated_with_a_marker() -> None:
+    """Issue 12.8: a result over `artifacts.max_chars` is no longer left inline whole."""
     ctx = offload_ctx(artifacts={"max_chars": 2500})
     store = ConfirmingStore(lambda item: True)
     reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
     [(_, items, _, _)] = store.calls
-    assert [a.content for a in items] == [ALPHA]  # GAMMA (3000 chars) never reaches the store
-    assert reduction.messages[11] is ctx.messages[11]
-    assert reduction.messages[3]["content"].startswith(MARKER)
-    assert reduction.referenced == [artifact_id(ALPHA)]
+    alpha, gamma = (a.content for a in items)
+    assert alpha == ALPHA  # under the limit: whole
+    marker = "\n...[ctxproxy: stored truncated: the original has 3000 chars; the rest was "
+    assert len(gamma) == 2500 and marker in gamma
+    assert gamma == GAMMA[: gamma.index(marker)] + gamma[gamma.index(marker) :]
+    truncated_id = artifact_id(gamma)  # the id of what is stored
+    preview = reduction.messages[11]["content"]
+    assert preview.startswith(MARKER) and f"artifact {truncated_id}; original 3000 chars" in preview
+    assert "stored 2500 chars, TRUNCATED (over the store's size limit" in preview
+    assert preview.endswith(GAMMA[-50:])  # the preview still shows the original's tail
+    assert sorted(reduction.referenced) == sorted([artifact_id(ALPHA), truncated_id])
     assert reduction.message_tokens == recount(reduction.messages)
 
 

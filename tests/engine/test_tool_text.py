@@ -17,6 +17,7 @@ from proxy.engine.tool_text import (
     placeholder,
     preview,
     signed,
+    stored_form,
 )
 
 mac = own_text_mac
@@ -154,3 +155,19 @@ def test_placeholder_texts() -> None:
     # no tool name: nothing to call again, whatever the flag says
     assert placeholder("art_9", 1234, None, True, mac) == plain
     assert is_proxy_text(again, mac)
+
+
+def test_stored_form_truncates_over_the_limit_with_an_explicit_marker() -> None:
+    assert stored_form(TEXT, 400) == TEXT  # at the limit: whole
+    cut = stored_form(TEXT, 300)
+    marker = (
+        "\n...[ctxproxy: stored truncated: the original has 400 chars; the rest was over the "
+        "artifact store's size limit and was not kept]"
+    )
+    assert cut == TEXT[: 300 - len(marker)] + marker and len(cut) == 300
+    assert stored_form(TEXT, 5) == marker  # a limit under the marker's size keeps the marker
+
+
+def test_placeholder_of_a_truncated_artifact_says_so() -> None:
+    out = placeholder("art_9", 1234, None, False, mac, stored_chars=900)
+    assert "The original is artifact art_9 (stored truncated to 900 chars); use " in out

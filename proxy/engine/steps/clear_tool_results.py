@@ -87,7 +87,10 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
         if index in self._previewed:
             return self._preview(ctx, index, text)
         refetchable = matches_any(name, self.config.refetchable_tools)
-        return placeholder(ctx.artifact_id(text), len(text), name, refetchable, ctx.own_text_mac)
+        stored = stored_text(ctx, text)
+        cut = len(stored.content) if stored.truncated else None
+        mac = ctx.own_text_mac
+        return placeholder(stored.artifact_id, len(text), name, refetchable, mac, cut)
 
     def _preview(self, ctx: PrepareContext, index: int, text: str) -> str | None:
         """A recent result under the last resort: head and tail stay visible (None, i.e. kept

@@ -8,7 +8,7 @@ from typing import Any
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit, PrepareContext, StepOutput
-from proxy.engine.tool_text import StoredText, is_proxy_text
+from proxy.engine.tool_text import StoredText, is_proxy_text, stored_form
 
 # (context, message index, message, text, tool name) -> new content, or None to leave it
 Rewriter = Callable[[PrepareContext, int, dict[str, Any], str, str | None], str | None]
@@ -19,8 +19,10 @@ def matches_any(name: str | None, globs: list[str]) -> bool:
 
 
 def stored_text(ctx: PrepareContext, text: str) -> StoredText:
-    """What the store keeps of `text` taken out of a prompt, and its id."""
-    return StoredText(ctx.artifact_id(text), text, len(text))
+    """What the store keeps of `text` taken out of a prompt (truncated, with a marker, over
+    `artifacts.max_chars`), and its id (of what is stored)."""
+    content = stored_form(text, ctx.max_stored_chars)
+    return StoredText(ctx.artifact_id(content), content, len(text))
 
 
 def tool_results(

@@ -52,6 +52,8 @@ class OpenAIChat:
     parse = staticmethod(parse_conversation)
     result_text = staticmethod(content_text)
     with_result_text = staticmethod(with_content)
+    item_text = staticmethod(content_text)
+    with_item_text = staticmethod(with_content)
 
     # The answer side.
     multiple_choices = staticmethod(answers.multiple_choices)
