@@ -18,7 +18,6 @@ from proxy.http.auth import TenantResolver
 from proxy.http.handlers import add_routes
 from proxy.http.middleware import edge_middleware
 from proxy.http.services import SERVICES, Services
-from proxy.http.store_lease import store_lease_middleware
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
@@ -37,7 +36,7 @@ def create_app(
 ) -> web.Application:
     """The app. `counters` and `catalog` may be shared by apps in one process (tests do)."""
     app = web.Application(
-        middlewares=[edge_middleware, store_lease_middleware],
+        middlewares=[edge_middleware],
         client_max_size=settings.server.max_body_bytes,
     )
     services = Services(

@@ -139,12 +139,22 @@ def access_fields(
 _PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
+def access_level(route: str, status: int) -> int:
+    """INFO, or DEBUG for successful probes (load balancers poll them every second)."""
+    return logging.DEBUG if route in _PROBES and status < 400 else logging.INFO
+
+
+def access_logged(route: str, status: int) -> bool:
+    """Whether the access line of this answer would be written (else its fields need not be
+    gathered: with `log_level: WARNING` no access line is)."""
+    return _access.isEnabledFor(access_level(route, status))
+
+
 def access_log(fields: dict[str, Any]) -> None:
-    """One line: INFO, or DEBUG for successful probes (load balancers poll them every second).
+    """One line at `access_level`.
 
     The message reads well as text (an error answer shows its code and reason instead of the
     tokens it never got to); the fields are there for JSON."""
-    quiet = fields["route"] in _PROBES and fields["status"] < 400
     message = "%s %s %s %d %.1fms tenant=%s policy=%s"
     args: list[Any] = [
         fields["request_id"], fields["method"], fields["route"], fields["status"],
@@ -157,4 +167,4 @@ def access_log(fields: dict[str, Any]) -> None:
         if name in fields:
             message += f" {name}=%s"
             args.append(fields[name])
-    _access.log(logging.DEBUG if quiet else logging.INFO, message, *args, extra=fields)
+    _access.log(access_level(fields["route"], fields["status"]), message, *args, extra=fields)

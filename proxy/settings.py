@@ -121,11 +121,64 @@ class RouteSettings(_Strict):
     upstream: str
 
 
+SESSION_SCOPE_MARK = "#session:"
+"""Between a tenant's scope and the hash of a session (so no tenant name may contain it)."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_NOT_SESSION_HEADERS = frozenset(
+    {"authorization", "x-api-key", "api-key", "host", "content-type", "content-length"}
+)
+
+
+class SessionSettings(_Strict):
+    """Sessions within a tenant: each session value gets its own artifact scope (and its own
+    `artifacts.max_per_scope` cap); requests without one keep the tenant's scope."""
+
+    source: Literal["header", "user", "metadata"] = Field(
+        default="header",
+        description="Where a request names its session: a request header (`header`), the "
+        "body's `user` field, or a key of the body's `metadata` object (`metadata_key`).",
+    )
+    header: str = Field(
+        default="x-ctxproxy-session",
+        description="source header: the header's name (x-ctxproxy-* headers never go upstream).",
+    )
+    metadata_key: str = Field(
+        default="session_id", description="source metadata: the key in the body's `metadata`."
+    )
+
+    @field_validator("header")
+    @classmethod
+    def _header_name(cls, header: str) -> str:
+        if not _HEADER_NAME.fullmatch(header):
+            raise ValueError(f"not an HTTP header name: {header!r}")
+        if header.lower() in _NOT_SESSION_HEADERS:
+            raise ValueError(f"{header!r} cannot name a session (credential or framing header)")
+        return header.lower()
+
+    @field_validator("metadata_key")
+    @classmethod
+    def _metadata_key(cls, key: str) -> str:
+        if not key:
+            raise ValueError("must not be empty")
+        return key
+
+
 class TenantSettings(_Strict):
     name: str
     keys: list[str] = Field(default_factory=list, description="Proxy API keys of this tenant.")
     policy: str = "default"
     upstream_key: str | None = None
+    session: SessionSettings | None = Field(
+        default=None,
+        description="Optional sessions within this tenant (artifact scope per session).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_leaves_room_for_sessions(cls, name: str) -> str:
+        if SESSION_SCOPE_MARK in name:
+            raise ValueError(f"must not contain {SESSION_SCOPE_MARK!r} (it marks session scopes)")
+        return name
 
 
 class AuthSettings(_Strict):

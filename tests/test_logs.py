@@ -15,7 +15,14 @@ from fakes import FakeUpstream, completion
 from synthetic_harness import SyntheticProxies, calling, conversation, read_call
 
 from proxy import cli
-from proxy.logs import ACCESS_LOGGER, JsonFormatter, RedactingFilter, configure_logging, redact
+from proxy.logs import (
+    ACCESS_LOGGER,
+    JsonFormatter,
+    RedactingFilter,
+    access_logged,
+    configure_logging,
+    redact,
+)
 
 KEY = "sk-proj-AbC123xyz789DEF"
 
@@ -175,3 +182,22 @@ async def test_a_refusal_access_line_shows_the_error_and_its_reason(
     assert "None" not in message
     assert "error=artifact_not_found" in missing.getMessage()
     assert "reason" not in missing.getMessage()
+
+
+@pytest.mark.parametrize(
+    ("level", "chat", "probe", "failed_probe"),
+    [(logging.DEBUG, True, True, True), (logging.INFO, True, False, True),
+     (logging.WARNING, False, False, False)],
+)
+def test_access_lines_are_gathered_only_when_they_would_be_written(
+    level: int, chat: bool, probe: bool, failed_probe: bool
+) -> None:
+    access = logging.getLogger(ACCESS_LOGGER)
+    before = access.level
+    access.setLevel(level)
+    try:
+        assert access_logged("/v1/chat/completions", 200) is chat
+        assert access_logged("/healthz", 200) is probe
+        assert access_logged("/readyz", 503) is failed_probe
+    finally:
+        access.setLevel(before)

@@ -292,3 +292,53 @@ def test_metrics_auth_keys_needs_auth_mode_keys() -> None:
     assert not Settings.model_validate(base).metrics_need_a_key  # auto: open in passthrough
     opened = Settings.model_validate({**keys, "server": {"metrics_auth": "none"}})
     assert not opened.metrics_need_a_key
+
+
+# -- issue 12 item 9: sessions within a tenant --------------------------------------------------
+
+def test_sessions_are_off_unless_a_tenant_asks_for_them(tmp_path: Path) -> None:
+    path = write(tmp_path, "tenants: [{name: acme}, {name: beta, session: {}}]\n")
+    acme, beta = load_settings(path, {}).tenants
+    assert acme.session is None
+    assert beta.session is not None
+    assert (beta.session.source, beta.session.header) == ("header", "x-ctxproxy-session")
+
+
+@pytest.mark.parametrize(
+    ("session", "expected"),
+    [
+        ("{source: user}", ("user", "x-ctxproxy-session", "session_id")),
+        ("{source: metadata, metadata_key: conversation}", ("metadata", "x-ctxproxy-session",
+                                                            "conversation")),
+        ("{header: X-Session-Id}", ("header", "x-session-id", "session_id")),
+    ],
+)
+def test_session_sources(tmp_path: Path, session: str, expected: tuple[str, str, str]) -> None:
+    path = write(tmp_path, f"tenants: [{{name: acme, session: {session}}}]\n")
+    found = load_settings(path, {}).tenants[0].session
+    assert found is not None
+    assert (found.source, found.header, found.metadata_key) == expected
+
+
+@pytest.mark.parametrize(
+    ("session", "key", "problem"),
+    [
+        ("{source: cookie}", "tenants.0.session.source", "Input should be"),
+        ("{sesion: x}", "tenants.0.session.sesion", "unknown key"),
+        ("{header: 'x session'}", "tenants.0.session.header", "not an HTTP header name"),
+        ("{header: Authorization}", "tenants.0.session.header", "cannot name a session"),
+        ("{header: x-api-key}", "tenants.0.session.header", "cannot name a session"),
+        ("{source: metadata, metadata_key: ''}", "tenants.0.session.metadata_key", "empty"),
+    ],
+)
+def test_bad_session_settings_name_the_key(
+    tmp_path: Path, session: str, key: str, problem: str
+) -> None:
+    path = write(tmp_path, f"tenants: [{{name: acme, session: {session}}}]\n")
+    message = one_line_error(path)
+    assert message.startswith(f"{path}: {key}: ") and problem in message, message
+
+
+def test_a_tenant_name_cannot_look_like_a_session_scope(tmp_path: Path) -> None:
+    path = write(tmp_path, "tenants: [{name: 'acme#session:0123'}]\n")
+    assert one_line_error(path).startswith(f"{path}: tenants.0.name: must not contain")

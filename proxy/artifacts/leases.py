@@ -11,8 +11,9 @@ a call outside any lease pins nothing.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar, Token
+from types import TracebackType
 
 PinKey = tuple[str, str]
 """(scope, artifact id)"""
@@ -28,23 +29,20 @@ class Leases:
         self._counts: dict[PinKey, int] = {}
         self._on_release = on_release
 
-    @contextlib.contextmanager
-    def lease(self) -> Iterator[None]:
+    def lease(self) -> contextlib.AbstractContextManager[None]:
         """Pin what the calls inside reference until the block ends (nested leases pin again)."""
-        held: set[PinKey] = set()
-        token = self._current.set(held)
-        try:
-            yield
-        finally:
-            self._current.reset(token)
-            for key in held:
-                left = self._counts[key] - 1
-                if left:
-                    self._counts[key] = left
-                else:
-                    del self._counts[key]
-            if self._on_release is not None:
-                self._on_release()
+        return _Lease(self)
+
+    def _release(self, held: set[PinKey]) -> None:
+        """Unpin what a lease that ended held."""
+        for key in held:
+            left = self._counts[key] - 1
+            if left:
+                self._counts[key] = left
+            else:
+                del self._counts[key]
+        if self._on_release is not None:
+            self._on_release()
 
     def pin(self, scope: str, artifact_ids: Iterable[str]) -> None:
         """Pin `artifact_ids` of `scope` for the current lease (none: nothing to do)."""
@@ -64,3 +62,30 @@ class Leases:
     def count(self) -> int:
         """How many distinct artifacts are pinned (for tests and diagnostics)."""
         return len(self._counts)
+
+
+class _Lease:
+    """One request's lease (a plain context manager: entered on every request)."""
+
+    __slots__ = ("_held", "_leases", "_token")
+
+    def __init__(self, leases: Leases) -> None:
+        self._leases = leases
+        self._held: set[PinKey] = set()
+        self._token: Token[set[PinKey] | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = self._leases._current.set(self._held)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._token is None:
+            return
+        token, self._token = self._token, None
+        self._leases._current.reset(token)
+        if self._held:  # an empty lease unpins nothing: no limit can free more than before
+            self._leases._release(self._held)

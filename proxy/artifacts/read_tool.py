@@ -70,6 +70,8 @@ class ReadResult:
 
     status: ReadStatus
     text: str
+    payload: dict[str, Any] | None = None
+    """The result as data when found (a page or a search's matches): what `shortened` trims."""
 
 
 class _ArgumentError(Exception):
@@ -278,14 +280,14 @@ def _pattern_arg(args: dict[str, Any]) -> str:
 
 
 def _error(status: ReadStatus, message: str) -> ReadResult:
-    return ReadResult(status, _dumps({"error": {"code": status.value, "message": message}}))
+    return ReadResult(status, encode_result({"error": {"code": status.value, "message": message}}))
 
 
 def _found(value: dict[str, Any]) -> ReadResult:
-    return ReadResult(ReadStatus.found, _dumps(value))
+    return ReadResult(ReadStatus.found, encode_result(value), value)
 
 
-def _dumps(value: dict[str, Any]) -> str:
+def encode_result(value: dict[str, Any]) -> str:
     try:
         return orjson.dumps(value).decode()
     except TypeError:  # lone surrogates or huge ints: the stdlib escapes them losslessly

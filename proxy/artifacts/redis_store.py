@@ -31,7 +31,7 @@ import hashlib
 import logging
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -222,6 +222,35 @@ class RedisStore(_Ids):
         try:
             if len(raw) > _THREAD_OVER_BYTES:
                 return await asyncio.to_thread(decode_value, artifact_id, raw)
+            return decode_value(artifact_id, raw)
+        except (ValueError, zlib.error) as exc:
+            self._log.warning(
+                "artifact %s is unreadable and is treated as missing: %s", artifact_id, exc
+            )
+            return None
+
+    async def get_many(self, scope: str, artifact_ids: Sequence[str]) -> dict[str, Artifact]:
+        ids = [aid for aid in artifact_ids if is_artifact_id(aid)]
+        if not ids:
+            return {}
+        tag = self._tag(scope)
+        try:
+            raws = await self._redis.mget([self._payload_key(tag, aid) for aid in ids])
+        except _FAILURES as exc:
+            self._failed(exc)
+            raise StoreUnavailable(f"artifact store at {self._where} is unavailable") from exc
+        self._recovered()
+        found = {}
+        for aid, raw in zip(ids, raws, strict=True):
+            if isinstance(raw, bytes):
+                artifact = self._decoded(aid, raw)
+                if artifact is not None:
+                    found[aid] = artifact
+        self._leases.pin(scope, found)
+        return found
+
+    def _decoded(self, artifact_id: str, raw: bytes) -> Artifact | None:
+        try:
             return decode_value(artifact_id, raw)
         except (ValueError, zlib.error) as exc:
             self._log.warning(

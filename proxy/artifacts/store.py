@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -81,6 +81,10 @@ class ArtifactStore(Protocol):
         ...
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None: ...
+
+    async def get_many(self, scope: str, artifact_ids: Sequence[str]) -> dict[str, Artifact]:
+        """The artifacts of `scope` among `artifact_ids` that exist (one round trip)."""
+        ...
 
     async def ping(self) -> bool: ...
 
@@ -237,6 +241,14 @@ class MemoryStore(_Ids):
             return None
         self._leases.pin(scope, (artifact_id,))
         return entry.artifact
+
+    async def get_many(self, scope: str, artifact_ids: Sequence[str]) -> dict[str, Artifact]:
+        found = {}
+        for artifact_id in artifact_ids:
+            artifact = await self.get(scope, artifact_id)
+            if artifact is not None:
+                found[artifact_id] = artifact
+        return found
 
     async def ping(self) -> bool:
         return True

@@ -2,11 +2,12 @@
 
 One `SyntheticRounds` per request: it opens each upstream call, executes the synthetic calls of a
 round against the tenant's artifacts, appends the round's items (the assistant's calls, one result
-per call: `AnswerFormat.round_items`) to the conversation, and builds the next request body. A
-round's call carries the synthetic tools only while another round of execution is still allowed,
-so the last allowed round is sent without them (nor a tool choice naming one). A request asking
-for several choices (`n` > 1) never gets them: only a single answer can be continued by another
-round.
+per call: `AnswerFormat.round_items`) to the conversation, and builds the next request body,
+prepared again within the request's allowance (`round_fit`). A round's call carries the
+synthetic tools only while another round of execution is still allowed, so the last allowed round
+is sent without them (nor a tool choice naming one); so is a call whose round could not be made
+to fit. A request asking for several choices (`n` > 1) never gets them: only a single answer can
+be continued by another round.
 
 The proxy's tools never share a name with a client tool: when the client has a tool called
 `read_context_artifact` (or `search_context_artifact`), the proxy's goes by another name for that
@@ -35,7 +36,9 @@ from proxy.artifacts.read_tool import (
     execute,
 )
 from proxy.artifacts.store import ArtifactStore
+from proxy.completion.round_fit import Refit, fitted_call
 from proxy.engine.manifest import SyntheticTools
+from proxy.engine.working_set import WorkingSetKey, remember
 from proxy.formats.base import ChatFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
@@ -69,6 +72,10 @@ class SyntheticRounds:
     """The most one round's upstream answer may hold (it is parsed): more is an error."""
     search_worker: SearchWorker | None = None
     """Where large searches run (the app's one search thread)."""
+    refit: Refit | None = None
+    """Prepares each follow-up call within the allowance; None sends the conversation as it is."""
+    working_set: WorkingSetKey | None = None
+    """Where the executed rounds are kept for the next turn (None: they are not)."""
     messages: list[Any] = field(default_factory=list)
     """The conversation; grows by one exchange per executed round."""
     rounds: int = 0
@@ -77,11 +84,21 @@ class SyntheticRounds:
     """Synthetic calls executed so far."""
     names: ToolNames = field(init=False)
     _used_ids: set[str] = field(init=False)
+    _withdrawn: bool = False
+    """The tools were left out of a call so that it fits: no more rounds."""
+    _newest: tuple[int, str | None, list[Any], list[ReadResult]] | None = None
+    """The newest round: where its items start in `messages`, its content, calls and results."""
+    _sent: dict[str, Any] = field(init=False)
+    """The body of the last call that went upstream (as a dict)."""
+    _first_round: int = field(init=False)
+    """Where the executed rounds start in `messages`."""
 
     def __post_init__(self) -> None:
         self.body, self.names = self.chat_format.with_unique_tool_names(self.body)
         self.messages = self.chat_format.conversation(self.body)
         self._used_ids = self.chat_format.call_ids(self.messages)
+        self._sent = self.body
+        self._first_round = len(self.messages)
 
     @property
     def multiple_choices(self) -> bool:
@@ -90,7 +107,9 @@ class SyntheticRounds:
     @property
     def loop_allowed(self) -> bool:
         """Whether the current call carries the synthetic tools, so its calls may be executed."""
-        return self.rounds < self.tools.max_rounds and not self.multiple_choices
+        if self._withdrawn or self.multiple_choices:
+            return False
+        return self.rounds < self.tools.max_rounds
 
     def first_body(self, prepared_body: bytes) -> bytes:
         encode = self.chat_format.encode
@@ -98,11 +117,42 @@ class SyntheticRounds:
             return encode(self.chat_format.without_synthetic_tools(self.body, self.names))
         return encode(self.body) if self.names.renamed else prepared_body
 
-    def next_body(self) -> bytes:
-        body = self.chat_format.render(self.body, self.messages, ())
-        if self.rounds >= self.tools.max_rounds:
+    async def next_body(self) -> bytes:
+        """The next call's body, within the allowance when `refit` is set (see `round_fit`)."""
+        if self.refit is None or self._newest is None:
+            self._sent = self._render(self.messages)
+            return self.chat_format.encode(self._sent)
+        start, content, calls, results = self._newest
+        wire = self.chat_format
+
+        def render(attempt: list[ReadResult]) -> dict[str, Any]:
+            items = wire.round_items(content, calls, [r.text for r in attempt])
+            return self._render(self.messages[:start] + items)
+
+        fitted = await fitted_call(
+            self.refit, render, wire.encode, results, self.tools.allowance
+        )
+        if fitted is None:
+            return self._without_round(start)
+        if fitted.results is not results:  # keep what was sent, for the rounds after this one
+            texts = [r.text for r in fitted.results]
+            self.messages[start:] = wire.round_items(content, calls, texts)
+        self._sent = fitted.parsed
+        return fitted.body
+
+    def _render(self, messages: list[Any]) -> dict[str, Any]:
+        body = self.chat_format.render(self.body, messages, ())
+        if not self.loop_allowed:
             body = self.chat_format.without_synthetic_tools(body, self.names)
-        return self.chat_format.encode(body)
+        return body
+
+    def _without_round(self, start: int) -> bytes:
+        """The round that does not fit is left out, and the last call that went upstream goes
+        again without the tools: it fitted with them, so it fits without, and it is the last."""
+        del self.messages[start:]
+        self._withdrawn = True
+        self._sent = self.chat_format.without_synthetic_tools(self._sent, self.names)
+        return self.chat_format.encode(self._sent)
 
     async def open(self, body: bytes) -> UpstreamResponse:
         return await self.upstream.chat_completions(
@@ -124,12 +174,20 @@ class SyntheticRounds:
                     budget=budget, worker=self.search_worker,
                 )
 
-        results = await asyncio.gather(*(run(call) for call in calls))
+        results = list(await asyncio.gather(*(run(call) for call in calls)))
+        self._newest = (len(self.messages), content, calls, results)
         self.messages.extend(wire.round_items(content, calls, [r.text for r in results]))
         self.rounds += 1
         self.reads += len(calls)
         self.metrics.record_round([result.status for result in results])
         self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
+
+    async def keep(self) -> bool:
+        """Keep the executed rounds, as they were sent, in the working set (`working_set`)."""
+        exchange = self.messages[self._first_round :]
+        if self.working_set is None or not exchange:
+            return False
+        return await remember(self.store, self.working_set, exchange)
 
     def _with_unique_ids(self, calls: list[Any]) -> list[Any]:
         """The calls, each with an id no other call of the conversation has (deterministic)."""

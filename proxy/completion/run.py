@@ -23,6 +23,7 @@ from multidict import CIMultiDict
 from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
+from proxy.completion.round_fit import Refit
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
 from proxy.engine.manifest import Prepared
@@ -56,6 +57,8 @@ class CompletionContext:
     """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
     search_worker: SearchWorker | None = None
     """The app's thread for large searches (asyncio's default executor when None)."""
+    refit: Refit | None = None
+    """Prepares the synthetic loop's follow-up calls within the request's allowance."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
@@ -83,6 +86,8 @@ async def run_completion(context: CompletionContext, prepared: Prepared) -> Repl
         context.chat_format,
         max_answer_bytes=context.max_parsed_response_bytes,
         search_worker=context.search_worker,
+        refit=context.refit,
+        working_set=prepared.working_set,
     )
     streaming = False
     try:
@@ -117,7 +122,11 @@ async def complete_json(
         if pending is None:
             break
         await rounds.execute(*pending)
-        answer = await rounds.open(rounds.next_body())
+        answer = await rounds.open(await rounds.next_body())
+    mixed = wire.synthetic_calls(payload, rounds.names) if rounds.loop_allowed else []
+    if mixed:  # the client gets its own calls; the proxy's are executed and kept all the same
+        await rounds.execute(None, mixed)
+    await rounds.keep()
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())

@@ -76,6 +76,10 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
             if answer is None:
                 yield failure
                 return
+        mixed = stream.mixed_synthetic_calls() if rounds.loop_allowed else []
+        if mixed:  # the client got its own calls; the proxy's are executed and kept all the same
+            await rounds.execute(None, mixed)
+        await rounds.keep()
         yield stream.closing()
     finally:
         if answer is not None:
@@ -85,7 +89,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
 async def _open_next(rounds: SyntheticRounds) -> tuple[UpstreamResponse | None, bytes]:
     """The next round's streaming response, or None and the error event saying why there is none."""
     try:
-        answer = await rounds.open(rounds.next_body())
+        answer = await rounds.open(await rounds.next_body())
     except ProxyError as exc:
         return None, rounds.chat_format.error_event(exc, rounds.request_id)
     if answer.status == 200 and answer.is_event_stream:

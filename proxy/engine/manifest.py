@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proxy.engine.working_set import WorkingSetKey
 
 
 class Outcome(StrEnum):
@@ -33,6 +36,15 @@ class Action:
     message_indices: list[int]
     tokens_freed: int
     artifact_ids: list[str] = field(default_factory=list)
+    count: int | None = None
+    """How many `unit`s the step acted on (what `x-ctxproxy-actions` reports); None: the
+    number of messages it changed."""
+    unit: str = "items"
+    """What `count` counts: the format's items (`messages` in OpenAI chat) or the step's own."""
+
+    def __post_init__(self) -> None:
+        if self.count is None:
+            self.count = len(self.message_indices)
 
 
 @dataclass
@@ -57,7 +69,7 @@ class Manifest:
         return asdict(self)
 
     def action_summary(self) -> str:
-        steps = [f"{a.step}:{len(a.message_indices)}" for a in self.actions]
+        steps = [f"{a.step}:{a.count}" for a in self.actions]
         return ",".join(steps) or "none"
 
 
@@ -68,6 +80,8 @@ class SyntheticTools:
     max_rounds: int
     """Rounds of synthetic execution per request; the call after the last one has no read tools."""
     max_page_chars: int
+    allowance: int | None = None
+    """The request's allowance in tokens, which every follow-up call must fit too."""
 
 
 @dataclass
@@ -80,6 +94,8 @@ class Prepared:
     """The request as a dict (the prepared one when changed)."""
     synthetic: SyntheticTools | None = None
     """Set only when preparation appended the synthetic tools (never for a client's own tools)."""
+    working_set: WorkingSetKey | None = None
+    """Where the read rounds of this request are kept for the next turn (None: not kept)."""
 
     def headers(self) -> dict[str, str]:
         m = self.manifest

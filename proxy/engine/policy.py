@@ -49,6 +49,12 @@ class ReadToolPolicy(StrictModel):
     enabled: bool = True
     max_page_chars: Annotated[int, Field(gt=0, le=20_000)] = 20_000
     max_rounds: Annotated[int, Field(ge=0, le=20)] = 4
+    working_set: bool = Field(
+        default=True,
+        description="Keep the read rounds of a request (calls and pages, as sent) and put them "
+        "back in place when the history comes back, so the model keeps what it read and the "
+        "prompt keeps its prefix.",
+    )
 
 
 class CountingPolicy(StrictModel):

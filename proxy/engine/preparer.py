@@ -28,6 +28,7 @@ from proxy.engine.reducer import (
 from proxy.engine.step_api import StepServices
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
+from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
@@ -61,15 +62,38 @@ class _Request:
     costs: list[int]
     fixed: int
     manifest: Manifest
+    carries_tools: bool = False
+    """The working set put exchanges back, and the body carries the synthetic tools."""
 
     @property
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
 
+    def carried_tools(self) -> SyntheticTools | None:
+        if not self.carries_tools:
+            return None
+        read = self.policy.read_tool
+        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
+
     def unchanged(self, outcome: Outcome) -> Prepared:
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.manifest.tokens_before
-        return Prepared(self.raw, False, self.manifest, self.body)
+        tools = self.carried_tools()
+        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Which upstream call is prepared. The client's request (`FIRST_CALL`) is offered the
+    synthetic tools when it needs them. A follow-up call of the synthetic loop already carries the
+    tools it should (counted like the client's, none added), and its caller says whether the
+    relaxing steps may act as a last resort (it may rather shorten what the model just read)."""
+
+    offer_tools: bool = False
+    last_resort: bool = True
+
+
+FIRST_CALL = CallOptions(offer_tools=True)
 
 
 def _acts_under_trigger(request: _Request) -> bool:
@@ -101,21 +125,32 @@ class Preparer:
         self._workers = Workers(offload_threads)
 
     async def prepare(
-        self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat
+        self,
+        body: dict[str, Any],
+        raw: bytes,
+        tenant: Requester,
+        wire: WireFormat,
+        *,
+        call: CallOptions | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
-        store and the artifact store are only ever used on this loop."""
+        store and the artifact store are only ever used on this loop.
+
+        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`)."""
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
+        call = call or FIRST_CALL
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(body, raw, wire, policy, manifest, tenant, self._store)
+            return await self._prepare(
+                body, raw, wire, policy, manifest, tenant, self._store, call
+            )
         store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
         return await self._workers.run(
-            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store)
+            lambda: self._prepare(body, raw, wire, policy, manifest, tenant, store, call)
         )
 
     def close(self) -> None:
@@ -131,8 +166,46 @@ class Preparer:
         manifest: Manifest,
         tenant: Requester,
         store: ArtifactStore,
+        call: CallOptions,
     ) -> Prepared:
+        key, anchors = self._working_set(wire, body, policy, tenant, call)
+        carries_tools = False
+        if key is not None:
+            kept = await reinsert(store, tenant.scope, wire, wire.items(body), anchors)
+            if kept.exchanges:
+                tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
+                body = wire.render(body, kept.items, tools)
+                raw, carries_tools = wire.encode(body), True
+                call = CallOptions(offer_tools=False, last_resort=call.last_resort)
+            manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest)
+        request.carries_tools = carries_tools
+        prepared = await self._decide(request, tenant, store, call)
+        prepared.working_set = key
+        return prepared
+
+    def _working_set(
+        self,
+        wire: WireFormat,
+        body: dict[str, Any],
+        policy: Policy,
+        tenant: Requester,
+        call: CallOptions,
+    ) -> tuple[WorkingSetKey | None, dict[int, str]]:
+        """Where this request's read rounds are kept, when the policy keeps them, and where
+        earlier ones may go back (`working_set.answer_anchors`)."""
+        read = policy.read_tool
+        if not (call.offer_tools and policy.mode == "window" and read.enabled and read.working_set):
+            return None, {}
+        anchors, digest = history_digests(wire, wire.items(body))
+        limits = policy.artifacts
+        key = WorkingSetKey(tenant.scope, digest, limits.ttl_seconds, limits.max_per_scope)
+        return key, anchors
+
+    async def _decide(
+        self, request: _Request, tenant: Requester, store: ArtifactStore, call: CallOptions
+    ) -> Prepared:
+        policy, wire = request.policy, request.wire
         over = request.tokens > request.budget.trigger
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
@@ -153,7 +226,7 @@ class Preparer:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
         assert conversation is not None  # window mode parses whenever it reduces
-        prepared = await self._reduce(request, conversation, tenant, store)
+        prepared = await self._reduce(request, conversation, tenant, store, call)
         if not over and not prepared.changed:
             prepared.manifest.outcome = Outcome.within_trigger
         return prepared
@@ -195,9 +268,11 @@ class Preparer:
         conversation: Conversation,
         tenant: Requester,
         store: ArtifactStore,
+        call: CallOptions,
     ) -> Prepared:
         policy, counter, wire = request.policy, request.counter, request.wire
-        specs = tool_specs(policy.read_tool.max_page_chars) if policy.read_tool.enabled else []
+        offered = policy.read_tool.enabled and call.offer_tools
+        specs = tool_specs(policy.read_tool.max_page_chars) if offered else []
         synthetic = wire.synthetic_tools(specs)
         system = sum(request.costs[: conversation.system_end])
         base = system + request.fixed
@@ -230,7 +305,8 @@ class Preparer:
 
         ctx, planned = await plan(policy)
         relaxed = relaxed_policy(policy)
-        if planned.total > request.budget.allowance and relaxed is not None:
+        over = planned.total > request.budget.allowance
+        if over and relaxed is not None and call.last_resort:
             ctx, planned = await plan(relaxed.policy)
             request.manifest.notes.extend(relaxed.notes)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
@@ -274,13 +350,10 @@ class Preparer:
             Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
         )
         read = request.policy.read_tool
-        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars)
+        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
+        offered = tools_added if reduction.referenced and synthetic else None
         return Prepared(
-            wire.encode(body),
-            True,
-            manifest,
-            body,
-            synthetic=tools_added if reduction.referenced and synthetic else None,
+            wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
         )
 
     def _refusal(

@@ -233,8 +233,11 @@ async def store_and_apply(
         ids = sorted({e.artifact_id for e in kept})
         indices = sorted({e.index for e in kept if e.kind != "insert_before"})
         freed = _tokens_freed(ctx, kept)
+        own = out.count is not None and step.counts is not None and len(kept) == len(out.edits)
+        count = out.count if own and out.count is not None else len(indices)
+        unit = step.counts if own and step.counts is not None else ctx.wire.items_param
         reason = out.reason or "over trigger: reduced toward target"
-        reduction.actions.append(Action(step.name, reason, indices, freed, ids))
+        reduction.actions.append(Action(step.name, reason, indices, freed, ids, count, unit))
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` (archives of dropped turns; texts are stored truncated)
     # were never sent: kept by policy, not a store failure.

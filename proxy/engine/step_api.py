@@ -47,6 +47,9 @@ class StepOutput:
     tokens_freed: int = 0
     reason: str = ""
     """Why the step acted (the manifest's action reason); "" = reduced because over trigger."""
+    count: int | None = None
+    """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
+    the items it changes. Only a step whose edits stand or fall together may set it."""
 
 
 @dataclass
@@ -112,6 +115,9 @@ class Step(ABC, Generic[ConfigT]):
     name: ClassVar[str]
     config_model: ClassVar[type[StepConfig]]
     in_default_policy: ClassVar[bool] = True
+    counts: ClassVar[str | None] = None
+    """What the count in the manifest and `x-ctxproxy-actions` counts for this step (None: the
+    request's items it changes)."""
 
     def __init__(self, config: ConfigT, ctx: PrepareContext) -> None:
         self.config = config

@@ -119,3 +119,11 @@ class WireFormat(Protocol):
 
     def encode(self, body: dict[str, Any]) -> bytes:
         """The bytes that go upstream for a rendered body."""
+
+    def is_answer(self, item: Any) -> bool:
+        """Whether the item is the model's (where the working set re-inserts the synthetic
+        exchanges that preceded it)."""
+
+    def canonical(self, item: Any) -> bytes:
+        """The item's meaning as bytes that a client's re-serialisation does not change (what
+        the working set's keys are made of)."""

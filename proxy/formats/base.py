@@ -35,6 +35,9 @@ class AnswerStream(Protocol):
         """After a round: (assistant text, synthetic calls) when it ended with synthetic calls
         only and may loop (its end was held back), else None."""
 
+    def mixed_synthetic_calls(self) -> list[Any]:
+        """After a round that also made client calls: its synthetic calls (never streamed)."""
+
     def closing(self) -> bytes:
         """The end of the client stream (the summed usage, the done marker)."""
 
@@ -59,6 +62,10 @@ class AnswerFormat(Protocol):
         self, payload: dict[str, Any], names: ToolNames
     ) -> tuple[str | None, list[Any]] | None:
         """(content, calls) when the answer's only choice makes synthetic calls and nothing else."""
+
+    def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
+        """The synthetic calls of a single-choice answer that also makes client calls (mixed);
+        [] otherwise."""
 
     def strip_synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> bool:
         """Remove the synthetic calls of an answer in place; True when any was removed."""

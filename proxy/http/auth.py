@@ -5,13 +5,20 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.settings import Settings, TenantSettings, UpstreamSettings
+from proxy.settings import (
+    SESSION_SCOPE_MARK,
+    SessionSettings,
+    Settings,
+    TenantSettings,
+    UpstreamSettings,
+)
+from proxy.upstream.headers import CREDENTIAL_HEADERS
 
-CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
-"""Headers a client authenticates with upstream; in passthrough mode they also name its scope."""
+PASSTHROUGH_MEMO_SIZE = 1024
 _BARE_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "negotiate"})
 """An Authorization value that is only one of these carries no secret: no credential."""
 
@@ -24,6 +31,30 @@ class Tenant:
     upstream_key: str | None
     passthrough: bool
     """True when the client's own Authorization is meant for the upstream."""
+    session: SessionSettings | None = None
+    """Where this tenant's requests name a session (None: no sessions)."""
+
+    def in_session(self, value: str | None) -> Tenant:
+        """This tenant within session `value`: the tenant's scope plus a hash of the value, so
+        that a session can name no other tenant's scope, nor another session's. No value (or a
+        tenant without sessions): the tenant as it is."""
+        if not value or self.session is None:
+            return self
+        digest = hashlib.sha256(value.encode()).hexdigest()[:32]
+        return replace(self, scope=f"{self.scope}{SESSION_SCOPE_MARK}{digest}")
+
+    def in_body_session(self, body: Mapping[str, Any]) -> Tenant:
+        """In the session the request body names (sources `user` and `metadata`)."""
+        if self.session is None or self.session.source == "header":
+            return self
+        return self.in_session(_body_session(self.session, body))
+
+    def in_query_session(self, query: Mapping[str, str]) -> Tenant:
+        """In the session a GET names with `?session=` (sources `user` and `metadata`: a GET has
+        no body)."""
+        if self.session is None or self.session.source == "header":
+            return self
+        return self.in_session(query.get("session"))
 
     def upstream_authorization(self, upstream: UpstreamSettings) -> str | None:
         """Header value to send upstream; None keeps the client's, "" sends none."""
@@ -64,6 +95,20 @@ def client_credential(headers: Mapping[str, str]) -> str | None:
     return "\n".join(f"{name}: {value}" for name, value in present)
 
 
+def _body_session(settings: SessionSettings, body: Mapping[str, Any]) -> str | None:
+    if settings.source == "user":
+        value = body.get("user")
+    else:
+        metadata = body.get("metadata")
+        value = metadata.get(settings.metadata_key) if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _header_session(settings: SessionSettings, headers: Mapping[str, str]) -> str | None:
+    values = _values(headers, settings.header)
+    return ", ".join(values) if values else None  # repeats read as one list, as in HTTP
+
+
 def _values(headers: Mapping[str, str], name: str) -> list[str]:
     getall = getattr(headers, "getall", None)  # multidicts keep repeated headers
     if getall is not None:
@@ -72,17 +117,30 @@ def _values(headers: Mapping[str, str], name: str) -> list[str]:
 
 
 class TenantResolver:
-    def __init__(self, settings: Settings) -> None:
+    """Headers -> `Tenant`. In passthrough mode the tenants of the last `memo_size` credentials
+    are remembered (hashing every request's credentials again costs ~10x the lookup)."""
+
+    def __init__(self, settings: Settings, *, memo_size: int = PASSTHROUGH_MEMO_SIZE) -> None:
         self._mode = settings.auth.mode
         self._by_key = {key: t for t in settings.tenants for key in t.keys}
         self._passthrough = next(
             (t for t in settings.tenants if t.name == settings.auth.passthrough_tenant),
             TenantSettings(name=settings.auth.passthrough_tenant),
         )
+        self._memo_size = memo_size
+        self._seen: dict[tuple[tuple[str, ...], ...], Tenant] = {}
 
     def resolve(self, headers: Mapping[str, str]) -> Tenant:
+        """The caller's tenant; within the session its headers name (source `header`)."""
+        tenant = self._tenant(headers)
+        session = tenant.session
+        if session is not None and session.source == "header":
+            return tenant.in_session(_header_session(session, headers))
+        return tenant
+
+    def _tenant(self, headers: Mapping[str, str]) -> Tenant:
         if self._mode == "passthrough":
-            return self._passthrough_tenant(client_credential(headers))
+            return self._passthrough_tenant(headers)
         token = bearer_token(headers)
         tenant = self._by_key.get(token) if token else None
         if tenant is None:
@@ -90,9 +148,26 @@ class TenantResolver:
                 ErrorCode.invalid_api_key,
                 "Incorrect API key provided. Use a ctxproxy key configured for your tenant.",
             )
-        return Tenant(tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False)
+        return Tenant(
+            tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False, tenant.session
+        )
 
-    def _passthrough_tenant(self, credential: str | None) -> Tenant:
+    @property
+    def remembered(self) -> int:
+        """How many passthrough credentials have their tenant remembered."""
+        return len(self._seen)
+
+    def _passthrough_tenant(self, headers: Mapping[str, str]) -> Tenant:
+        presented = _presented(headers)
+        tenant = self._seen.get(presented)
+        if tenant is None:
+            credential = client_credential(headers)
+            tenant = self._scoped_by(credential)
+            if credential is not None:  # an anonymous scope serves one request only
+                self._remember(presented, tenant)
+        return tenant
+
+    def _scoped_by(self, credential: str | None) -> Tenant:
         # Artifacts are scoped by a hash of the client's own credentials: two clients never share
         # artifacts. A client without any gets a scope of its own for this one request.
         t = self._passthrough
@@ -100,4 +175,21 @@ class TenantResolver:
             scope = f"{t.name}:anonymous:{secrets.token_hex(16)}"
         else:
             scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
-        return Tenant(t.name, t.policy, scope, t.upstream_key, True)
+        return Tenant(t.name, t.policy, scope, t.upstream_key, True, t.session)
+
+    def _remember(self, presented: tuple[tuple[str, ...], ...], tenant: Tenant) -> None:
+        if self._seen and len(self._seen) >= self._memo_size:
+            del self._seen[next(iter(self._seen))]  # the oldest first
+        self._seen[presented] = tenant
+
+
+def _presented(headers: Mapping[str, str]) -> tuple[tuple[str, ...], ...]:
+    """The credential headers exactly as they came (each value, repeats included): the same
+    presented credentials always resolve to the same tenant."""
+    getall = getattr(headers, "getall", None)
+    if getall is None:
+        return tuple(tuple(_values(headers, name)) for name in CREDENTIAL_HEADERS)
+    authorization, x_api_key, api_key = CREDENTIAL_HEADERS  # unrolled: on every request
+    return (
+        tuple(getall(authorization, ())), tuple(getall(x_api_key, ())), tuple(getall(api_key, ()))
+    )

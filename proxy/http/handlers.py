@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +13,7 @@ from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
+from proxy.engine.preparer import CallOptions
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
@@ -60,6 +62,8 @@ def _check_stream_flag(body: dict[str, Any]) -> None:
 
 async def read_body(request: web.Request) -> bytes:
     """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
+    if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
+        return await request.read()
     limit = request.app[SERVICES].settings.server.body_timeout_s
     try:
         async with asyncio.timeout(limit):
@@ -73,7 +77,7 @@ async def read_body(request: web.Request) -> bytes:
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    tenant: Tenant = request[TENANT]
+    tenant: Tenant = request[TENANT].in_body_session(body)
     prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
@@ -99,7 +103,16 @@ def _completion_context(
         chat_format=OPENAI_CHAT,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
+        refit=functools.partial(_refit, services, tenant),
     )
+
+
+async def _refit(
+    services: Services, tenant: Tenant, body: dict[str, Any], raw: bytes, last_resort: bool
+) -> Prepared:
+    """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
+    call = CallOptions(last_resort=last_resort)
+    return await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, call=call)
 
 
 def _note_prepared(request: web.Request, prepared: Prepared) -> None:
@@ -111,7 +124,8 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    prepared = await services.started_preparer().prepare(body, raw, request[TENANT], OPENAI_CHAT)
+    tenant: Tenant = request[TENANT].in_body_session(body)
+    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (
@@ -130,15 +144,17 @@ def _dry_run_answer(prepared: Prepared) -> bytes:
 
 
 async def read_artifact(request: web.Request) -> web.Response:
-    """One page of an artifact of the caller's tenant: the read tool's result as JSON."""
+    """One page of an artifact of the caller's tenant (and session): the read tool's result as
+    JSON."""
     services = request.app[SERVICES]
+    tenant: Tenant = request[TENANT].in_query_session(request.query)
     artifact_id = request.match_info["artifact_id"]
     offset = _query_int(request, "offset", 0, minimum=0)
     max_chars = min(
         _query_int(request, "max_chars", HARD_MAX_PAGE_CHARS, minimum=1), HARD_MAX_PAGE_CHARS
     )
     try:
-        artifact = await services.started_store().get(request[TENANT].scope, artifact_id)
+        artifact = await services.started_store().get(tenant.scope, artifact_id)
     except StoreUnavailable as exc:
         services.metrics.record_endpoint_read("artifact_store_unavailable")
         raise ProxyError(

@@ -1,4 +1,5 @@
-"""The edge: request ids, auth -> tenant, and the one place errors become HTTP responses.
+"""The edge: request ids, auth -> tenant, the store lease around the handler, and the one place
+errors become HTTP responses.
 
 Errors after a stream has started are SSE events of the client's format
 (`proxy.formats.openai_chat.errors`), written by whoever produces the stream.
@@ -15,8 +16,9 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
+from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
-from proxy.logs import access_fields, access_log
+from proxy.logs import access_fields, access_log, access_logged
 from proxy.stats import RequestStats
 
 log = logging.getLogger("ctxproxy.http")
@@ -69,7 +71,8 @@ async def _answer(
             tenant = request.app[SERVICES].tenants.resolve(request.headers)
             request[TENANT] = tenant
             stats.tenant, stats.policy = tenant.name, tenant.policy
-        response = await handler(request)
+        with store_lease(request):
+            response = await handler(request)
     except ProxyError as exc:
         stats.error, stats.reason = exc.code.name, exc.reason
         _note_refusal(request, exc)
@@ -115,7 +118,8 @@ def _observe(request: web.Request, request_id: str, status: int, stats: RequestS
     try:
         route = route_label(request)
         request.app[SERVICES].metrics.record_request(route, status, stats)
-        duration = time.perf_counter() - stats.started
-        access_log(access_fields(request_id, request.method, route, status, stats, duration))
+        if access_logged(route, status):
+            duration = time.perf_counter() - stats.started
+            access_log(access_fields(request_id, request.method, route, status, stats, duration))
     except Exception:
         log.exception("recording request metrics failed", extra={"request_id": request_id})

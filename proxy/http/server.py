@@ -55,27 +55,34 @@ class EdgeRequestHandler(web.RequestHandler):
     request runs (pipelining) arm nothing: aiohttp's keep-alive timer bounds that wait.
     """
 
-    __slots__ = ("_header_deadline", "_header_timeout")
+    __slots__ = ("_header_timeout", "_header_timer", "_headers_since")
 
     def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._header_timeout = header_timeout
-        self._header_deadline: asyncio.TimerHandle | None = None
+        self._headers_since: float | None = None
+        """When the headers now awaited began to arrive (None: none awaited)."""
+        self._header_timer: asyncio.TimerHandle | None = None
+        """One timer per connection, kept across requests: arming and disarming per request only
+        set `_headers_since`; the timer checks it when it fires and re-arms itself if needed."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._arm_header_deadline()
 
     def data_received(self, data: bytes) -> None:
-        if self._header_deadline is None and data and self._waiting_for_a_request():
+        if self._headers_since is None and data and self._waiting_for_a_request():
             self._arm_header_deadline()
         super().data_received(data)
 
     def request_started(self) -> None:
-        self._disarm_header_deadline()
+        self._headers_since = None
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        self._disarm_header_deadline()
+        self._headers_since = None
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
         super().connection_lost(exc)
 
     def _waiting_for_a_request(self) -> bool:
@@ -85,17 +92,25 @@ class EdgeRequestHandler(web.RequestHandler):
 
     def _arm_header_deadline(self) -> None:
         if self._header_timeout > 0:
-            self._header_deadline = self._loop.call_later(
-                self._header_timeout, self._headers_too_slow
-            )
+            self._headers_since = self._loop.time()
+            if self._header_timer is None:
+                self._schedule_header_check(self._headers_since + self._header_timeout)
 
-    def _disarm_header_deadline(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
+    def _schedule_header_check(self, deadline: float) -> None:
+        self._header_timer = self._loop.call_at(deadline, self._check_header_deadline)
+
+    def _check_header_deadline(self) -> None:
+        self._header_timer = None
+        if self._headers_since is None:
+            return  # the headers came; the next request arms again
+        deadline = self._headers_since + self._header_timeout
+        if self._loop.time() < deadline:
+            self._schedule_header_check(deadline)  # armed again since this timer was set
+            return
+        self._headers_since = None
+        self._headers_too_slow()
 
     def _headers_too_slow(self) -> None:
-        self._header_deadline = None
         if self.transport is None:
             return
         log.info("closed a connection whose request headers took over %gs", self._header_timeout)

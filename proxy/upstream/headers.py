@@ -28,6 +28,9 @@ HOP_BY_HOP = frozenset(
 # upstream's interim answer before sending it, and hang on upstreams that never send one).
 _REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
 _RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
+"""Headers a client authenticates with upstream (OpenAI/Bearer, Anthropic, Azure): all of them go
+when the proxy sends a key of its own, so the client's never travels next to the operator's."""
 
 
 def forward_request_headers(
@@ -35,15 +38,15 @@ def forward_request_headers(
 ) -> CIMultiDict[str]:
     """Client headers minus hop-by-hop ones (fixed, and those the client's `Connection` names).
 
-    `authorization`: None keeps the client's credentials, "" removes them, anything else
-    replaces them."""
+    `authorization`: None keeps the client's credentials, "" removes them (every header of
+    `CREDENTIAL_HEADERS`), anything else replaces them."""
     named = {part.strip().lower() for part in incoming.get("Connection", "").split(",")}
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in incoming.items():
         lower = name.lower()
         if lower in _REQUEST_DROP or lower in named or lower.startswith("x-ctxproxy-"):
             continue
-        if authorization is not None and lower in ("authorization", "api-key"):
+        if authorization is not None and lower in CREDENTIAL_HEADERS:
             continue
         out.add(name, value)
     if authorization:

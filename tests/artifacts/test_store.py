@@ -158,6 +158,19 @@ def test_ids_are_stable_scoped_and_keyed() -> None:
 # -- contract ----------------------------------------------------------------------------------
 
 
+async def test_get_many_returns_what_exists_of_the_scope(harness: Harness) -> None:
+    store = harness.store
+    items = [NewArtifact("one " * 20, "tool_result"), NewArtifact("two " * 20, "tool_result")]
+    assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [True, True]
+    ids = [store.artifact_id("t1", item.content) for item in items]
+    absent = store.artifact_id("t1", "never stored")
+    found = await store.get_many("t1", [ids[1], absent, "not an id", ids[0]])
+    assert sorted(found) == sorted(ids)
+    assert [found[i].content for i in ids] == [item.content for item in items]
+    assert await store.get_many("t2", ids) == {}
+    assert await store.get_many("t1", []) == {}
+
+
 async def test_round_trip(harness: Harness) -> None:
     store = harness.store
     items = [

@@ -129,7 +129,7 @@ async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the
     await rounds.execute("let me look", calls)
     assert (rounds.rounds, rounds.reads) == (1, 2)
     assert rounds.loop_allowed
-    second = loads(rounds.next_body())
+    second = loads(await rounds.next_body())
     assert tool_names(second) == ["run_shell", READ_TOOL, SEARCH_TOOL]
     assert second["tool_choice"] == choice_of(SEARCH_TOOL)
     assert second["messages"][:2] == MESSAGES
@@ -143,7 +143,7 @@ async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the
     await rounds.execute(None, [call("c3", READ_TOOL, {"artifact_id": "art_" + "0" * 32})])
     assert (rounds.rounds, rounds.reads) == (2, 3)
     assert not rounds.loop_allowed
-    last = loads(rounds.next_body())
+    last = loads(await rounds.next_body())
     assert tool_names(last) == ["run_shell"]
     assert "tool_choice" not in last and last["parallel_tool_calls"] is True
     assert len(last["messages"]) == 2 + 3 + 2
@@ -159,7 +159,7 @@ async def test_last_round_without_client_tools_sends_no_tools_at_all() -> None:
     body = body_with([], tool_choice="required", parallel_tool_calls=False)
     rounds = make_rounds(body, max_rounds=1)
     await rounds.execute(None, [call("c1", READ_TOOL, "not json")])
-    last = loads(rounds.next_body())
+    last = loads(await rounds.next_body())
     assert not {"tools", "tool_choice", "parallel_tool_calls"} & set(last)
     assert last["messages"][-1]["tool_call_id"] == "c1"
     assert json.loads(last["messages"][-1]["content"])["error"]["code"] == "invalid_arguments"
@@ -213,9 +213,9 @@ async def test_only_the_proxys_names_are_executed() -> None:
     assert strip_synthetic_calls(mixed, rounds.names) is True
     assert mixed["choices"][0]["message"]["tool_calls"] == [clients]
     await rounds.execute(None, [own])
-    result = json.loads(loads(rounds.next_body())["messages"][-1]["content"])
+    result = json.loads(loads(await rounds.next_body())["messages"][-1]["content"])
     assert result["content"] == "data"
-    assert tool_names(loads(rounds.next_body())) == [READ_TOOL]  # the client's stays
+    assert tool_names(loads(await rounds.next_body())) == [READ_TOOL]  # the client's stays
 
 
 async def test_the_calls_of_a_round_get_unique_ids_in_the_follow_up() -> None:
@@ -231,7 +231,7 @@ async def test_the_calls_of_a_round_get_unique_ids_in_the_follow_up() -> None:
              call("old", READ_TOOL), {**call("x", READ_TOOL), "id": 7}]
     await rounds.execute(None, calls)
     await rounds.execute(None, [call("dup", READ_TOOL), call("dup", READ_TOOL)])
-    messages = loads(rounds.next_body())["messages"]
+    messages = loads(await rounds.next_body())["messages"]
     ids = [c["id"] for m in messages if m.get("tool_calls") for c in m["tool_calls"]]
     results = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert ids == results  # every call answered, in order

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,25 @@ async def test_passthrough_mode_scopes_artifacts_by_client_key(
                 dry = await response.json()
             ids.append(set(dry["manifest"]["actions"][0]["artifact_ids"]))
     assert ids[0] and ids[1] and not ids[0] & ids[1]
+
+
+async def test_actions_header_counts_dropped_turns_as_the_notice_does(
+    small_proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    body = {"model": "gpt-4o", "messages": agent_history(60, result_chars=2500)}
+    url = f"{small_proxy.base_url}/chat/completions"
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as response:
+        assert response.status == 200
+        actions = dict(a.split(":") for a in response.headers["x-ctxproxy-actions"].split(","))
+    notices = [
+        m["content"]
+        for m in fake_upstream.last.json()["messages"]
+        if isinstance(m.get("content"), str) and "earlier turn(s)" in m["content"]
+    ]
+    assert len(notices) == 1
+    turns = int(re.search(r"(\d+) earlier turn\(s\)", notices[0]).group(1))  # type: ignore[union-attr]
+    assert turns > 1
+    assert int(actions["drop_turns"]) == turns
 
 
 async def test_a_109_kb_tool_result_is_offloaded_in_a_128k_window(

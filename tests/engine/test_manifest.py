@@ -18,13 +18,13 @@ def manifest(*actions: Action) -> Manifest:
 
 
 OFFLOAD = Action("offload_tool_results", "r", [3, 11], 900, ["a1", "a2"])
-DROP = Action("drop_turns", "r", [2, 3, 4, 5, 6], 4000, ["a3"])
+DROP = Action("drop_turns", "r", [2, 3, 4, 5, 6], 4000, ["a3"], count=2, unit="turns")
 
 
-def test_action_summary_counts_messages_per_action_in_order() -> None:
+def test_action_summary_counts_each_steps_own_unit_in_order() -> None:
     assert manifest().action_summary() == "none"
     assert manifest(OFFLOAD).action_summary() == "offload_tool_results:2"
-    assert manifest(DROP, OFFLOAD).action_summary() == "drop_turns:5,offload_tool_results:2"
+    assert manifest(DROP, OFFLOAD).action_summary() == "drop_turns:2,offload_tool_results:2"
     empty = Action("clear_tool_results", "r", [], 0)
     assert manifest(empty).action_summary() == "clear_tool_results:0"
 
@@ -35,7 +35,7 @@ def test_headers() -> None:
         "x-ctxproxy-policy": "coding-agent",
         "x-ctxproxy-tokens-before": "120000",
         "x-ctxproxy-tokens-after": "80000",
-        "x-ctxproxy-actions": "offload_tool_results:2,drop_turns:5",
+        "x-ctxproxy-actions": "offload_tool_results:2,drop_turns:2",
     }
     unchanged = Prepared(b"raw", False, Manifest("default", "m", "inspect"), {})
     assert unchanged.headers() == {
@@ -58,6 +58,8 @@ def test_as_dict_is_plain_data() -> None:
             "message_indices": [3, 11],
             "tokens_freed": 900,
             "artifact_ids": ["a1", "a2"],
+            "count": 2,
+            "unit": "items",
         }
     ]
     assert data["outcome"] == "unchanged" and data["notes"] == ["n"]

@@ -109,3 +109,113 @@ def test_repeated_credential_headers_all_count() -> None:
     one = resolver.resolve(CIMultiDict([("x-api-key", "a")]))
     two = resolver.resolve(CIMultiDict([("x-api-key", "a"), ("X-Api-Key", "b")]))
     assert one.scope != two.scope
+
+
+def test_passthrough_tenants_are_remembered_per_credential_and_bounded() -> None:
+    resolver = TenantResolver(settings(), memo_size=3)
+    headers = [CIMultiDict([("Authorization", f"Bearer sk-{i}")]) for i in range(5)]
+    first = [resolver.resolve(h) for h in headers]
+    assert resolver.remembered == 3
+    again = [resolver.resolve(h) for h in headers]
+    assert [t.scope for t in again] == [t.scope for t in first]  # forgetting changes nothing
+    assert resolver.resolve(headers[4]) is again[4]  # remembered: the same tenant
+    fresh = TenantResolver(settings())
+    assert [fresh.resolve(h).scope for h in headers] == [t.scope for t in first]
+
+
+def test_anonymous_requests_are_never_remembered() -> None:
+    resolver = TenantResolver(settings())
+    assert resolver.resolve(CIMultiDict()).scope != resolver.resolve(CIMultiDict()).scope
+    assert resolver.resolve(CIMultiDict([("Authorization", "Bearer ")])).scope != (
+        resolver.resolve(CIMultiDict([("Authorization", "Bearer ")])).scope
+    )
+    assert resolver.remembered == 0
+
+
+def test_remembered_tenants_keep_repeated_headers_apart() -> None:
+    resolver = TenantResolver(settings())
+    one = resolver.resolve(CIMultiDict([("x-api-key", "a")]))
+    two = resolver.resolve(CIMultiDict([("x-api-key", "a"), ("X-Api-Key", "b")]))
+    assert resolver.resolve(CIMultiDict([("x-api-key", "a")])).scope == one.scope
+    assert resolver.resolve(CIMultiDict([("x-api-key", "a"), ("x-api-key", "b")])) is two
+
+
+# -- issue 12 item 9: sessions within a tenant --------------------------------------------------
+
+KEYS_WITH_SESSIONS = {
+    "auth": {"mode": "keys"},
+    "tenants": [
+        {"name": "acme", "keys": ["k1"], "session": {}},
+        {"name": "beta", "keys": ["k2"], "session": {}},
+        {"name": "plain", "keys": ["k3"]},
+    ],
+}
+
+
+def test_a_session_header_scopes_within_the_tenant() -> None:
+    resolver = TenantResolver(settings(**KEYS_WITH_SESSIONS))
+    tenant = resolver.resolve({"Authorization": "Bearer k1"})
+    one = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "one"})
+    two = resolver.resolve({"Authorization": "Bearer k1", "X-Ctxproxy-Session": "two"})
+    assert tenant.scope == "acme"  # without the header: today's tenant scope
+    assert len({tenant.scope, one.scope, two.scope}) == 3
+    assert one.scope.startswith("acme#session:") and "one" not in one.scope
+    assert resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "one"}) == one
+    assert (one.name, one.policy) == (tenant.name, tenant.policy)
+
+
+def test_the_same_session_value_in_two_tenants_is_two_scopes() -> None:
+    resolver = TenantResolver(settings(**KEYS_WITH_SESSIONS))
+    acme = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "s"})
+    beta = resolver.resolve({"Authorization": "Bearer k2", "x-ctxproxy-session": "s"})
+    assert acme.scope != beta.scope and beta.scope.startswith("beta#session:")
+    # a session value can name no other tenant's scope, nor another session's
+    forged = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": beta.scope})
+    assert forged.scope.startswith("acme#session:") and forged.scope != beta.scope
+
+
+def test_tenants_without_sessions_ignore_the_header() -> None:
+    resolver = TenantResolver(settings(**KEYS_WITH_SESSIONS))
+    plain = resolver.resolve({"Authorization": "Bearer k3", "x-ctxproxy-session": "one"})
+    assert plain.scope == "plain"
+
+
+def test_passthrough_sessions_are_within_the_credentials_scope() -> None:
+    resolver = TenantResolver(settings(tenants=[{"name": "default", "session": {}}]))
+    mine = resolver.resolve({"Authorization": "Bearer sk-a"})
+    mine_s = resolver.resolve({"Authorization": "Bearer sk-a", "x-ctxproxy-session": "s"})
+    theirs_s = resolver.resolve({"Authorization": "Bearer sk-b", "x-ctxproxy-session": "s"})
+    assert mine_s.scope.startswith(mine.scope + "#session:")
+    assert theirs_s.scope != mine_s.scope
+    assert resolver.resolve({"Authorization": "Bearer sk-a"}) is mine  # the memo stays per key
+
+
+@pytest.mark.parametrize(
+    ("session", "body", "named"),
+    [
+        ({"source": "user"}, {"user": "u-1"}, "u-1"),
+        ({"source": "user"}, {"user": 7}, None),
+        ({"source": "metadata"}, {"metadata": {"session_id": "m-1"}}, "m-1"),
+        ({"source": "metadata", "metadata_key": "conv"}, {"metadata": {"conv": "c"}}, "c"),
+        ({"source": "metadata"}, {"metadata": "session_id"}, None),
+        ({"source": "metadata"}, {"user": "u-1"}, None),
+        ({"source": "header"}, {"user": "u-1"}, None),
+    ],
+)
+def test_body_sessions(session: dict[str, str], body: dict[str, object], named: str | None
+                       ) -> None:
+    resolver = TenantResolver(
+        settings(auth={"mode": "keys"},
+                 tenants=[{"name": "acme", "keys": ["k1"], "session": session}])
+    )
+    tenant = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "h"})
+    if session["source"] == "header":
+        assert tenant.in_body_session(body) is tenant and tenant.scope != "acme"
+        return
+    assert tenant.scope == "acme"  # a body source ignores the header
+    expected = tenant.in_session(named).scope if named else "acme"
+    assert tenant.in_body_session(body).scope == expected
+    if named:
+        assert expected != "acme"
+        assert tenant.in_query_session({"session": named}).scope == expected
+    assert tenant.in_query_session({}).scope == "acme"

@@ -11,6 +11,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.http.auth import TenantResolver
 from proxy.http.middleware import REQUEST_ID_HEADER, edge_middleware
@@ -220,3 +221,35 @@ async def test_unexpected_exception_is_500_without_its_text(
     logged = [r for r in caplog.records if r.getMessage() == "unhandled error"]
     assert len(logged) == 1 and logged[0].exc_info is not None
     assert logged[0].request_id == error["ctxproxy"]["request_id"]  # type: ignore[attr-defined]
+
+
+# -- the store lease ------------------------------------------------------------------------------
+
+async def test_a_request_pins_what_it_stores_until_it_ends() -> None:
+    """The handler runs inside a store lease: an artifact over the memory budget stays while its
+    request runs (its read tools may still need it) and goes when the request ends."""
+    settings = keys_settings()
+    store = MemoryStore(b"secret", max_bytes=10)
+    content = "x" * 100
+    aid = store.artifact_id("acme", content)
+
+    async def stores(request: web.Request) -> web.Response:
+        confirmed = await store.put_many(
+            "acme", {aid: NewArtifact(content, "tool_result")}, ttl_seconds=60, max_per_scope=9
+        )
+        other = store.artifact_id("acme", "y" * 100)
+        await store.put_many("acme", {other: NewArtifact("y" * 100, "tool_result")},
+                             ttl_seconds=60, max_per_scope=9)  # over budget: evicts if it can
+        return web.json_response(
+            {"confirmed": aid in confirmed, "kept": await store.get("acme", aid) is not None}
+        )
+
+    app = web.Application(middlewares=[edge_middleware])
+    app[SERVICES] = Services(settings=settings, tenants=TenantResolver(settings),
+                             counters=TokenCounters(), catalog=ModelCatalog(), store=store)
+    app.router.add_post("/v1/store", stores)
+    async with TestClient(TestServer(app)) as test_client:
+        response = await test_client.post("/v1/store", headers=AUTH)
+        assert response.status == 200
+        assert await response.json() == {"confirmed": True, "kept": True}
+    assert await store.get("acme", aid) is None  # the lease ended: the budget holds again

@@ -114,6 +114,19 @@ async def test_an_idle_keep_alive_connection_is_not_a_slow_request(served: Serve
     writer.close()
 
 
+async def test_a_later_request_gets_its_own_full_header_deadline(served: Served) -> None:
+    reader, writer = await served.connect()  # the connection's deadline is armed now
+    writer.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+    await asyncio.sleep(HEADER_TIMEOUT * 0.6)
+    writer.write(b"GET /ok HTTP/1.1\r\n")  # stalls before the first deadline would have passed
+    stalled = time.monotonic()
+    raw = await _closed_within(reader, 5 * HEADER_TIMEOUT)
+    assert _response(raw)[0] == 408
+    assert time.monotonic() - stalled >= HEADER_TIMEOUT * 0.9  # its own deadline, not the first
+    writer.close()
+
+
 async def test_a_long_request_is_not_cut_by_the_header_deadline(served: Served) -> None:
     reader, writer = await served.connect()
     writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")

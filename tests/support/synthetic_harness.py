@@ -26,13 +26,13 @@ BIG = "\n".join(f"line {i}: value={i * 7919 % 10007}" for i in range(800))
 CLIENT_TOOL = {"type": "function", "function": {
     "name": "dump", "description": "Dump the data", "parameters": {"type": "object"}}}
 
-def small_policy(max_rounds: int = 4) -> str:
+def small_policy(max_rounds: int = 4, working_set: bool = True) -> str:
     return (
         "extends: default\n"
         "budget: {context_window: 4000, default_reserved_output: 500}\n"
         "steps: [{kind: offload_tool_results, threshold_chars: 2000}, {kind: clear_tool_results},\n"
         "        {kind: drop_turns}]\n"
-        f"read_tool: {{max_rounds: {max_rounds}}}\n"
+        f"read_tool: {{max_rounds: {max_rounds}, working_set: {str(working_set).lower()}}}\n"
     )
 
 
@@ -51,10 +51,12 @@ class SyntheticProxies:
         self._store = store or {"secret": "test-secret"}
         self._running: list[RunningProxy] = []
 
-    async def start(self, max_rounds: int = 4, **settings: Any) -> RunningProxy:
+    async def start(
+        self, max_rounds: int = 4, working_set: bool = True, **settings: Any
+    ) -> RunningProxy:
         directory = self._tmp_path / f"policies-{len(self._running)}"
         directory.mkdir()
-        (directory / "small.yaml").write_text(small_policy(max_rounds))
+        (directory / "small.yaml").write_text(small_policy(max_rounds, working_set))
         settings.setdefault("tenants", [{"name": "default", "policy": "small"}])
         settings["store"] = {**self._store, **settings.get("store", {})}
         proxy = await start_proxy(

@@ -7,7 +7,12 @@ from multidict import CIMultiDict
 
 from proxy.http.auth import Tenant
 from proxy.settings import UpstreamSettings
-from proxy.upstream.headers import HOP_BY_HOP, forward_request_headers, relay_response_headers
+from proxy.upstream.headers import (
+    CREDENTIAL_HEADERS,
+    HOP_BY_HOP,
+    forward_request_headers,
+    relay_response_headers,
+)
 
 CLIENT = {
     "Host": "proxy.example:8531",
@@ -91,6 +96,29 @@ def test_keys_tenant_without_any_upstream_key_never_forwards_the_proxy_key() -> 
     out = forward_request_headers({"Authorization": "Bearer sk-proxy", "api-key": "k"}, auth)
     assert "sk-proxy" not in repr(list(out.items()))
     assert "api-key" not in out
+
+
+@pytest.mark.parametrize("replacement", ["Bearer sk-operator", ""])
+def test_replacing_the_credentials_drops_every_credential_header_of_the_client(
+    replacement: str,
+) -> None:
+    incoming = CIMultiDict(
+        [("Authorization", "Bearer sk-client"), ("X-Api-Key", "sk-ant-client"),
+         ("x-api-key", "sk-ant-again"), ("Api-Key", "sk-azure-client"), ("X-Other", "1")]
+    )
+    out = forward_request_headers(incoming, replacement)
+    assert {name.lower() for name in out} & set(CREDENTIAL_HEADERS) == (
+        {"authorization"} if replacement else set()
+    )
+    assert "client" not in repr(list(out.items())) and "again" not in repr(list(out.items()))
+    assert out.getall("Authorization", []) == ([replacement] if replacement else [])
+    assert out["X-Other"] == "1"
+
+
+def test_passthrough_keeps_every_credential_header_of_the_client() -> None:
+    incoming = {"Authorization": "Bearer a", "x-api-key": "b", "api-key": "c"}
+    out = forward_request_headers(incoming, None)
+    assert dict(out) == incoming
 
 
 def test_keys_tenant_without_any_upstream_key_sends_no_authorization() -> None:

@@ -58,6 +58,7 @@ class DropTurnsConfig(StepConfig):
 class DropTurns(Step[DropTurnsConfig]):
     name = "drop_turns"
     config_model = DropTurnsConfig
+    counts = "turns"
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)
@@ -96,7 +97,7 @@ class DropTurns(Step[DropTurnsConfig]):
         artifact_id = ctx.artifact_id(archive)
         tokens = sum(ctx.message_costs[i] for i in indices)
         turns = len({ctx.unit_turn[u] for u in dropped})
-        out = StepOutput(units=dropped, tokens_freed=tokens)
+        out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
         meta = {"turns": turns, ctx.wire.items_param: len(indices), "first_index": indices[0]}
         out.artifacts[artifact_id] = NewArtifact(content=archive, kind="dropped_turns", meta=meta)
         notice = self._notice(ctx, turns, tokens, artifact_id)

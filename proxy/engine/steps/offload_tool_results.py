@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from proxy.artifacts.tool_specs import is_proxy_tool_name
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
@@ -72,8 +73,8 @@ class OffloadToolResults(Step[OffloadToolResultsConfig]):
         self, ctx: PrepareContext, index: int, message: dict[str, Any], text: str, name: str | None
     ) -> str | None:
         settings = self.config
-        if len(text) <= settings.threshold_chars:
-            return None
+        if len(text) <= settings.threshold_chars or is_proxy_tool_name(name):
+            return None  # a page the model read is never offloaded again: it can be cleared
         if settings.preview_head_chars + settings.preview_tail_chars >= len(text):
             return None
         tokens = ctx.message_costs[index]  # the whole message's count: cached, never recounted

@@ -103,6 +103,19 @@ def synthetic_only(
     return (content if isinstance(content, str) else None), calls
 
 
+def synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> list[Any]:
+    """The synthetic calls of the only choice when it makes client calls too."""
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return []
+    message = choices[0].get("message")
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(calls, list):
+        return []
+    own = [c for c in calls if isinstance(c, dict) and is_synthetic_call(c, names)]
+    return own if 0 < len(own) < len(calls) else []
+
+
 def strip_synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> bool:
     """Remove synthetic calls from every choice in place; True when any was removed.
 

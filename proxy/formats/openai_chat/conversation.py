@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
-from proxy.formats.openai_chat.fields import role_of
+from proxy.formats.openai_chat.fields import content_text, function_of, role_of
+from proxy.jsonio import dumps
 
 _PREFIX_ROLES = frozenset({"system", "developer"})
 
@@ -181,3 +182,30 @@ def _function_exchange(messages: Sequence[Any], i: int, problems: list[Problem])
         return Unit(i, i + 2, "tool_exchange")
     problems.append(problem(i, None, "function_call has no function result in the next message"))
     return Unit(i, i + 1, "tool_exchange")
+
+
+_CANONICAL_FIELDS = ("role", "name", "tool_call_id", "content")
+
+
+def canonical_message(message: Any) -> bytes:
+    """What a message says, as bytes an SDK's re-serialisation leaves alone: its role, name,
+    `tool_call_id`, content (null and absent alike; text parts joined as text) and each tool
+    call's id, name and arguments; other fields (`refusal: null`, `annotations: []`, ...) are
+    left out."""
+    if not isinstance(message, dict):
+        return dumps(message)
+    picked = {k: message.get(k) for k in _CANONICAL_FIELDS if message.get(k) is not None}
+    text = content_text(message)
+    if text is not None:
+        picked["content"] = text
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        picked["tool_calls"] = [_canonical_call(call) for call in calls]
+    return dumps(picked)
+
+
+def _canonical_call(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    function = function_of(call)
+    return [call.get("id"), function.get("name"), function.get("arguments")]

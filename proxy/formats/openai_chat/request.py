@@ -12,7 +12,7 @@ from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import answers
-from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
 from proxy.formats.openai_chat.errors import error_event
 from proxy.formats.openai_chat.fields import (
     content_text,
@@ -63,6 +63,7 @@ class OpenAIChat:
     without_synthetic_tools = staticmethod(answers.without_synthetic_tools)
     synthetic_only = staticmethod(answers.synthetic_only)
     strip_synthetic_calls = staticmethod(answers.strip_synthetic_calls)
+    synthetic_calls = staticmethod(answers.synthetic_calls)
     call_id = staticmethod(answers.call_id)
     call_name = staticmethod(answers.call_name)
     call_arguments = staticmethod(answers.call_arguments)
@@ -180,6 +181,12 @@ class OpenAIChat:
 
     def encode(self, body: dict[str, Any]) -> bytes:
         return dumps(body)
+
+    def is_answer(self, item: Any) -> bool:
+        return isinstance(item, dict) and item.get("role") == "assistant"
+
+    def canonical(self, item: Any) -> bytes:
+        return canonical_message(item)
 
 
 OPENAI_CHAT = OpenAIChat()

@@ -133,6 +133,15 @@ class StreamFilter:
         content, calls = pending
         return content, [call.as_tool_call() for call in calls]
 
+    def mixed_synthetic_calls(self) -> list[dict[str, Any]]:
+        """The synthetic calls of the round's only choice when it also made client calls."""
+        if self._held_finish or len(self._choices) != 1:
+            return []
+        choice = next(iter(self._choices.values()))
+        if not choice.client_calls:
+            return []
+        return [call.as_tool_call() for call in choice.synthetic.values()]
+
     def closing(self) -> bytes:
         """The end of the client stream: the summed usage chunk (if any round sent usage), then
         `data: [DONE]`."""

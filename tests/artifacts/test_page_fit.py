@@ -1,0 +1,58 @@
+"""Shortening a synthetic result: a page keeps its head and says where to read on; a search keeps
+its first matches; errors stay as they are."""
+
+from __future__ import annotations
+
+import json
+
+from proxy.artifacts.page_fit import SHORTENED_NOTE, result_chars, shortened
+from proxy.artifacts.read_tool import ReadResult, ReadStatus, read_result
+from proxy.artifacts.search import search_result
+from proxy.artifacts.store import Artifact
+
+TEXT = "".join(f"line {i}\n" for i in range(1000))
+ARTIFACT = Artifact("art_1", TEXT, "tool_result", {}, 0.0)
+
+
+def found(value: dict[str, object]) -> ReadResult:
+    return ReadResult(ReadStatus.found, json.dumps(value), value)
+
+
+def test_a_shortened_page_keeps_its_head_and_says_where_to_read_on() -> None:
+    page = found(read_result(ARTIFACT, 100, 2000))
+    assert result_chars(page) == 2000
+    short = shortened(page, 300)
+    data = json.loads(short.text)
+    assert data == short.payload
+    assert data["content"] == TEXT[100:400]
+    assert (data["offset"], data["next_offset"], data["truncated"]) == (100, 400, True)
+    assert data["total_chars"] == len(TEXT) and data["shortened"] == SHORTENED_NOTE
+    assert short.status == ReadStatus.found and result_chars(short) == 300
+
+
+def test_a_result_within_the_limit_is_itself() -> None:
+    page = found(read_result(ARTIFACT, 0, 50))
+    assert shortened(page, 50) is page
+    assert shortened(page, 10_000) is page
+
+
+def test_a_page_shortened_to_nothing_reads_on_from_its_own_offset() -> None:
+    data = json.loads(shortened(found(read_result(ARTIFACT, 700, 500)), 0).text)
+    assert (data["content"], data["next_offset"], data["truncated"]) == ("", 700, True)
+
+
+def test_a_shortened_search_keeps_its_first_matches() -> None:
+    search = found(search_result(ARTIFACT, "line 1", 20))
+    contexts = [len(m["context"]) for m in search.payload["matches"]]  # type: ignore[index]
+    assert len(contexts) == 20 and result_chars(search) == sum(contexts)
+    limit = contexts[0] + contexts[1] + contexts[2] // 2
+    data = json.loads(shortened(search, limit).text)
+    assert data["matches"] == search.payload["matches"][:2]  # type: ignore[index]
+    assert data["truncated"] is True and data["shortened"] == SHORTENED_NOTE
+    assert data["total_matches"] == search.payload["total_matches"]  # type: ignore[index]
+
+
+def test_errors_are_never_shortened() -> None:
+    error = ReadResult(ReadStatus.artifact_not_found, '{"error": {"code": "x"}}')
+    assert result_chars(error) == 0
+    assert shortened(error, 0) is error

@@ -1,0 +1,112 @@
+"""The working set: keys made of the client's history, exchanges put back before the answer they
+preceded, and nothing at all when the store fails or the entry is damaged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
+from proxy.engine.working_set import (
+    WorkingSetKey,
+    answer_anchors,
+    history_digest,
+    history_digests,
+    reinsert,
+    remember,
+    working_set_notes,
+    working_set_scope,
+)
+from proxy.formats.openai_chat import OPENAI_CHAT
+
+SCOPE = "tenant:abc"
+HISTORY: list[Any] = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "what is in the log?"},
+]
+ANSWER = {"role": "assistant", "content": "an error on line 3"}
+EXCHANGE: list[Any] = [
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+     "function": {"name": "read_context_artifact", "arguments": '{"artifact_id": "x"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": '{"content": "line 3: error"}'},
+]
+
+
+def key(history: list[Any]) -> WorkingSetKey:
+    return WorkingSetKey(SCOPE, history_digest(OPENAI_CHAT, history), 60, 100)
+
+
+async def test_an_exchange_goes_back_before_the_answer_it_preceded() -> None:
+    store = MemoryStore(b"secret")
+    assert await remember(store, key(HISTORY), EXCHANGE)
+    later = [*HISTORY, {**ANSWER, "refusal": None}, {"role": "user", "content": "why?"}]
+    kept = await reinsert(store, SCOPE, OPENAI_CHAT, later)
+    assert kept.exchanges == 1 and not kept.unavailable
+    assert kept.items == [*HISTORY, *EXCHANGE, later[2], later[3]]
+    assert later[2] == {**ANSWER, "refusal": None}  # the request's own list is left alone
+    assert working_set_notes(kept) == [
+        "working set: 1 exchange(s) of the read tools put back in place"]
+
+
+async def test_another_history_scope_or_answerless_request_gets_nothing() -> None:
+    store = MemoryStore(b"secret")
+    await remember(store, key(HISTORY), EXCHANGE)
+    other = [HISTORY[0], {"role": "user", "content": "what is in the other log?"}, ANSWER]
+    for scope, items in ((SCOPE, other), ("tenant:xyz", [*HISTORY, ANSWER]), (SCOPE, HISTORY)):
+        kept = await reinsert(store, scope, OPENAI_CHAT, items)
+        assert (kept.exchanges, kept.items) == (0, items)
+
+
+async def test_entries_live_apart_from_the_tenants_artifacts() -> None:
+    store = MemoryStore(b"secret")
+    await remember(store, key(HISTORY), EXCHANGE)
+    entry_id = store.artifact_id(working_set_scope(SCOPE), key(HISTORY).digest)
+    assert await store.get(SCOPE, entry_id) is None
+    assert await store.get(working_set_scope(SCOPE), entry_id) is not None
+
+
+async def test_the_first_entry_of_a_history_stays() -> None:
+    store = MemoryStore(b"secret")
+    assert await remember(store, key(HISTORY), EXCHANGE)
+    await remember(store, key(HISTORY), [EXCHANGE[0], {**EXCHANGE[1], "content": "other"}])
+    kept = await reinsert(store, SCOPE, OPENAI_CHAT, [*HISTORY, ANSWER])
+    assert kept.items[2:4] == EXCHANGE
+
+
+async def test_a_store_outage_or_a_damaged_entry_puts_nothing_back() -> None:
+    class Down(MemoryStore):
+        async def get_many(self, scope: str, artifact_ids: Any) -> Any:
+            raise StoreUnavailable("down")
+
+    items = [*HISTORY, ANSWER]
+    kept = await reinsert(Down(b"secret"), SCOPE, OPENAI_CHAT, items)
+    assert (kept.items, kept.exchanges, kept.unavailable) == (items, 0, True)
+    assert working_set_notes(kept) == [
+        "working set: the store did not answer; earlier read rounds are left out"]
+    store = MemoryStore(b"secret")
+    own = working_set_scope(SCOPE)
+    entry = {store.artifact_id(own, key(HISTORY).digest): NewArtifact("{not json", "working_set")}
+    await store.put_many(own, entry, ttl_seconds=60, max_per_scope=10)
+    assert (await reinsert(store, SCOPE, OPENAI_CHAT, items)).exchanges == 0
+
+
+def test_anchors_are_the_digests_of_the_history_before_each_answer() -> None:
+    items = [*HISTORY, ANSWER, {"role": "user", "content": "more"}, ANSWER]
+    anchors = answer_anchors(OPENAI_CHAT, items)
+    assert anchors == {2: history_digest(OPENAI_CHAT, items[:2]),
+                       4: history_digest(OPENAI_CHAT, items[:4])}
+    assert answer_anchors(OPENAI_CHAT, HISTORY) == {}
+    assert history_digests(OPENAI_CHAT, items) == (anchors, history_digest(OPENAI_CHAT, items))
+
+
+def test_the_key_ignores_what_sdks_add_but_not_what_messages_say() -> None:
+    base = history_digest(OPENAI_CHAT, [*HISTORY, ANSWER])
+    echoed = {**ANSWER, "refusal": None, "annotations": [], "audio": None}
+    assert history_digest(OPENAI_CHAT, [*HISTORY, echoed]) == base
+    parts = {**ANSWER, "content": [{"type": "text", "text": ANSWER["content"]}]}
+    assert history_digest(OPENAI_CHAT, [*HISTORY, parts]) == base
+    changed = {**ANSWER, "content": "an error on line 4"}
+    assert history_digest(OPENAI_CHAT, [*HISTORY, changed]) != base
+    # moving text between two messages changes the key (items are length-prefixed)
+    split = [{"role": "user", "content": "ab"}, {"role": "user", "content": "c"}]
+    moved = [{"role": "user", "content": "a"}, {"role": "user", "content": "bc"}]
+    assert history_digest(OPENAI_CHAT, split) != history_digest(OPENAI_CHAT, moved)
