@@ -96,14 +96,6 @@ class CallOptions:
 FIRST_CALL = CallOptions(offer_tools=True)
 
 
-def _acts_under_trigger(request: _Request) -> bool:
-    size = len(request.raw)
-    return any(
-        step.acts_under_trigger(request.wire, request.messages, size)
-        for step in request.policy.steps
-    )
-
-
 class Preparer:
     def __init__(
         self,
@@ -209,7 +201,8 @@ class Preparer:
         over = request.tokens > request.budget.trigger
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
-        reduce = policy.mode == "window" and (over or _acts_under_trigger(request))
+        seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
+        reduce = policy.mode == "window" and (over or seen)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
