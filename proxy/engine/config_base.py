@@ -6,9 +6,13 @@ Strict: an unknown key is an error naming it (never ignored), values are immutab
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from proxy.engine.wire import WireFormat
 
 
 class StrictModel(BaseModel):
@@ -28,3 +32,10 @@ class StepConfig(StrictModel):
         """This config with its own protections loosened, tried once as the last resort before
         a refusal; None (the default) when the step has nothing to loosen."""
         return None
+
+    def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:
+        """Whether this step reduces some of `items` even in a request under the trigger (it
+        acts on what it sees, e.g. offloading every oversized result). A quick scan before any
+        parse, so that requests with nothing to do stay cheap; `chars` is the request's size
+        (no text in it is longer). False by default: steps act only over the trigger."""
+        return False

@@ -18,7 +18,8 @@ class Outcome(StrEnum):
     inspected = "inspected"
     within_trigger = "within_trigger"
     within_allowance = "within_allowance"
-    """`mode: reject`: over the trigger but within the allowance, forwarded."""
+    """Within the allowance, forwarded as it came: `mode: reject` over the trigger, or a
+    reduction whose result (with the read tools it adds) would not fit where the request does."""
     invalid_forwarded = "invalid_forwarded"
     nothing_reduced = "store_unavailable_kept"
     """Over the trigger, and no step could change anything (the store refused every write, or

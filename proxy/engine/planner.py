@@ -42,6 +42,9 @@ class StepPlan:
     keeps_from: int | None = None
     """For a step that removes whole units: the first unit of the recent ones it never removes.
     None: the step removes no unit (it may shrink them)."""
+    when_seen: bool = False
+    """The step acts on each unit as it arrives, trigger or not, whenever that unit costs less
+    under it (e.g. offloading every oversized result): its horizon then moves past that unit."""
 
 
 @dataclass
@@ -105,8 +108,9 @@ def plan_horizons(
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
     running = base  # the total up to the previous unit: horizons only change on an advance
     for t in range(len(full)):
+        moved = _act_when_seen(steps, full, t, horizons)
         arrived = totals.unit_cost(t, horizons)
-        running += arrived
+        running = totals.total(t, horizons) if moved else running + arrived
         if meter is not None:
             meter.arrive(t, arrived)
         if running <= trigger:
@@ -179,6 +183,17 @@ def unchanged_prefix(totals: _Totals, t: int, old: list[int], new: list[int]) ->
 
 def _first_reduced(totals: _Totals, step: StepPlan, horizon: int) -> int:
     return next((u for u in range(horizon) if step.costs[u] != totals.full[u]), horizon)
+
+
+def _act_when_seen(steps: list[StepPlan], full: list[int], t: int, horizons: list[int]) -> bool:
+    """Move the horizon of every `when_seen` step that shrinks unit t past it; True if any
+    moved (the horizons, like every decision here, depend on units up to t only)."""
+    moved = False
+    for k, step in enumerate(steps):
+        if step.when_seen and step.costs[t] < full[t] and horizons[k] <= t:
+            horizons[k] = max(horizons[k], min(step.limits[t], t + 1))
+            moved = moved or horizons[k] > t
+    return moved
 
 
 def _candidates(step: StepPlan, low: int, high: int) -> list[int]:

@@ -8,8 +8,9 @@ is its step's config (`engine.steps`); this module assembles them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -17,6 +18,9 @@ from proxy.engine.budget import BudgetPolicy
 from proxy.engine.config_base import StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
 from proxy.tokens.counters import check_hf_tokenizer_file, resolve_tokenizer
+
+if TYPE_CHECKING:
+    from proxy.engine.wire import WireFormat
 
 Mode = Literal["off", "inspect", "reject", "window"]
 
@@ -98,3 +102,8 @@ class Policy(StrictModel):
         description="Per-model overrides: glob on the request's model (fnmatch, case-insensitive) "
         "-> partial policy, deep-merged over this one (first matching glob wins).",
     )
+
+    def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:
+        """Whether some step reduces these items even under the trigger (a quick scan, no
+        parse: `StepConfig.acts_under_trigger`); `chars` is the request's size."""
+        return any(step.acts_under_trigger(wire, items, chars) for step in self.steps)

@@ -226,23 +226,30 @@ class Preparer:
     ) -> Prepared:
         policy, wire = request.policy, request.wire
         over = request.tokens > request.budget.trigger
+        # Under the trigger, only a step that acts on what it sees (oversized tool results
+        # offloaded when seen) reduces anything: a quick scan, no parse, tells.
+        seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
+        reduce = policy.mode == "window" and (over or seen)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
-        if policy.on_invalid == "reject" or (policy.mode == "window" and over):
+        if policy.on_invalid == "reject" or reduce:
             conversation = wire.parse(request.messages)
             if conversation.problems:
                 return self._invalid(request, conversation)
         if policy.mode == "inspect":
             return request.unchanged(Outcome.inspected)
-        if not over:
+        if not reduce and not over:
             return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
             if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
             raise self._refusal(request, request.tokens, request.tokens)
-        assert conversation is not None  # window mode over the trigger always parses
-        return await self._reduce(request, conversation, tenant, store, call)
+        assert conversation is not None  # window mode parses whenever it reduces
+        prepared = await self._reduce(request, conversation, tenant, store, call)
+        if not over and not prepared.changed:
+            prepared.manifest.outcome = Outcome.within_trigger
+        return prepared
 
     def _count(
         self,
@@ -357,6 +364,11 @@ class Preparer:
         body = wire.render(request.body, reduction.messages, added)
         after = reduction.message_tokens + wire.overhead_tokens(body, counter)
         manifest.tokens_after = after
+        if after > request.budget.limit >= request.tokens:
+            # What the steps did (e.g. the read tools an offload adds) would not fit, the
+            # request itself does: it goes as it came.
+            manifest.notes.append("the reduced request would not fit: forwarded unchanged")
+            return request.unchanged(Outcome.within_allowance)
         if after > request.budget.limit:
             raise self._refusal(
                 request,

@@ -106,6 +106,7 @@ def build_context(
         artifact_id=artifact_id,
         own_text_mac=own_text_mac,
         allowance=allowance,
+        max_stored_chars=policy.artifacts.max_chars,
         policy=policy,
     )
 
@@ -160,6 +161,9 @@ async def plan_reduction(
     steps = build_steps(ctx.policy.steps, ctx)
     for step in steps:
         await step.gather(ctx, services)
+    prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
+    if prefix:  # the system prefix shrinks, and the read tools come with it
+        base = reduced_base = reduced_base - sum(out.tokens_freed for out in prefix.values())
     plans = [step.plan(ctx) for step in steps]
     full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
     kwargs = {"base": base, "reduced_base": reduced_base}
@@ -178,13 +182,33 @@ async def plan_reduction(
             assigned[k].append(u)
             cost[u] = plans[k].costs[u]
     outputs = [
-        (step, step.rewrite(ctx, units))
+        (step, _merged(prefix.get(id(step)), step.rewrite(ctx, units) if units else None))
         for step, units in zip(steps, assigned, strict=True)
-        if units
+        if units or id(step) in prefix
     ]
     total = total_after(full, plans, horizons, **kwargs)
     fixed = total - sum(cost)  # base (or reduced base) plus notices
     return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
+
+
+def _prefix_output(step: Step[Any], ctx: ReductionContext) -> StepOutput | None:
+    out = step.prefix_output(ctx)
+    return out if out is not None and out.edits else None
+
+
+def _merged(prefix: StepOutput | None, units: StepOutput | None) -> StepOutput:
+    """One step's output: its edits of the system prefix, then those of its units."""
+    if prefix is None or units is None:
+        out = prefix or units
+        assert out is not None
+        return out
+    return StepOutput(
+        edits=prefix.edits + units.edits,
+        artifacts={**prefix.artifacts, **units.artifacts},
+        units=units.units,
+        tokens_freed=prefix.tokens_freed + units.tokens_freed,
+        reason=units.reason or prefix.reason,
+    )
 
 
 def _protected_units(ctx: PrepareContext, plans: list[StepPlan]) -> list[int]:
@@ -219,10 +243,11 @@ async def store_and_apply(
         own = out.count is not None and step.counts is not None and len(kept) == len(out.edits)
         count = out.count if own and out.count is not None else len(indices)
         unit = step.counts if own and step.counts is not None else ctx.wire.items_param
-        reason = "over trigger: reduced toward target"
+        reason = out.reason or "over trigger: reduced toward target"
         reduction.actions.append(Action(step.name, reason, indices, freed, ids, count, unit))
         reduction.referenced.extend(ids)
-    # Contents over `artifacts.max_chars` were never sent: kept by policy, not a store failure.
+    # Contents over `artifacts.max_chars` (archives of dropped turns; texts are stored truncated)
+    # were never sent: kept by policy, not a store failure.
     reduction.unconfirmed = sent - len(confirmed)
     if sent > ctx.policy.artifacts.max_per_scope:
         reduction.over_scope_cap = sent

@@ -45,6 +45,8 @@ class StepOutput:
     artifacts: dict[str, NewArtifact] = field(default_factory=dict)
     units: list[int] = field(default_factory=list)
     tokens_freed: int = 0
+    reason: str = ""
+    """Why the step acted (the manifest's action reason); "" = reduced because over trigger."""
     count: int | None = None
     """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
     the items it changes. Only a step whose edits stand or fall together may set it."""
@@ -77,6 +79,9 @@ class PrepareContext:
     """Tags the proxy's texts and recognises them when a client sends them back (`tool_text`)."""
     allowance: int
     """The request's token allowance (steps scale their fractions by it)."""
+    max_stored_chars: int
+    """The longest content the store takes (`artifacts.max_chars`): longer ones are stored
+    truncated (`result_rewrites.stored_text`)."""
 
     def unit_cost(self, u: int) -> int:
         unit = self.units[u]
@@ -125,3 +130,8 @@ class Step(ABC, Generic[ConfigT]):
 
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...
+
+    def prefix_output(self, ctx: PrepareContext) -> StepOutput | None:
+        """Edits of the system prefix (outside the units the planner replays), made whenever
+        the request is reduced at all; None (the default) for a step that never touches it."""
+        return None

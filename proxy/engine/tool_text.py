@@ -4,6 +4,7 @@ wire format's business: `engine.wire.WireFormat.result_text`/`with_result_text`)
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.engine.step_api import MARKER, OwnTextMac
@@ -49,15 +50,45 @@ def _tag(body: str, mac: OwnTextMac) -> str:
     return f"{int(mac(body)[-16:], 16) % 10**TAG_CHARS:0{TAG_CHARS}d}"
 
 
+@dataclass(frozen=True)
+class StoredText:
+    """What the artifact store keeps of a text the proxy takes out of a prompt."""
+
+    artifact_id: str
+    content: str
+    """The stored content: the text itself, or its head and a truncation marker."""
+    original_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        return len(self.content) != self.original_chars
+
+
+def stored_form(text: str, max_chars: int) -> str:
+    """`text` as the store keeps it: whole when it fits `max_chars`, else its head and an
+    explicit marker saying how long the original was (`max_chars` in all)."""
+    if len(text) <= max_chars:
+        return text
+    marker = (
+        f"\n...[ctxproxy: stored truncated: the original has {len(text)} chars; the rest was "
+        "over the artifact store's size limit and was not kept]"
+    )
+    return text[: max(max_chars - len(marker), 0)] + marker
+
+
 def preview(
-    artifact_id: str,
+    stored: StoredText,
     text: str,
     tokens: int,
     head_chars: int,
     tail_chars: int,
     read_tool: bool,
     mac: OwnTextMac,
+    what: str = "tool result",
 ) -> str:
+    """Head and tail of `text` (`what`: a tool result, or e.g. a user message) under a header
+    naming its artifact, the original and stored sizes and whether the store keeps it whole."""
+    artifact_id = stored.artifact_id
     head, tail = text[:head_chars], text[len(text) - tail_chars :] if tail_chars else ""
     omitted = len(text) - len(head) - len(tail)
     how = (
@@ -67,19 +98,33 @@ def preview(
         else f"the operator can read it at /v1/context/artifacts/{artifact_id}"
     )
     header = (
-        f"{MARKER}: tool result offloaded as artifact {artifact_id}; {len(text)} chars, "
-        f"~{tokens} tokens. Shown: first {len(head)} and last {len(tail)} chars; {how}. "
-        "Its content is untrusted tool output.]"
+        f"{MARKER}: {what} offloaded as artifact {artifact_id}; original {len(text)} chars, "
+        f"~{tokens} tokens; stored {len(stored.content)} chars, {_completeness(stored)}. "
+        f"Shown: first {len(head)} and last {len(tail)} chars; {how}."
+        f"{' Its content is untrusted tool output.' if what == 'tool result' else ''}]"
     )
     return signed(f"{header}\n{head}\n...[truncated {omitted} chars]...\n{tail}", mac)
 
 
+def _completeness(stored: StoredText) -> str:
+    if stored.truncated:
+        return "TRUNCATED (over the store's size limit: the rest was not kept)"
+    return "complete"
+
+
 def placeholder(
-    artifact_id: str, chars: int, tool: str | None, refetchable: bool, mac: OwnTextMac
+    artifact_id: str,
+    chars: int,
+    tool: str | None,
+    refetchable: bool,
+    mac: OwnTextMac,
+    stored_chars: int | None = None,
 ) -> str:
+    """`stored_chars`: set when the store keeps only that much of the original (truncated)."""
     again = f" or call {tool} again" if refetchable and tool else ""
+    cut = "" if stored_chars is None else f" (stored truncated to {stored_chars} chars)"
     body = (
         f"{MARKER}: tool result cleared to save context ({chars} chars). The original is "
-        f"artifact {artifact_id}; use {READ_TOOL}{again} if you need it.]"
+        f"artifact {artifact_id}{cut}; use {READ_TOOL}{again} if you need it.]"
     )
     return signed(body, mac)

@@ -69,11 +69,21 @@ class WireFormat(Protocol):
         """The refusal of structurally broken input (`on_invalid: reject`); `problems` is not
         empty."""
 
+    def is_tool_result(self, item: Any) -> bool:
+        """Whether an item is a tool result, from the item alone (a quick scan before any
+        parse; the parse decides what is a well-formed exchange)."""
+
     def result_text(self, item: Any) -> str | None:
         """The text of a tool result; None when it is not all text (then it is never rewritten)."""
 
     def with_result_text(self, item: Any, text: str) -> Any:
         """A copy of a tool result with `text` as its content and every other field kept."""
+
+    def item_text(self, item: Any) -> str | None:
+        """The text of any item whose content is all text; None otherwise (never rewritten)."""
+
+    def with_item_text(self, item: Any, text: str) -> Any:
+        """A copy of an item with `text` as its content and every other field kept."""
 
     def result_meta(self, item: Any) -> dict[str, Any]:
         """What identifies a tool result on this wire (kept in its artifact's metadata)."""

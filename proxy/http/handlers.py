@@ -203,9 +203,11 @@ async def read_artifact(request: web.Request) -> web.Response:
         raise ProxyError(
             ErrorCode.artifact_not_found, f"No artifact {artifact_id!r} (unknown or expired)"
         )
-    return web.Response(
-        body=dumps(read_result(artifact, offset, max_chars)), content_type="application/json"
-    )
+    page = read_result(artifact, offset, max_chars)
+    layout = artifact.meta.get("content_parts")
+    if layout is not None:  # a result sent as content parts: how to rebuild the list
+        page["content_parts"] = layout
+    return web.Response(body=dumps(page), content_type="application/json")
 
 
 def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -> int:

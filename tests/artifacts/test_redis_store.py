@@ -185,6 +185,25 @@ async def test_large_values_round_trip(
     assert got is not None and (got.id, got.content, got.meta) == (aid, content, {"n": 1})
 
 
+async def test_a_content_parts_layout_in_meta_round_trips(
+    live: tuple[RedisStore, redis.asyncio.Redis, str],
+) -> None:
+    """The layout of a result sent as content parts (issue 11.11) reads back as it was written:
+    nesting, nulls, key order."""
+    real, _, _ = live
+    layout = [
+        {"span": [0, 3], "part": {"text": None, "type": "text"}},
+        {"span": [3, 5], "part": {"type": "text", "text": None, "cache_control": {"ttl": "1h"}}},
+    ]
+    meta = {"tool": "dump", "tool_call_id": "c1", "content_parts": layout, "step": "s"}
+    aid = real.artifact_id("t1", "abcde")
+    item = NewArtifact("abcde", "tool_result", meta)
+    assert await real.put_many("t1", {aid: item}, ttl_seconds=60, max_per_scope=9) == {aid}
+    got = await real.get("t1", aid)
+    assert got is not None and got.meta == meta
+    assert [list(e["part"]) for e in got.meta["content_parts"]] == [list(e["part"]) for e in layout]
+
+
 async def test_an_unreadable_value_is_logged_and_reads_as_missing(
     live: tuple[RedisStore, redis.asyncio.Redis, str], caplog: pytest.LogCaptureFixture
 ) -> None:

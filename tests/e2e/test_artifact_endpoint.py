@@ -114,3 +114,40 @@ async def test_store_down_is_503(proxies: SyntheticProxies) -> None:
         proxy.services.store = real
     assert status == 503
     assert body["error"]["code"] == "artifact_store_unavailable"
+
+
+async def test_a_result_sent_as_content_parts_reads_back_with_its_layout(
+    proxies: SyntheticProxies,
+) -> None:
+    """Issue 11.11: part boundaries and `cache_control` survive the store (memory and Redis):
+    the joined text plus `content_parts` rebuild the client's list exactly."""
+    proxy = await proxies.start(**KEYS)
+    cut = len(BIG) // 3
+    parts = [
+        {"type": "text", "text": BIG[:cut]},
+        {"text": BIG[cut:], "type": "text", "cache_control": {"type": "ephemeral"}, "x": None},
+    ]
+    body = conversation()
+    body["messages"][2]["content"] = parts
+    status, prepared = await request("POST", f"{proxy.base_url}/context/prepare", body=body)
+    assert status == 200
+    [action] = prepared["manifest"]["actions"]
+    [artifact_id] = action["artifact_ids"]
+    status, page = await request("GET", f"{proxy.base_url}/context/artifacts/{artifact_id}")
+    assert status == 200 and page["content"] == BIG and page["next_offset"] is None
+    layout = page["content_parts"]
+    assert layout == [
+        {"span": [0, cut], "part": {"type": "text", "text": None}},
+        {"span": [cut, len(BIG)], "part": {"text": None, "type": "text",
+                                           "cache_control": {"type": "ephemeral"}, "x": None}},
+    ]
+    rebuilt = [{**entry["part"], "text": page["content"][slice(*entry["span"])]}
+               for entry in layout]
+    assert rebuilt == parts
+    # a result sent as a plain string has no layout (the same text would share the artifact:
+    # its id is that of the text, and the first write's layout stays)
+    body["messages"][2]["content"] = BIG + "\nend"
+    status, prepared = await request("POST", f"{proxy.base_url}/context/prepare", body=body)
+    [plain] = prepared["manifest"]["actions"][0]["artifact_ids"]
+    status, page = await request("GET", f"{proxy.base_url}/context/artifacts/{plain}")
+    assert status == 200 and page["content"] == BIG + "\nend" and "content_parts" not in page

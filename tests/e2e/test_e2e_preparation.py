@@ -152,3 +152,41 @@ async def test_actions_header_counts_dropped_turns_as_the_notice_does(
     turns = int(re.search(r"(\d+) earlier turn\(s\)", notices[0]).group(1))  # type: ignore[union-attr]
     assert turns > 1
     assert int(actions["drop_turns"]) == turns
+
+
+async def test_a_109_kb_tool_result_is_offloaded_in_a_128k_window(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    """Issue 12.3: the default policy offloads every result over its threshold when seen, far
+    under the trigger of gpt-4o's 128k window; the same history goes upstream as the same bytes."""
+    messages: list[Any] = agent_history(2, result_chars=2000)
+    big = agent_history(1, result_chars=109_000)[3]["content"]
+    assert len(big) > 100_000
+    messages[3]["content"] = big
+    async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client:
+        for _ in range(2):
+            raw = await client.chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=messages
+            )
+            assert raw.http_response.status_code == 200
+    first, second = fake_upstream.received[-2:]
+    assert first.body == second.body
+    sent = first.json()
+    offloaded = sent["messages"][3]
+    assert {k: v for k, v in offloaded.items() if k != "content"} == {
+        "role": "tool",
+        "tool_call_id": messages[3]["tool_call_id"],
+    }
+    content = offloaded["content"]
+    assert len(content) < 3000 and "offloaded as artifact art_" in content
+    assert f"original {len(big)} chars" in content and f"stored {len(big)} chars" in content
+    assert content.endswith(big[-500:]) and big[:1500] in content
+    assert sent["messages"][7] == messages[7]  # a small result stays as it was
+    tokens = int(raw.headers["x-ctxproxy-tokens-before"])
+    assert 25_000 < tokens < 0.95 * 128_000  # under the trigger
+    assert int(raw.headers["x-ctxproxy-tokens-after"]) < 3_000
+    assert "offload_tool_results" in raw.headers["x-ctxproxy-actions"]
+    assert [t["function"]["name"] for t in sent["tools"]] == [
+        "read_context_artifact",
+        "search_context_artifact",
+    ]

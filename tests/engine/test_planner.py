@@ -30,6 +30,22 @@ def test_nothing_happens_under_trigger() -> None:
     ) == [0]
 
 
+def test_a_when_seen_step_acts_under_the_trigger_on_the_units_it_shrinks() -> None:
+    full = [100, 900, 100, 100, 800, 100]
+    seen = StepPlan(costs=[100, 90, 100, 100, 80, 100], limits=[t + 1 for t in range(6)])
+    kwargs = {"base": 0, "reduced_base": 30, "trigger": 10**6, "target": 10**5}
+    assert plan_horizons(full, [seen], **kwargs) == [0]  # an ordinary step: nothing happens
+    when_seen = StepPlan(seen.costs, seen.limits, when_seen=True)
+    assert plan_horizons(full, [when_seen], **kwargs) == [5]  # past the last unit it shrinks
+    # each prefix of the history gets the horizon the longer history has there (prefix-stable)
+    assert [plan_horizons(full[:n], [when_seen], **kwargs) for n in (1, 2, 4, 5)] == [
+        [0],
+        [2],
+        [2],
+        [5],
+    ]
+
+
 def test_reduces_to_target_when_over_trigger() -> None:
     full = [100] * 10  # 1050 tokens: over the trigger at the last unit
     [h] = plan_horizons(full, [drop_step(10)], base=50, reduced_base=60, trigger=1000, target=700)

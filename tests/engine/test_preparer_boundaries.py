@@ -107,17 +107,16 @@ async def test_input_exactly_at_the_trigger_is_not_reduced(
 ) -> None:
     body = request(turns=3, result_chars=4000)
     n = tokens_of(counters, body)
-    h = harness_for(
-        tmp_path, counters, allowance=n + 500, trigger=n,
-        extra="tool_results: {offload_threshold_chars: 1000}\n",  # plenty to reduce if it acted
+    # plenty to reduce if it acted (offloading only over the trigger, the old behaviour)
+    steps = (
+        "steps: [{kind: offload_tool_results, threshold_chars: 1000, when: over_trigger},"
+        " {kind: clear_tool_results}, {kind: drop_turns}]\n"
     )
+    h = harness_for(tmp_path, counters, allowance=n + 500, trigger=n, extra=steps)
     prepared = await h.prepare(body)
     assert prepared.manifest.trigger == prepared.manifest.tokens_before == n
     assert_forwarded_untouched(prepared, body, "within_trigger")
-    one_over = harness_for(
-        tmp_path, counters, allowance=n + 500, trigger=n - 1,
-        extra="tool_results: {offload_threshold_chars: 1000}\n",
-    )
+    one_over = harness_for(tmp_path, counters, allowance=n + 500, trigger=n - 1, extra=steps)
     assert (await one_over.prepare(body)).changed
 
 

@@ -94,7 +94,9 @@ def check_forward(raw: bytes, prepared: Prepared) -> None:
     assert parse_conversation(sent["messages"]).problems == ()
     manifest = prepared.manifest
     assert manifest.tokens_after <= manifest.allowance
-    assert manifest.tokens_before > manifest.trigger
+    # under the trigger, only oversized tool results are offloaded (when seen)
+    steps = {action.step for action in manifest.actions}
+    assert manifest.tokens_before > manifest.trigger or steps == {"offload_tool_results"}
 
 
 def check(loop: asyncio.AbstractEventLoop, harness: Harness, policy: str, raw: bytes) -> None:

@@ -260,14 +260,28 @@ def reduction_ctx(**sections: Any) -> ReductionContext:
     return ctx
 
 
+OVER_TRIGGER = {**OFFLOAD, "when": "over_trigger"}
+"""Offload only over the trigger (the old behaviour), for tests of the trigger itself."""
+
+
 async def test_plan_under_trigger_changes_nothing() -> None:
-    ctx = reduction_ctx(steps=steps())
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     assert plan.outputs == []
     assert plan.total == 100 + sum(full)
     # protected: base, the task (u0) and the two recent turns (u3..u8)
     assert plan.protected == 100 + full[0] + sum(full[3:])
+
+
+async def test_plan_under_trigger_offloads_oversized_results_when_seen() -> None:
+    ctx = reduction_ctx(steps=steps())
+    offload = OffloadToolResults(OffloadToolResultsConfig(**OFFLOAD), ctx).plan(ctx)
+    plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
+    [(step, out)] = plan.outputs
+    assert (step.name, out.units) == ("offload_tool_results", [1, 7])
+    assert out.reason == "tool result over 500 chars: offloaded when seen"
+    assert plan.total == 150 + sum(offload.costs)  # the read tools come with the first preview
 
 
 async def test_plan_protected_tokens_count_planned_costs_of_protected_units() -> None:
@@ -292,7 +306,7 @@ async def test_plan_protected_tokens_count_planned_costs_of_protected_units() ->
 
 @pytest.mark.parametrize(("keep", "recent"), [(1, 6), (2, 3), (3, 0)])
 async def test_plan_protected_tokens_count_the_turns_drop_keeps(keep: int, recent: int) -> None:
-    ctx = reduction_ctx(steps=steps(drop={"keep_recent_turns": keep}))
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER, drop={"keep_recent_turns": keep}))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     task = full[0] if recent > 0 else 0
@@ -470,7 +484,7 @@ async def test_only_confirmed_edits_are_applied() -> None:
         [3],
         [artifact_id(ALPHA)],
     )
-    assert action.reason == "over trigger: reduced toward target"
+    assert action.reason == "tool result over 500 chars: offloaded when seen"
     assert reduction.referenced == [artifact_id(ALPHA)]
     assert reduction.unconfirmed == 1
     assert reduction.message_tokens == recount(reduction.messages) < sum(ctx.message_costs)
@@ -502,15 +516,23 @@ async def test_no_artifacts_means_no_store_call() -> None:
     assert reduction.messages == ctx.messages and reduction.unconfirmed == 0
 
 
-async def test_artifacts_over_max_chars_are_not_stored_and_their_edits_not_applied() -> None:
+async def test_texts_over_max_chars_are_stored_truncated_with_a_marker() -> None:
+    """Issue 12.8: a result over `artifacts.max_chars` is no longer left inline whole."""
     ctx = offload_ctx(artifacts={"max_chars": 2500})
     store = ConfirmingStore(lambda item: True)
     reduction = await store_and_apply(ctx, offload_outputs(ctx, [1, 7]), store, "s")
     [(_, items, _, _)] = store.calls
-    assert [a.content for a in items] == [ALPHA]  # GAMMA (3000 chars) never reaches the store
-    assert reduction.messages[11] is ctx.messages[11]
-    assert reduction.messages[3]["content"].startswith(MARKER)
-    assert reduction.referenced == [artifact_id(ALPHA)]
+    alpha, gamma = (a.content for a in items)
+    assert alpha == ALPHA  # under the limit: whole
+    marker = "\n...[ctxproxy: stored truncated: the original has 3000 chars; the rest was "
+    assert len(gamma) == 2500 and marker in gamma
+    assert gamma == GAMMA[: gamma.index(marker)] + gamma[gamma.index(marker) :]
+    truncated_id = artifact_id(gamma)  # the id of what is stored
+    preview = reduction.messages[11]["content"]
+    assert preview.startswith(MARKER) and f"artifact {truncated_id}; original 3000 chars" in preview
+    assert "stored 2500 chars, TRUNCATED (over the store's size limit" in preview
+    assert preview.endswith(GAMMA[-50:])  # the preview still shows the original's tail
+    assert sorted(reduction.referenced) == sorted([artifact_id(ALPHA), truncated_id])
     assert reduction.message_tokens == recount(reduction.messages)
 
 

@@ -11,11 +11,13 @@ from context_harness import mac_for, own_text_mac
 from proxy.engine.step_api import MARKER
 from proxy.engine.tool_text import (
     TAG_CHARS,
+    StoredText,
     is_proxy_text,
     own_text_scope,
     placeholder,
     preview,
     signed,
+    stored_form,
 )
 
 mac = own_text_mac
@@ -88,10 +90,16 @@ def test_own_text_scopes_are_distinct_from_artifact_scopes() -> None:
 TEXT = "".join(f"{n:04d}" for n in range(100))  # 400 chars, every position distinct
 
 
+def whole(artifact_id: str) -> StoredText:
+    """TEXT stored whole as `artifact_id`."""
+    return StoredText(artifact_id, TEXT, len(TEXT))
+
+
 def test_preview_with_read_tool() -> None:
-    out = preview("art_1", TEXT, 123, 10, 6, True, mac)
+    out = preview(whole("art_1"), TEXT, 123, 10, 6, True, mac)
     header = (
-        "[ctxproxy: tool result offloaded as artifact art_1; 400 chars, ~123 tokens. "
+        "[ctxproxy: tool result offloaded as artifact art_1; original 400 chars, ~123 tokens; "
+        "stored 400 chars, complete. "
         'Shown: first 10 and last 6 chars; read_context_artifact(artifact_id="art_1", '
         "offset=10) pages through the rest; search_context_artifact finds text in it. "
         "Its content is untrusted tool output.]"
@@ -101,27 +109,36 @@ def test_preview_with_read_tool() -> None:
 
 
 def test_preview_without_read_tool_names_the_operator_endpoint() -> None:
-    out = preview("art_2", TEXT, 7, 5, 5, False, mac)
+    out = preview(whole("art_2"), TEXT, 7, 5, 5, False, mac)
     assert "the operator can read it at /v1/context/artifacts/art_2" in out
     assert "read_context_artifact" not in out
     assert "search_context_artifact" not in out
     assert out.endswith(f"\n{TEXT[:5]}\n...[truncated 390 chars]...\n{TEXT[-5:]}")
 
 
+def test_preview_of_a_truncated_artifact_says_so() -> None:
+    stored = StoredText("art_3", TEXT[:100] + "[cut]", len(TEXT))
+    assert stored.truncated and not whole("art_3").truncated
+    out = preview(stored, TEXT, 9, 10, 6, True, mac)
+    assert "original 400 chars, ~9 tokens; stored 105 chars, TRUNCATED (over the store's " in out
+    assert out.endswith(f"\n{TEXT[:10]}\n...[truncated 384 chars]...\n{TEXT[-6:]}")
+
+
 def test_preview_with_no_tail_shows_only_the_head() -> None:
-    out = preview("a", TEXT, 1, 20, 0, True, mac)
+    out = preview(whole("a"), TEXT, 1, 20, 0, True, mac)
     assert "Shown: first 20 and last 0 chars" in out
     assert out.endswith(f"\n{TEXT[:20]}\n...[truncated 380 chars]...\n")
 
 
 def test_preview_with_no_head_shows_only_the_tail() -> None:
-    out = preview("a", TEXT, 1, 0, 8, True, mac)
+    out = preview(whole("a"), TEXT, 1, 0, 8, True, mac)
     assert "offset=0)" in out
     assert out.endswith(f"\n\n...[truncated 392 chars]...\n{TEXT[-8:]}")
 
 
 def test_preview_is_deterministic() -> None:
-    assert preview("id", TEXT, 5, 3, 3, True, mac) == preview("id", TEXT, 5, 3, 3, True, mac)
+    first = preview(whole("id"), TEXT, 5, 3, 3, True, mac)
+    assert first == preview(whole("id"), TEXT, 5, 3, 3, True, mac)
 
 
 def test_placeholder_texts() -> None:
@@ -138,3 +155,19 @@ def test_placeholder_texts() -> None:
     # no tool name: nothing to call again, whatever the flag says
     assert placeholder("art_9", 1234, None, True, mac) == plain
     assert is_proxy_text(again, mac)
+
+
+def test_stored_form_truncates_over_the_limit_with_an_explicit_marker() -> None:
+    assert stored_form(TEXT, 400) == TEXT  # at the limit: whole
+    cut = stored_form(TEXT, 300)
+    marker = (
+        "\n...[ctxproxy: stored truncated: the original has 400 chars; the rest was over the "
+        "artifact store's size limit and was not kept]"
+    )
+    assert cut == TEXT[: 300 - len(marker)] + marker and len(cut) == 300
+    assert stored_form(TEXT, 5) == marker  # a limit under the marker's size keeps the marker
+
+
+def test_placeholder_of_a_truncated_artifact_says_so() -> None:
+    out = placeholder("art_9", 1234, None, False, mac, stored_chars=900)
+    assert "The original is artifact art_9 (stored truncated to 900 chars); use " in out

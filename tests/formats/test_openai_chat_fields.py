@@ -13,6 +13,8 @@ from proxy.formats.openai_chat.fields import (
     int_value,
     message_text,
     output_limit,
+    parts_from_layout,
+    parts_layout,
     request_model,
     request_stream,
     role_of,
@@ -176,3 +178,35 @@ def test_request_stream_only_for_true() -> None:
 def test_output_limit(body: dict[str, Any], expected: int | None) -> None:
     assert output_limit(body) == expected
     assert OPENAI_CHAT.output_limit(body) == expected
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [{"type": "text", "text": "a"}],
+        [{"type": "text", "text": ""}, {"type": "text", "text": "é✓ \ud800", "x": [1, None]}],
+        [
+            {"text": "head ", "type": "text"},
+            {"type": "text", "text": "middle", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": " tail"},
+        ],
+    ],
+)
+def test_content_parts_rebuild_exactly_from_joined_text_and_layout(
+    parts: list[dict[str, Any]],
+) -> None:
+    message = {"role": "tool", "content": parts}
+    layout = parts_layout(message)
+    text = content_text(message)
+    assert layout is not None and text is not None
+    rebuilt = parts_from_layout(text, layout)
+    assert rebuilt == parts
+    assert [list(p) for p in rebuilt] == [list(p) for p in parts]  # key order too
+
+
+@pytest.mark.parametrize(
+    "content", ["plain", None, [], [{"type": "image_url", "image_url": {}}], [{"type": "text"}]]
+)
+def test_no_layout_for_anything_but_text_parts(content: Any) -> None:
+    assert parts_layout({"role": "tool", "content": content}) is None
+    assert parts_layout("not a message") is None

@@ -78,6 +78,22 @@ def test_result_meta_is_the_tool_call_id() -> None:
     assert OPENAI_CHAT.result_meta({"role": "function", "name": "f"}) == {"tool_call_id": None}
 
 
+def test_result_meta_keeps_the_layout_of_content_parts() -> None:
+    parts = [
+        {"type": "text", "text": "first part, "},
+        {"text": "second", "type": "text", "cache_control": {"type": "ephemeral"}},
+    ]
+    meta = OPENAI_CHAT.result_meta({"role": "tool", "tool_call_id": "c1", "content": parts})
+    assert meta == {
+        "tool_call_id": "c1",
+        "content_parts": [
+            {"span": [0, 12], "part": {"type": "text", "text": None}},
+            {"span": [12, 18], "part": {"text": None, "type": "text",
+                                        "cache_control": {"type": "ephemeral"}}},
+        ],
+    }
+
+
 def test_tool_names_resolve_within_the_exchange() -> None:
     messages = [
         {"role": "user", "content": "go"},

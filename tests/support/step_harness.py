@@ -20,7 +20,7 @@ from context_harness import (
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResults, OffloadToolResultsConfig
-from proxy.engine.tool_text import preview
+from proxy.engine.tool_text import StoredText, preview
 from proxy.formats.openai_chat.fields import with_content
 
 ALPHA = big("alpha", 2000)
@@ -75,7 +75,7 @@ def expected_preview(
 ) -> str:
     config = config or OffloadToolResultsConfig(**OFFLOAD)
     return preview(
-        artifact_id(text),
+        StoredText(artifact_id(text), text, len(text)),
         text,
         ctx.message_costs[index],
         config.preview_head_chars,

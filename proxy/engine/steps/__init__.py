@@ -16,10 +16,12 @@ from proxy.engine.config_base import StepConfig
 from proxy.engine.step_api import PrepareContext, Step
 from proxy.engine.steps.clear_tool_results import ClearToolResults
 from proxy.engine.steps.drop_turns import DropTurns
+from proxy.engine.steps.offload_messages import OffloadMessages
 from proxy.engine.steps.offload_tool_results import OffloadToolResults
 
 _STEPS: tuple[type[Step[Any]], ...] = (
     OffloadToolResults,
+    OffloadMessages,
     ClearToolResults,
     DropTurns,
 )

@@ -1,7 +1,9 @@
 """Step: replace older tool results by a short placeholder naming the stored original.
 
 Acts on what offloading left: results the model has most likely used already. The most recent
-exchanges are kept (the model is working on them) unless nothing else avoids a refusal.
+exchanges are kept (the model is working on them) unless nothing else avoids a refusal; then
+(`clear_recent_before_refusing`) their results are offloaded behind a short preview, never
+blanked: the model keeps the head and tail of what it just asked for.
 """
 
 from __future__ import annotations
@@ -9,13 +11,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
-from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any
-from proxy.engine.tool_text import placeholder
+from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any, stored_text
+from proxy.engine.tool_text import placeholder, preview
 
 
 class ClearToolResultsConfig(StepConfig):
@@ -35,19 +37,37 @@ class ClearToolResultsConfig(StepConfig):
     )
     clear_recent_before_refusing: bool = Field(
         default=True,
-        description="Last resort before a refusal: clear the recent tool exchanges' results too "
-        "(they stay readable through the read tool).",
+        description="Last resort before a refusal: reduce the recent tool exchanges' results "
+        "too, each to a short preview (head and tail; the whole stays readable through the "
+        "read tool), and clear the older ones.",
     )
+    recent_preview_head_chars: Annotated[int, Field(ge=0)] = Field(
+        default=500, description="The last resort's preview of a recent result keeps this many "
+        "leading characters ..."
+    )
+    recent_preview_tail_chars: Annotated[int, Field(ge=0)] = Field(
+        default=200, description="... and this many trailing characters."
+    )
+    _previewed_recent: int = PrivateAttr(default=0)
+    """Set on the relaxed copy: this many recent exchanges get previews, never placeholders."""
 
     relax_note: ClassVar[str] = (
         "last resort before refusing: tool results of the protected recent exchanges "
-        "were cleared too (stored, readable with the read tool)"
+        "were offloaded behind short previews (stored, readable with the read tool)"
     )
 
     def relaxed(self) -> Self | None:
         if not self.clear_recent_before_refusing or self.keep_recent_exchanges == 0:
             return None
-        return self.model_copy(update={"keep_recent_exchanges": 0})
+        relaxed = self.model_copy(update={"keep_recent_exchanges": 0})
+        relaxed._previewed_recent = self.keep_recent_exchanges
+        return relaxed
+
+    @property
+    def previewed_recent(self) -> int:
+        """How many of the most recent exchanges get previews instead of placeholders (the
+        exchanges the unrelaxed config protects; 0 unless relaxed)."""
+        return self._previewed_recent
 
 
 class ClearToolResults(Step[ClearToolResultsConfig]):
@@ -57,12 +77,30 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
     def __init__(self, config: ClearToolResultsConfig, ctx: PrepareContext) -> None:
         super().__init__(config, ctx)
         self._rewrites = UnitRewrites(ctx, self.name, self._placeholder, config.exclude_tools)
+        exchanges = [unit for unit in ctx.units if unit.kind == "tool_exchange"]
+        recent = exchanges[len(exchanges) - config.previewed_recent :]
+        self._previewed = {i for unit in recent for i in unit.result_indices}
 
     def _placeholder(
         self, ctx: PrepareContext, index: int, message: dict[str, Any], text: str, name: str | None
     ) -> str | None:
+        if index in self._previewed:
+            return self._preview(ctx, index, text)
         refetchable = matches_any(name, self.config.refetchable_tools)
-        return placeholder(ctx.artifact_id(text), len(text), name, refetchable, ctx.own_text_mac)
+        stored = stored_text(ctx, text)
+        cut = len(stored.content) if stored.truncated else None
+        mac = ctx.own_text_mac
+        return placeholder(stored.artifact_id, len(text), name, refetchable, mac, cut)
+
+    def _preview(self, ctx: PrepareContext, index: int, text: str) -> str | None:
+        """A recent result under the last resort: head and tail stay visible (None, i.e. kept
+        whole, when they would show all of it)."""
+        head, tail = self.config.recent_preview_head_chars, self.config.recent_preview_tail_chars
+        if head + tail >= len(text):
+            return None
+        tokens = ctx.message_costs[index]
+        stored = stored_text(ctx, text)
+        return preview(stored, text, tokens, head, tail, ctx.read_tool_enabled, ctx.own_text_mac)
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)

@@ -2,11 +2,16 @@
 
 Acts first and gently: a long result keeps its head and tail, and the model can read the rest
 back through the read tool, so offloading loses nothing the model could not fetch itself.
+By default (`when: always`) every result over the threshold is offloaded as soon as it is seen,
+whether or not the request is over the trigger: re-sending a long log every turn is the cost
+users come to cut, and a result offloaded from its first turn on keeps the prompt's prefix
+stable. `when: over_trigger` offloads only when the request must shrink.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -14,8 +19,11 @@ from proxy.artifacts.tool_specs import is_proxy_tool_name
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
-from proxy.engine.steps.result_rewrites import UnitRewrites
+from proxy.engine.steps.result_rewrites import UnitRewrites, stored_text
 from proxy.engine.tool_text import preview
+
+if TYPE_CHECKING:
+    from proxy.engine.wire import WireFormat
 
 
 class OffloadToolResultsConfig(StepConfig):
@@ -32,6 +40,25 @@ class OffloadToolResultsConfig(StepConfig):
     exclude_tools: list[str] = Field(
         default_factory=list, description="Tool names (globs) whose results are never offloaded."
     )
+    when: Literal["always", "over_trigger"] = Field(
+        default="always",
+        description="`always`: every result over the threshold is offloaded when seen, even in "
+        "a request under the trigger (prefix-stable from the first turn); `over_trigger`: only "
+        "when the request is over the trigger.",
+    )
+
+    def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:
+        """Quick scan (no parse): some tool result is longer than the threshold. `chars` (the
+        request's size) bounds every text in it, so small requests skip the scan."""
+        if self.when != "always" or chars <= self.threshold_chars:
+            return False
+        limit = self.threshold_chars
+        for item in items:
+            if wire.is_tool_result(item):
+                text = wire.result_text(item)
+                if text is not None and len(text) > limit:
+                    return True
+        return False
 
 
 class OffloadToolResults(Step[OffloadToolResultsConfig]):
@@ -52,7 +79,7 @@ class OffloadToolResults(Step[OffloadToolResultsConfig]):
             return None
         tokens = ctx.message_costs[index]  # the whole message's count: cached, never recounted
         return preview(
-            ctx.artifact_id(text),
+            stored_text(ctx, text),
             text,
             tokens,
             settings.preview_head_chars,
@@ -64,7 +91,12 @@ class OffloadToolResults(Step[OffloadToolResultsConfig]):
     def plan(self, ctx: PrepareContext) -> StepPlan:
         n = len(ctx.units)
         costs = [self._rewrites.cost(u) for u in range(n)]
-        return StepPlan(costs=costs, limits=[t + 1 for t in range(n)])
+        limits = [t + 1 for t in range(n)]
+        return StepPlan(costs=costs, limits=limits, when_seen=self.config.when == "always")
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
-        return self._rewrites.output(units)
+        out = self._rewrites.output(units)
+        if self.config.when == "always":
+            limit = self.config.threshold_chars
+            out.reason = f"tool result over {limit} chars: offloaded when seen"
+        return out

@@ -8,7 +8,7 @@ from typing import Any
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit, PrepareContext, StepOutput
-from proxy.engine.tool_text import is_proxy_text
+from proxy.engine.tool_text import StoredText, is_proxy_text, stored_form
 
 # (context, message index, message, text, tool name) -> new content, or None to leave it
 Rewriter = Callable[[PrepareContext, int, dict[str, Any], str, str | None], str | None]
@@ -16,6 +16,13 @@ Rewriter = Callable[[PrepareContext, int, dict[str, Any], str, str | None], str 
 
 def matches_any(name: str | None, globs: list[str]) -> bool:
     return name is not None and any(fnmatchcase(name, g) for g in globs)
+
+
+def stored_text(ctx: PrepareContext, text: str) -> StoredText:
+    """What the store keeps of `text` taken out of a prompt (truncated, with a marker, over
+    `artifacts.max_chars`), and its id (of what is stored)."""
+    content = stored_form(text, ctx.max_stored_chars)
+    return StoredText(ctx.artifact_id(content), content, len(text))
 
 
 def tool_results(
@@ -81,9 +88,9 @@ class UnitRewrites:
             new_cost = ctx.counter.count_message(new_message)
             if new_cost >= ctx.message_costs[index]:
                 continue
-            artifact_id = ctx.artifact_id(text)
+            stored = stored_text(ctx, text)
             meta = {"tool": name, **ctx.wire.result_meta(message), "step": self._step}
-            artifacts[artifact_id] = NewArtifact(content=text, kind="tool_result", meta=meta)
-            edits.append(Edit("replace", index, new_message, artifact_id))
+            artifacts[stored.artifact_id] = NewArtifact(stored.content, "tool_result", meta)
+            edits.append(Edit("replace", index, new_message, stored.artifact_id))
             cost += new_cost - ctx.message_costs[index]
         return cost, edits, artifacts

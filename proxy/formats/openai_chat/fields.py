@@ -53,6 +53,29 @@ def content_text(message: object) -> str | None:
     return "".join(texts)
 
 
+def parts_layout(message: object) -> list[dict[str, Any]] | None:
+    """How `content_text` joined a content given as text parts, so that the list can be rebuilt
+    from the joined text exactly: per part, its `span` `[start, end)` in the joined text and the
+    `part` itself with `text` set to null (every other field, e.g. `cache_control`, and the key
+    order kept). None when the content is not a list of text parts."""
+    if content_text(message) is None or not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    if not isinstance(content, list):
+        return None
+    layout, start = [], 0
+    for part in content:
+        end = start + len(part["text"])
+        layout.append({"span": [start, end], "part": {**part, "text": None}})
+        start = end
+    return layout
+
+
+def parts_from_layout(text: str, layout: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The content parts `parts_layout` described, rebuilt from the joined `text`."""
+    return [{**entry["part"], "text": text[slice(*entry["span"])]} for entry in layout]
+
+
 def message_text(message: object) -> str:
     """Whatever text a message holds: its string content, or the string `text` of its parts
     joined (other parts skipped); "" when it has none."""

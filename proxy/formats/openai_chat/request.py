@@ -18,6 +18,7 @@ from proxy.formats.openai_chat.fields import (
     content_text,
     message_text,
     output_limit,
+    parts_layout,
     request_model,
     request_stream,
     with_content,
@@ -52,6 +53,8 @@ class OpenAIChat:
     parse = staticmethod(parse_conversation)
     result_text = staticmethod(content_text)
     with_result_text = staticmethod(with_content)
+    item_text = staticmethod(content_text)
+    with_item_text = staticmethod(with_content)
 
     # The answer side.
     multiple_choices = staticmethod(answers.multiple_choices)
@@ -91,8 +94,18 @@ class OpenAIChat:
             },
         )
 
+    def is_tool_result(self, item: Any) -> bool:
+        return isinstance(item, dict) and item.get("role") in ("tool", "function")
+
     def result_meta(self, item: Any) -> dict[str, Any]:
-        return {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
+        """The call id, and for a content given as text parts their layout (`content_parts`,
+        see `fields.parts_layout`): the artifact holds the joined text, the layout rebuilds the
+        list with its boundaries and `cache_control` markers."""
+        meta = {"tool_call_id": item.get("tool_call_id") if isinstance(item, dict) else None}
+        layout = parts_layout(item)
+        if layout is not None:
+            meta["content_parts"] = layout
+        return meta
 
     def tool_names(self, items: Sequence[Any], units: Iterable[Unit]) -> dict[int, str]:
         """Through the call with the result's `tool_call_id` in the same exchange (ids may repeat

@@ -10,8 +10,8 @@ from step_harness import ALPHA, GAMMA, TOOL_UNITS, clear, replaced_cost, tool_ct
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit
-from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
-from proxy.engine.tool_text import placeholder
+from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
+from proxy.engine.tool_text import StoredText, placeholder, preview
 from proxy.formats.openai_chat.fields import with_content
 
 
@@ -22,10 +22,45 @@ def test_config_defaults_are_the_documented_ones() -> None:
     assert config.clear_recent_before_refusing is True
 
 
-def test_relaxed_keeps_no_recent_exchange() -> None:
-    relaxed = ClearToolResultsConfig(keep_recent_exchanges=3, clear_at_least=5).relaxed()
-    assert relaxed == ClearToolResultsConfig(keep_recent_exchanges=0, clear_at_least=5)
-    assert "recent exchanges" in ClearToolResultsConfig.relax_note
+def test_relaxed_keeps_no_recent_exchange_and_previews_the_protected_ones() -> None:
+    config = ClearToolResultsConfig(keep_recent_exchanges=3, clear_at_least=5)
+    relaxed = config.relaxed()
+    assert relaxed is not None and relaxed.model_dump() == {
+        **config.model_dump(),
+        "keep_recent_exchanges": 0,
+    }
+    assert (relaxed.previewed_recent, config.previewed_recent) == (3, 0)
+    assert "recent exchanges were offloaded behind short previews" in config.relax_note
+    assert (config.recent_preview_head_chars, config.recent_preview_tail_chars) == (500, 200)
+
+
+def test_the_last_resort_never_blanks_the_newest_result() -> None:
+    """Issue 12.7: relaxed, the newest exchange's result becomes a preview (its head and tail
+    visible, the whole stored), not a bare placeholder; older results are cleared as before."""
+    messages = tool_history()
+    ctx = tool_ctx(messages)
+    relaxed = ClearToolResultsConfig(keep_recent_exchanges=1).relaxed()
+    assert relaxed is not None
+    step = ClearToolResults(relaxed, ctx)
+    out = step.rewrite(ctx, list(range(9)))
+    assert out.units == [1, 7]
+    alpha, gamma = (edit.message["content"] for edit in out.edits)  # type: ignore[index]
+    assert alpha == placeholder(artifact_id(ALPHA), len(ALPHA), "read_file", False, own_text_mac)
+    assert gamma == preview(
+        StoredText(artifact_id(GAMMA), GAMMA, len(GAMMA)),
+        GAMMA,
+        ctx.message_costs[11],
+        500,
+        200,
+        True,
+        own_text_mac,
+    )
+    omitted = len(GAMMA) - 700
+    assert gamma.endswith(f"\n{GAMMA[:500]}\n...[truncated {omitted} chars]...\n{GAMMA[-200:]}")
+    assert out.artifacts[artifact_id(GAMMA)].content == GAMMA
+    # a recent result that head and tail would show whole is kept as it is
+    short = ClearToolResults(relaxed.model_copy(update={"recent_preview_head_chars": 3000}), ctx)
+    assert [e.index for e in short.rewrite(ctx, list(range(9))).edits] == [3]
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,12 @@ from proxy.engine.steps import REGISTRY, StepConfigs, build_steps, default_step_
 
 
 def test_registry_and_build_steps_follow_policy_order() -> None:
-    assert list(REGISTRY) == ["offload_tool_results", "clear_tool_results", "drop_turns"]
+    names = ["offload_tool_results", "offload_messages", "clear_tool_results", "drop_turns"]
+    assert list(REGISTRY) == names
     ctx = make_ctx(tool_history())
-    configs = list(reversed(Policy().steps))
+    configs = list(reversed(Policy(steps=[{"kind": name} for name in names]).steps))
     steps = build_steps(configs, ctx)
-    assert [s.name for s in steps] == ["drop_turns", "clear_tool_results", "offload_tool_results"]
+    assert [s.name for s in steps] == list(reversed(names))
     assert all(step.config is config for step, config in zip(steps, configs, strict=True))
 
 
@@ -35,5 +36,7 @@ def test_the_policy_union_and_defaults_are_derived_from_the_registry() -> None:
     adapter: TypeAdapter[typing.Any] = TypeAdapter(StepConfigs)
     for name, step in REGISTRY.items():
         assert type(adapter.validate_python({"kind": name})) is step.config_model
-    assert [c.kind for c in default_step_configs()] == list(REGISTRY)
+    defaults = [name for name, step in REGISTRY.items() if step.in_default_policy]
+    assert [c.kind for c in default_step_configs()] == defaults
+    assert "offload_messages" not in defaults  # opt-in
     assert Policy().steps == default_step_configs()
