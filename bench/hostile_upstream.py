@@ -1,0 +1,166 @@
+"""The scripted upstream of `bench/hostile_run.py`: the fake OpenAI upstream of the tests
+(`tests/support/fakes`), answering each request as its `x-hostile-script` header says.
+
+The proxy forwards client headers upstream, so each generated request carries its number
+(`x-hostile-request`) and its script; every body the upstream receives (the client's round and
+the proxy's synthetic rounds alike) is handed to `on_body(number, body)` before it is answered.
+
+Scripts (they call the proxy's tools only while the proxy offers them and names an artifact):
+  echo      the fake's default answer (echo of the last user text; streamed when asked)
+  read      one `read_context_artifact` call
+  search    8 `search_context_artifact` calls, pattern "A"*999 + "b"
+  bad_ids   read calls whose ids are missing, null, empty or duplicated
+  mixed     one call of the proxy's read tool and one of the client's tool of the same name
+  n2        two choices: one calling the read tool, one answering in text
+  fault_*   502, 503, a reset connection, a cut-off JSON body (errors made on purpose)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from fakes import (
+    Recorded,
+    Reply,
+    completion_body,
+    error_reply,
+    invalid_json_reply,
+    json_reply,
+    reset_reply,
+    sse_reply,
+    stream_chunks,
+)
+from fakes.defaults import default_for
+
+REQUEST_HEADER = "x-hostile-request"
+SCRIPT_HEADER = "x-hostile-script"
+SEARCH_PATTERN = "A" * 999 + "b"
+ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
+READ = "read_context_artifact"
+SEARCH = "search_context_artifact"
+FAULTS = {
+    "fault_502": lambda: error_reply(502),
+    "fault_503": lambda: error_reply(503, retry_after=None),
+    "fault_reset": lambda: reset_reply(),
+    "fault_badjson": lambda: invalid_json_reply(),
+}
+"""Upstream failures on purpose: the proxy's 5xx answer to them is no fault of its own."""
+
+BodySink = Callable[[int, str, bytes], None]
+"""(request number, path, body) of each request the upstream receives."""
+
+
+def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
+    """The fake upstream's default reply: hand the body over, then answer as scripted."""
+
+    def choose(record: Recorded) -> Reply:
+        number = int(record.headers.get(REQUEST_HEADER, "-1"))
+        on_body(number, record.path, record.body)
+        script = record.headers.get(SCRIPT_HEADER, "echo")
+        if script in FAULTS:
+            return FAULTS[script]()
+        body = _json(record.body)
+        calls = _calls(script, number, body) if isinstance(body, dict) else None
+        if not calls:
+            return default_for(record)
+        return _answer(calls, record.is_stream, n2=script == "n2")
+
+    return choose
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
+def proxy_tool(body: dict[str, Any], canonical: str) -> str | None:
+    """The proxy's tool of that kind in this body: the last one so named, as renamed away from a
+    client's tool (`read_context_artifact_ctxproxy`)."""
+    tools = body.get("tools")
+    names = [_tool_name(t) for t in tools] if isinstance(tools, list) else []
+    mine = [n for n in names if isinstance(n, str) and n.startswith(canonical)]
+    return mine[-1] if mine else None
+
+
+def _tool_name(tool: Any) -> Any:
+    function = tool.get("function") if isinstance(tool, dict) else None
+    return function.get("name") if isinstance(function, dict) else None
+
+
+def _calls(script: str, number: int, body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    read, search = proxy_tool(body, READ), proxy_tool(body, SEARCH)
+    ids = ARTIFACT_ID.findall(json.dumps(body.get("messages")))
+    if read is None or search is None or not ids:
+        return None
+    read_args = json.dumps({"artifact_id": ids[0], "offset": 0, "max_chars": 2000})
+    if script == "search":
+        args = json.dumps({"artifact_id": ids[0], "pattern": SEARCH_PATTERN})
+        return [_call(f"call_s{number}_{k}", search, args) for k in range(8)]
+    if script == "bad_ids":
+        return _bad_id_calls(number, read, read_args)
+    if script == "mixed":
+        client = READ if read != READ else "client_tool"
+        return [_call(f"call_m{number}", read, read_args), _call(f"call_c{number}", client, "{}")]
+    if script in ("read", "n2"):
+        return [_call(f"call_r{number}", read, read_args)]
+    return None
+
+
+def _call(call_id: Any, name: str, arguments: str) -> dict[str, Any]:
+    call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    if call_id is _MISSING:
+        del call["id"]
+    return call
+
+
+_MISSING = object()
+
+
+def _bad_id_calls(number: int, read: str, args: str) -> list[dict[str, Any]]:
+    kind = number % 4
+    if kind == 0:
+        return [_call(_MISSING, read, args)]
+    if kind == 1:
+        return [_call(None, read, args)]
+    if kind == 2:
+        return [_call("", read, args), _call("", read, args)]
+    return [_call("call_dup", read, args), _call("call_dup", read, args)]
+
+
+def _answer(calls: list[dict[str, Any]], stream: bool, *, n2: bool) -> Reply:
+    if stream:
+        return sse_reply(_stream_events(calls, n2))
+    body = completion_body(None, finish_reason="tool_calls")
+    body["choices"][0]["message"]["tool_calls"] = calls
+    if n2:
+        text = {"role": "assistant", "content": "the second choice", "refusal": None}
+        body["choices"].append(
+            {"index": 1, "message": text, "logprobs": None, "finish_reason": "stop"}
+        )
+    return json_reply(body)
+
+
+def _stream_events(calls: list[dict[str, Any]], n2: bool) -> list[dict[str, Any]]:
+    """The fake's chunk stream for these calls, ids written as they are (even missing or null)."""
+    named = [{**c, "id": f"call_tmp{k}"} for k, c in enumerate(calls)]
+    chunks = stream_chunks([], tool_calls=named)
+    for chunk in chunks:
+        for choice in chunk["choices"]:
+            for delta in choice["delta"].get("tool_calls") or ():
+                if "id" in delta:
+                    original = calls[delta["index"]]
+                    if "id" in original:
+                        delta["id"] = original["id"]
+                    else:
+                        del delta["id"]
+    if n2:
+        second = stream_chunks(["the second choice"])
+        for chunk in second:
+            chunk["choices"][0]["index"] = 1
+        chunks = chunks[:-1] + second[1:] + chunks[-1:]
+    return chunks
