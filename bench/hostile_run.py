@@ -110,7 +110,7 @@ class Tally:
     log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
     actions: collections.Counter[str] = field(default_factory=collections.Counter)
     with_rounds: int = 0
-    seconds: collections.Counter[str] = field(default_factory=collections.Counter)
+    seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
 
 
 @dataclass
@@ -255,6 +255,8 @@ async def artifact_cases(phase: Phase, count: int) -> list[Case]:
         headers = {**owner, "Content-Type": "application/json"}
         async with session.post(url, data=body, headers=headers) as response:
             found = ARTIFACT_ID.findall((await response.read()).decode())
+    phase.tally.requests[f"{phase.name}: dry run storing the artifact read below"] += 1
+    phase.tally.statuses[response.status] += 1
     if not found:
         raise SystemExit(f"{phase.name}: the dry run stored no artifact")
     cases = []

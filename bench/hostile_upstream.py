@@ -10,6 +10,8 @@ Scripts (they call the proxy's tools only while the proxy offers them and names 
   read      one `read_context_artifact` call
   search    8 `search_context_artifact` calls, pattern "A"*999 + "b"
   bad_ids   read calls whose ids are missing, null, empty or duplicated
+  bad_args  read or search calls with hostile arguments (a 5,000-digit offset, 1e400, NaN, null,
+            not JSON, wrong types, an unknown artifact, an empty or 2,000-character pattern)
   mixed     one call of the proxy's read tool and one of the client's tool of the same name
   n2        two choices: one calling the read tool, one answering in text
   fault_*   502, 503, a reset connection, a cut-off JSON body (errors made on purpose)
@@ -41,13 +43,25 @@ SEARCH_PATTERN = "A" * 999 + "b"
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 READ = "read_context_artifact"
 SEARCH = "search_context_artifact"
-FAULTS = {
+FAULTS: dict[str, Callable[[], Reply]] = {
     "fault_502": lambda: error_reply(502),
     "fault_503": lambda: error_reply(503, retry_after=None),
-    "fault_reset": lambda: reset_reply(),
-    "fault_badjson": lambda: invalid_json_reply(),
+    "fault_reset": reset_reply,
+    "fault_badjson": invalid_json_reply,
 }
 """Upstream failures on purpose: the proxy's 5xx answer to them is no fault of its own."""
+
+BAD_ARGUMENTS = (
+    '{"artifact_id": "ART", "offset": 1' + "0" * 5000 + "}",
+    '{"artifact_id": "ART", "max_chars": 1e400, "max_results": 1e400}',
+    '{"artifact_id": "ART", "offset": NaN, "pattern": "a", "max_results": -1}',
+    '{"artifact_id": "ART", "offset": -5, "max_chars": 0, "pattern": ""}',
+    '{"artifact_id": "ART", "offset": 1.5, "pattern": "' + "a" * 2000 + '"}',
+    '{"artifact_id": "ART", "offset": 100000000000000000000, "pattern": "(a+)+$"}',
+    '{"artifact_id": 5, "pattern": ["a"]}', '{"artifact_id": null}', "null", "[]", "not json {",
+    '{"artifact_id": "art_00000000000000000000000000000000", "pattern": "a"}', "",
+    '{"artifact_id": "ART", "artifact_id": "other", "pattern": "\\ud800"}',
+)  # fmt: skip
 
 BodySink = Callable[[int, str, bytes], None]
 """(request number, path, body) of each request the upstream receives."""
@@ -79,12 +93,16 @@ def _json(raw: bytes) -> Any:
 
 
 def proxy_tool(body: dict[str, Any], canonical: str) -> str | None:
-    """The proxy's tool of that kind in this body: the last one so named, as renamed away from a
-    client's tool (`read_context_artifact_ctxproxy`)."""
-    tools = body.get("tools")
-    names = [_tool_name(t) for t in tools] if isinstance(tools, list) else []
-    mine = [n for n in names if isinstance(n, str) and n.startswith(canonical)]
+    """The proxy's tool of that kind in this body (the last one so named whose parameters take
+    an `artifact_id`), as renamed away from a client's tool (`read_context_artifact_ctxproxy`)."""
+    mine = [n for n, t in _tools(body) if n.startswith(canonical) and "artifact_id" in str(t)]
     return mine[-1] if mine else None
+
+
+def _tools(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    tools = body.get("tools")
+    named = [(_tool_name(t), t) for t in tools] if isinstance(tools, list) else []
+    return [(n, t) for n, t in named if isinstance(n, str)]
 
 
 def _tool_name(tool: Any) -> Any:
@@ -95,20 +113,40 @@ def _tool_name(tool: Any) -> Any:
 def _calls(script: str, number: int, body: dict[str, Any]) -> list[dict[str, Any]] | None:
     read, search = proxy_tool(body, READ), proxy_tool(body, SEARCH)
     ids = ARTIFACT_ID.findall(json.dumps(body.get("messages")))
+    if script == "mixed":
+        return _mixed_calls(number, body, read if ids else None, ids)
     if read is None or search is None or not ids:
         return None
-    read_args = json.dumps({"artifact_id": ids[0], "offset": 0, "max_chars": 2000})
+    read_args = _read_args(ids)
     if script == "search":
         args = json.dumps({"artifact_id": ids[0], "pattern": SEARCH_PATTERN})
         return [_call(f"call_s{number}_{k}", search, args) for k in range(8)]
     if script == "bad_ids":
         return _bad_id_calls(number, read, read_args)
-    if script == "mixed":
-        client = READ if read != READ else "client_tool"
-        return [_call(f"call_m{number}", read, read_args), _call(f"call_c{number}", client, "{}")]
+    if script == "bad_args":
+        name = search if number % 2 else read
+        args = BAD_ARGUMENTS[number // 2 % len(BAD_ARGUMENTS)].replace("ART", ids[0])
+        return [_call(f"call_b{number}", name, args)]
     if script in ("read", "n2"):
         return [_call(f"call_r{number}", read, read_args)]
     return None
+
+
+def _read_args(ids: list[str]) -> str:
+    return json.dumps({"artifact_id": ids[0], "offset": 0, "max_chars": 2000})
+
+
+def _mixed_calls(
+    number: int, body: dict[str, Any], read: str | None, ids: list[str]
+) -> list[dict[str, Any]] | None:
+    """A call of the client's own `read_context_artifact` (when it has one), after one of the
+    proxy's read tool (when offered)."""
+    calls = []
+    if read is not None:
+        calls.append(_call(f"call_m{number}", read, _read_args(ids)))
+    if any(name == READ and "artifact_id" not in str(t) for name, t in _tools(body)):
+        calls.append(_call(f"call_c{number}", READ, "{}"))
+    return calls or None
 
 
 def _call(call_id: Any, name: str, arguments: str) -> dict[str, Any]:
