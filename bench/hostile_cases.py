@@ -254,6 +254,8 @@ def attack_cases(scale: int) -> Iterator[Case]:
                         exchange(long_result, stream=stream), script="bad_ids")  # fmt: skip
         yield chat_case("synthetic calls with hostile arguments",
                         exchange(long_result, stream=stream), script="bad_args")  # fmt: skip
+        yield chat_case("synthetic calls in odd answers", exchange(long_result, stream=stream),
+                        script="odd")  # fmt: skip
         yield chat_case("n=2 with a read call", exchange(long_result, stream=stream, n=2),
                         script="n2", check=no_empty_stop)  # fmt: skip
         body = {**exchange(long_result), "stream": 1}

@@ -14,6 +14,9 @@ Scripts (they call the proxy's tools only while the proxy offers them and names 
             not JSON, wrong types, an unknown artifact, an empty or 2,000-character pattern)
   mixed     one call of the proxy's read tool and one of the client's tool of the same name
   n2        two choices: one calling the read tool, one answering in text
+  odd       a read call in an odd answer: arguments as an object, text beside it, junk beside it
+            in `tool_calls`, a string `index`, usage of the wrong types; streamed: tool-call
+            deltas without an `index` or with a gap, junk chunks in between
   fault_*   502, 503, a reset connection, a cut-off JSON body (errors made on purpose)
 """
 
@@ -80,6 +83,8 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
         calls = _calls(script, number, body) if isinstance(body, dict) else None
         if not calls:
             return default_for(record)
+        if script == "odd":
+            return _odd_answer(calls[0], number, record.is_stream)
         return _answer(calls, record.is_stream, n2=script == "n2")
 
     return choose
@@ -127,7 +132,7 @@ def _calls(script: str, number: int, body: dict[str, Any]) -> list[dict[str, Any
         name = search if number % 2 else read
         args = BAD_ARGUMENTS[number // 2 % len(BAD_ARGUMENTS)].replace("ART", ids[0])
         return [_call(f"call_b{number}", name, args)]
-    if script in ("read", "n2"):
+    if script in ("read", "n2", "odd"):
         return [_call(f"call_r{number}", read, read_args)]
     return None
 
@@ -202,3 +207,27 @@ def _stream_events(calls: list[dict[str, Any]], n2: bool) -> list[dict[str, Any]
             chunk["choices"][0]["index"] = 1
         chunks = chunks[:-1] + second[1:] + chunks[-1:]
     return chunks
+
+
+def _odd_answer(call: dict[str, Any], number: int, stream: bool) -> Reply:
+    kind = number % 4
+    if stream:
+        chunks = stream_chunks(["text beside the call"], tool_calls=[call])
+        for chunk in chunks:
+            for delta in chunk["choices"][0]["delta"].get("tool_calls") or ():
+                if kind == 0:
+                    del delta["index"]
+                else:
+                    delta["index"] = (5, "a", 0)[kind - 1]
+        junk: list[Any] = ["not json", {"choices": "x"}, {"choices": [{"index": 0, "delta": None}]}]
+        return sse_reply(chunks[:2] + junk + chunks[2:])
+    body = completion_body("text beside the call" if kind == 1 else None)
+    message = body["choices"][0]["message"]
+    function = call["function"]
+    if kind == 0:
+        call = {**call, "function": {**function, "arguments": json.loads(function["arguments"])}}
+    message["tool_calls"] = [call, 5, None] if kind == 2 else [call]
+    if kind == 3:
+        body["choices"][0]["index"] = "zero"
+        body["usage"] = {"prompt_tokens": "x", "completion_tokens": 10**30}
+    return json_reply(body)
