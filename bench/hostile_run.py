@@ -266,8 +266,9 @@ async def artifact_cases(phase: Phase, count: int) -> list[Case]:
         path = f"/v1/context/artifacts/{found[0]}?offset={offset}&max_chars={max_chars}"
         case = Case("GET artifact, hostile offset/max_chars", path, method="GET",
                     credentials=dict(owner))  # fmt: skip
-        if k % 2:
+        if k % 2:  # a sound query, so that only the scope decides
             case.category = "GET artifact with another credential"
+            case.path = f"/v1/context/artifacts/{found[0]}" + ("?offset=0" if k % 4 == 1 else "")
             case.credentials = dict(others[k // 2 % len(others)])
             case.check = foreign_read
         cases.append(case)
@@ -275,7 +276,8 @@ async def artifact_cases(phase: Phase, count: int) -> list[Case]:
 
 
 def foreign_read(status: int, answer: bytes) -> str | None:
-    return "read another scope's artifact" if status == 200 else None
+    """Another scope reads "not found" (404), a non-tenant is refused (401)."""
+    return None if status in (401, 404) else f"another credential's read answered {status}"
 
 
 # -- the proxy --------------------------------------------------------------------------------
