@@ -79,7 +79,12 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
         script = record.headers.get(SCRIPT_HEADER, "echo")
         if script in FAULTS:
             return FAULTS[script]()
-        body = _json(record.body)
+        try:
+            body = json.loads(record.body)
+        except ValueError:
+            body = None
+        except RecursionError:  # the fake's own echo would fail (a 500 that is nobody's fault)
+            return error_reply(400)
         calls = _calls(script, number, body) if isinstance(body, dict) else None
         if not calls:
             return default_for(record)
@@ -88,13 +93,6 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
         return _answer(calls, record.is_stream, n2=script == "n2")
 
     return choose
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
 
 
 def proxy_tool(body: dict[str, Any], canonical: str) -> str | None:

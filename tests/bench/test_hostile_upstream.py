@@ -60,3 +60,12 @@ def test_bad_ids_are_sent_missing_null_empty_and_duplicated() -> None:
         if "type" in delta
     ]
     assert len(firsts) == 1 and "id" not in firsts[0]
+
+
+def test_a_body_too_deep_for_the_fakes_parser_is_a_400_not_a_crash() -> None:
+    choose = scripted(lambda *_: None)
+    deep = Recorded(
+        "POST", "/v1/chat/completions", "", CIMultiDict({"x-hostile-script": "read"}), b"[" * 10**5
+    )
+    reply: Any = choose(deep)
+    assert reply.status == 400
