@@ -565,6 +565,25 @@ async def test_dynamic_reply_sees_the_request(fake_upstream: FakeUpstream, sdk: 
     assert answer.choices[0].message.content == "3 messages"
 
 
+async def test_a_default_script_answers_every_request_the_queue_does_not() -> None:
+    def script(record: Recorded) -> Reply:
+        return completion(f"scripted {record.headers.get('x-case', '-')}")
+
+    async with FakeUpstream(default=script) as fake:
+        fake.enqueue(completion("queued"))
+        client = openai.AsyncOpenAI(base_url=fake.base_url, api_key="k", max_retries=0)
+        contents = [
+            (
+                await client.chat.completions.create(
+                    model="m", messages=USER, extra_headers={"x-case": str(n)}
+                )
+            ).choices[0].message.content
+            for n in range(3)
+        ]
+        await client.close()
+    assert contents == ["queued", "scripted 1", "scripted 2"]
+
+
 def test_wire_file_prefers_shared_copy_and_vendored_copy_matches(
     parallel_tool_calls_sse: Path,
 ) -> None:

@@ -34,7 +34,13 @@ class _Queued:
 class FakeUpstream:
     """A scripted OpenAI-compatible upstream bound to a free port on 127.0.0.1."""
 
-    def __init__(self, *, shutdown_timeout_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        *,
+        shutdown_timeout_s: float = 0.5,
+        default: Callable[[Recorded], Reply] = default_for,
+    ) -> None:
+        """`default` answers whatever the queue does not (a script that sees each request)."""
         self.received: list[Recorded] = []
         self.active_requests = 0
         self.completed = 0
@@ -45,6 +51,7 @@ class FakeUpstream:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._request_count = 0
+        self._default = default
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -122,7 +129,7 @@ class FakeUpstream:
             if queued.path is None or queued.path == record.path:
                 self._queue.remove(queued)
                 return queued.reply
-        return default_for(record)
+        return self._default(record)
 
     # -- inspection ------------------------------------------------------------------------
 

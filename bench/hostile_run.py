@@ -1,0 +1,455 @@
+"""Hostile-input run (issue 11): thousands of generated requests through a real ctxproxy server.
+
+    python bench/hostile_run.py [--requests 5000] [--seed 11] [--concurrency 4] [--redis]
+                                [--phases passthrough,keys] [--scale 1] [--ctxproxy PATH]
+
+Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port, one
+phase at a time, in front of the tests' fake OpenAI upstream (`tests/support/fakes`) run by this
+script on loopback and scripted per request (`bench/hostile_upstream.py`). Memory store by default;
+`--redis` uses 127.0.0.1:6379 under a unique key prefix, deleted afterwards.
+
+Phases: `passthrough` (the client's credentials name its scope: Bearer, x-api-key, api-key, Basic,
+anonymous and mixes rotate; every request gets the small-window policy `tiny`) and `keys` (three
+tenants: `tiny`, `reject` = tiny + `on_invalid: reject`, and the bundled `default`; one request in
+twenty presents a wrong or non-Bearer credential). `tiny` has a 2,500-token window, so offload,
+clear and drop really happen and the read rounds run.
+
+Requests (`bench/hostile_cases.py`): the issue's attack cases (huge tool results, 100,000 tiny
+messages, the pathological search, a client tool named `read_context_artifact`, synthetic calls
+with missing/null/empty/duplicate ids, `n=2`, `"stream": 1`, upstream failures on purpose, the
+passthrough route), artifact reads with hostile `offset`/`max_chars` (4,300 digits ...) from the
+owner's and from foreign credentials, then fuzz from `tests/support/hostile.py` (hypothesis, seeded,
+no shrinking, no database) until `--requests` is reached.
+
+Counted: every answer's status; **proxy 5xx** = any 500, and any other 5xx except a 502/503/504
+answering an upstream failure made on purpose; SSE error events; requests without an answer; what
+the case itself checks (e.g. a foreign credential reading an artifact). Every body the upstream
+receives (the client's round and every synthetic round) is checked for tool pairs
+(`hostile_cases.pair_problems`). **Broken pairs upstream** counts bodies with a problem whose
+client request had sound pairs; a request broken on arrival may be forwarded untouched
+(`on_invalid: forward`), which is not the proxy's doing: those are counted apart, untouched or not.
+The server's log (WARNING and up) is scanned for `Traceback` and `ERROR` lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+
+import aiohttp
+from fakes import FakeUpstream
+
+from bench.dryrun_snapshot import Server, ctxproxy_command, free_port
+from bench.hostile_cases import (
+    PREPARE,
+    Case,
+    attack_cases,
+    body_problems,
+    exchange,
+    fuzz_cases,
+)
+from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
+
+TINY = """
+budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
+steps:
+  - {kind: offload_tool_results, threshold_chars: 300, preview_head_chars: 60,
+     preview_tail_chars: 20}
+  - {kind: clear_tool_results, keep_recent_exchanges: 0}
+  - {kind: drop_turns, keep_recent_turns: 1}
+"""
+REJECT = TINY + "on_invalid: reject\nread_tool: {max_rounds: 0}\n"
+KEYS = {"tiny": "sk-hostile-tiny", "reject": "sk-hostile-reject", "default": "sk-hostile-default"}
+PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
+    {"Authorization": "Bearer sk-client-a"}, {"Authorization": "Bearer sk-client-b"},
+    {"x-api-key": "xk-client-c"}, {"api-key": "ak-client-d"},
+    {"Authorization": "Basic dXNlcjpwYXNz"}, {}, {"Authorization": "Bearer "},
+    {"Authorization": "Bearer sk-client-a", "x-api-key": "xk-client-c"},
+)  # fmt: skip
+WRONG_CREDENTIALS: tuple[dict[str, str], ...] = (
+    {"x-api-key": KEYS["tiny"]}, {"Authorization": "Basic dXNlcjpwYXNz"}, {},
+    {"Authorization": "Bearer sk-wrong"},
+)  # fmt: skip
+HOSTILE_OFFSETS = (
+    "9" * 4300, "1" * 4301, "9" * 10_000, "-1", "1e3", "abc", "", "0", "5", " 5", "%00", "0x10",
+    "\uff11\uff12", "\u00b2", "99999999999999999999", "1.5",
+)  # fmt: skip
+BATCH = 64
+TIMEOUT = aiohttp.ClientTimeout(total=180)
+ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
+
+
+@dataclass
+class Tally:
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    statuses: collections.Counter[int] = field(default_factory=collections.Counter)
+    proxy_5xx: collections.Counter[str] = field(default_factory=collections.Counter)
+    expected_5xx: int = 0
+    no_answer: collections.Counter[str] = field(default_factory=collections.Counter)
+    stream_errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    findings: collections.Counter[str] = field(default_factory=collections.Counter)
+    upstream_bodies: int = 0
+    broken_pairs: collections.Counter[str] = field(default_factory=collections.Counter)
+    arrived_broken: collections.Counter[str] = field(default_factory=collections.Counter)
+    log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
+    actions: collections.Counter[str] = field(default_factory=collections.Counter)
+    with_rounds: int = 0
+    seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
+
+
+@dataclass
+class Sent:
+    case: Case
+    original: bytes | None
+    upstream_bodies: int = 0
+
+
+class Phase:
+    """One proxy in front of the scripted fake upstream; sends cases, tallies what happens."""
+
+    def __init__(self, name: str, fake: FakeUpstream, port: int, tally: Tally) -> None:
+        self.name = name
+        self.fake = fake
+        self.port = port
+        self.tally = tally
+        self.sent: dict[int, Sent] = {}
+        self.number = 0
+
+    def headers_for(self, number: int) -> dict[str, str]:
+        if self.name == "passthrough":
+            return dict(PASSTHROUGH_CREDENTIALS[number % len(PASSTHROUGH_CREDENTIALS)])
+        if number % 20 == 7:
+            return dict(WRONG_CREDENTIALS[number // 20 % len(WRONG_CREDENTIALS)])
+        return {"Authorization": f"Bearer {list(KEYS.values())[number % len(KEYS)]}"}
+
+    def on_body(self, number: int, path: str, raw: bytes) -> None:
+        sent = self.sent.get(number)
+        if sent is None or not path.endswith("/chat/completions"):
+            return
+        self.tally.upstream_bodies += 1
+        sent.upstream_bodies += 1
+        problems = body_problems(raw)
+        category = sent.case.category
+        if sent.case.well_formed:
+            if problems is None or problems:
+                what = "not a chat body" if problems is None else problems[0]
+                self.tally.broken_pairs[f"{category}: {what}"] += 1
+        elif problems != []:
+            untouched = "untouched" if raw == sent.original else "changed"
+            self.tally.arrived_broken[untouched] += 1
+
+    async def send(self, session: aiohttp.ClientSession, case: Case) -> None:
+        self.number += 1
+        number = self.number
+        self.sent[number] = Sent(case, case.body)
+        credentials = case.credentials
+        if credentials is None:
+            credentials = self.headers_for(number)
+        headers = {**credentials, REQUEST_HEADER: str(number), SCRIPT_HEADER: case.script}
+        if case.body is not None:
+            headers["Content-Type"] = "application/json"
+        category = f"{self.name}: {case.category}"
+        self.tally.requests[category] += 1
+        url = f"http://127.0.0.1:{self.port}{case.path}"
+        started = time.monotonic()
+        try:
+            async with session.request(case.method, url, data=case.body, headers=headers) as r:
+                status, answer = r.status, await r.read()
+                streamed = r.headers.get("Content-Type", "").startswith("text/event-stream")
+                actions = r.headers.get("x-ctxproxy-actions", "none")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            self.tally.no_answer[f"{category}: {type(exc).__name__}"] += 1
+            return
+        finally:
+            self.tally.seconds[category] += time.monotonic() - started
+            sent = self.sent.pop(number)
+        self.tally.with_rounds += sent.upstream_bodies > 1
+        for action in actions.split(","):
+            self.tally.actions[action.split(":")[0]] += 1
+        self.judge(case, category, status, answer, streamed)
+
+    def judge(self, case: Case, category: str, status: int, answer: bytes, streamed: bool) -> None:
+        self.tally.statuses[status] += 1
+        if status >= 500:
+            if case.script in FAULTS and status in (502, 503, 504):
+                self.tally.expected_5xx += 1
+            else:
+                self.tally.proxy_5xx[f"{category}: {status} {_code(answer)}"] += 1
+        if streamed:
+            why = " (upstream failed on purpose)" if case.script in FAULTS else ""
+            for code in _stream_error_codes(answer):
+                self.tally.stream_errors[f"{code}{why}"] += 1
+        if case.check is not None:
+            finding = case.check(status, answer)
+            if finding:
+                self.tally.findings[f"{category}: {finding}"] += 1
+
+    async def send_all(self, cases: list[Case], concurrency: int) -> None:
+        semaphore = asyncio.Semaphore(concurrency)
+
+        async def one(session: aiohttp.ClientSession, case: Case) -> None:
+            async with semaphore:
+                await self.send(session, case)
+
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            await asyncio.gather(*(one(session, c) for c in cases))
+        self.fake.received.clear()
+
+
+def _code(answer: bytes) -> str:
+    try:
+        return str(json.loads(answer)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return answer[:60].decode(errors="replace")
+
+
+def _stream_error_codes(answer: bytes) -> list[str]:
+    codes = []
+    for line in answer.split(b"\n"):
+        if line.startswith(b"data: {") and b'"error"' in line:
+            try:
+                error = json.loads(line[6:]).get("error")
+            except ValueError:
+                continue
+            if isinstance(error, dict):
+                codes.append(str(error.get("code")))
+    return codes
+
+
+# -- artifacts read with hostile queries, by their owner and by others ------------------------
+
+
+def owner_and_others(phase: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Who stores the artifact, and credentials of other scopes (or no tenant at all)."""
+    if phase == "passthrough":
+        owner = PASSTHROUGH_CREDENTIALS[0]
+        return owner, [c for c in PASSTHROUGH_CREDENTIALS if c != owner]
+    owner = {"Authorization": f"Bearer {KEYS['tiny']}"}
+    others = [{"Authorization": f"Bearer {KEYS[n]}"} for n in ("reject", "default")]
+    return owner, others + list(WRONG_CREDENTIALS)
+
+
+async def artifact_cases(phase: Phase, count: int) -> list[Case]:
+    """GET /v1/context/artifacts/{id} with hostile offset/max_chars, by the owner and by others;
+    the id is stored first by a dry run of the owner."""
+    owner, others = owner_and_others(phase.name)
+    body = json.dumps(exchange("y" * 20_000)).encode()
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        url = f"http://127.0.0.1:{phase.port}{PREPARE}"
+        headers = {**owner, "Content-Type": "application/json"}
+        async with session.post(url, data=body, headers=headers) as response:
+            found = ARTIFACT_ID.findall((await response.read()).decode())
+    phase.tally.requests[f"{phase.name}: dry run storing the artifact read below"] += 1
+    phase.tally.statuses[response.status] += 1
+    if not found:
+        raise SystemExit(f"{phase.name}: the dry run stored no artifact")
+    cases = []
+    for k in range(count):
+        offset = HOSTILE_OFFSETS[k % len(HOSTILE_OFFSETS)]
+        max_chars = HOSTILE_OFFSETS[k // 3 % len(HOSTILE_OFFSETS)]
+        path = f"/v1/context/artifacts/{found[0]}?offset={offset}&max_chars={max_chars}"
+        case = Case("GET artifact, hostile offset/max_chars", path, method="GET",
+                    credentials=dict(owner))  # fmt: skip
+        if k % 2:  # a sound query, so that only the scope decides
+            case.category = "GET artifact with another credential"
+            case.path = f"/v1/context/artifacts/{found[0]}" + ("?offset=0" if k % 4 == 1 else "")
+            case.credentials = dict(others[k // 2 % len(others)])
+            case.check = foreign_read
+        cases.append(case)
+    return cases
+
+
+def foreign_read(status: int, answer: bytes) -> str | None:
+    """Another scope reads "not found" (404), a non-tenant is refused (401)."""
+    return None if status in (401, 404) else f"another credential's read answered {status}"
+
+
+# -- the proxy --------------------------------------------------------------------------------
+
+
+def proxy_config(phase: str, port: int, upstream: str, prefix: str | None, tmp: Path) -> Path:
+    policies = tmp / "policies"
+    policies.mkdir(exist_ok=True)
+    (policies / "tiny.yaml").write_text(TINY)
+    (policies / "reject.yaml").write_text(REJECT)
+    store: dict[str, Any] = {"kind": "memory", "secret": "hostile-run"}
+    if prefix is not None:
+        store = {**store, "kind": "redis", "url": "redis://127.0.0.1:6379/0", "key_prefix": prefix}
+    if phase == "passthrough":
+        auth: dict[str, Any] = {"mode": "passthrough", "passthrough_tenant": "tiny"}
+        tenants: list[dict[str, Any]] = [{"name": "tiny", "policy": "tiny"}]
+    else:
+        auth = {"mode": "keys"}
+        tenants = [{"name": n, "keys": [k], "policy": n} for n, k in KEYS.items()]
+    config = {
+        "server": {"host": "127.0.0.1", "port": port, "log_level": "WARNING", "log_format": "text"},
+        "store": store,
+        "upstreams": [{"name": "fake", "base_url": upstream,
+                       "timeouts": {"first_byte_s": 20, "idle_read_s": 20, "total_s": 120}}],
+        "auth": auth,
+        "tenants": tenants,
+        "policies_dir": str(policies),
+    }  # fmt: skip
+    path = tmp / f"{phase}.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@contextmanager
+def running_proxy(ctxproxy: str | None, config: Path, port: int, tally: Tally) -> Iterator[Server]:
+    log = config.with_suffix(".log")
+    server = Server([*ctxproxy_command(ctxproxy), "serve", "--config", str(config)], port, log)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        alive = server.proc.poll() is None
+        server.stop()
+        if not alive:
+            tally.log_lines[f"the proxy exited with {server.proc.returncode}"] += 1
+        scan_log(log, tally)
+
+
+def scan_log(log: Path, tally: Tally) -> None:
+    for line in log.read_text(errors="replace").splitlines():
+        if "Traceback" in line:
+            tally.log_lines["Traceback"] += 1
+        elif " ERROR " in line:
+            tally.log_lines["ERROR: " + line.split(" ERROR ", 1)[1][:90]] += 1
+
+
+def delete_prefix(prefix: str) -> int:
+    import redis
+
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start : start + 500])
+    client.close()
+    return len(keys)
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+def run_phase(name: str, args: argparse.Namespace, fuzz: int, tally: Tally) -> None:
+    loop = asyncio.new_event_loop()
+    phase_holder: list[Phase] = []
+    fake = FakeUpstream(default=scripted(lambda n, p, b: phase_holder[0].on_body(n, p, b)))
+    loop.run_until_complete(fake.start())
+    prefix = f"ctxproxy-hostile-{uuid.uuid4().hex[:12]}:" if args.redis else None
+    try:
+        with tempfile.TemporaryDirectory(prefix="ctxproxy-hostile-") as tmp:
+            port = free_port()
+            config = proxy_config(name, port, fake.base_url, prefix, Path(tmp))
+            with running_proxy(args.ctxproxy, config, port, tally):
+                phase = Phase(name, fake, port, tally)
+                phase_holder.append(phase)
+                send_everything(loop, phase, args, fuzz)
+    finally:
+        loop.run_until_complete(fake.stop())
+        loop.close()
+        if prefix is not None:
+            print(f"{name}: deleted {delete_prefix(prefix)} Redis keys under {prefix}")
+
+
+def send_everything(
+    loop: asyncio.AbstractEventLoop, phase: Phase, args: argparse.Namespace, fuzz: int
+) -> None:
+    started = time.monotonic()
+    cases = list(attack_cases(args.scale))
+    heavy = [c for c in cases if c.heavy]
+    loop.run_until_complete(phase.send_all(heavy, 1))
+    light = [c for c in cases if not c.heavy]
+    light += loop.run_until_complete(artifact_cases(phase, 50 * args.scale))
+    for start in range(0, len(light), BATCH):
+        loop.run_until_complete(phase.send_all(light[start : start + BATCH], args.concurrency))
+    buffer: list[Case] = []
+
+    def sink(case: Case) -> None:
+        buffer.append(case)
+        if len(buffer) >= BATCH:
+            loop.run_until_complete(phase.send_all(buffer[:], args.concurrency))
+            buffer.clear()
+
+    fuzz_cases(fuzz, args.seed, sink)
+    loop.run_until_complete(phase.send_all(buffer, args.concurrency))
+    print(f"{phase.name}: {phase.number} requests in {time.monotonic() - started:.0f} s",
+          flush=True)  # fmt: skip
+
+
+def attacks_per_phase(scale: int) -> int:
+    return len(list(attack_cases(scale))) + 50 * scale
+
+
+def print_table(tally: Tally) -> None:
+    total = sum(tally.requests.values())
+    print(f"\n| requests by category ({total} in all) | n | s (sum) |\n|---|---|---|")
+    for category, n in sorted(tally.requests.items()):
+        print(f"| {category} | {n} | {tally.seconds[category]:.0f} |")
+    histogram = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
+    rows = [
+        ("status histogram", histogram),
+        ("proxy 5xx", _counted(tally.proxy_5xx)),
+        ("5xx answering an upstream failure made on purpose", str(tally.expected_5xx)),
+        ("requests without an answer", _counted(tally.no_answer)),
+        ("SSE error events", _counted(tally.stream_errors)),
+        ("x-ctxproxy-actions (answers naming each step)", _counted(tally.actions)),
+        ("requests with synthetic read rounds", str(tally.with_rounds)),
+        ("bodies received upstream (checked for tool pairs)", str(tally.upstream_bodies)),
+        ("broken tool pairs upstream (client's pairs sound)", _counted(tally.broken_pairs)),
+        ("upstream bodies of requests broken on arrival", _counted(tally.arrived_broken)),
+        ("case findings", _counted(tally.findings)),
+        ("proxy log: Traceback / ERROR / exit", _counted(tally.log_lines)),
+    ]
+    print("\n| measured | value |\n|---|---|")
+    for what, value in rows:
+        print(f"| {what} | {value} |")
+
+
+def _counted(counter: collections.Counter[Any]) -> str:
+    if not counter:
+        return "0"
+    parts = "; ".join(f"{k}: {n}" for k, n in counter.most_common(8))
+    return f"{sum(counter.values())} ({parts})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--requests", type=int, default=5000, help="at least this many in all")
+    parser.add_argument("--seed", type=int, default=11, help="hypothesis seed of the fuzz")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--scale", type=int, default=1, help="multiplies the light attack cases")
+    parser.add_argument("--phases", default="passthrough,keys")
+    parser.add_argument("--redis", action="store_true", help="store in 127.0.0.1:6379")
+    parser.add_argument("--ctxproxy", help="the ctxproxy console script (default: next to python)")
+    args = parser.parse_args(argv)
+    phases = args.phases.split(",")
+    attacks = attacks_per_phase(args.scale) + 1
+    fuzz = max(0, -(-(args.requests - attacks * len(phases)) // len(phases)))
+    tally = Tally()
+    for name in phases:
+        run_phase(name, args, fuzz, tally)
+    print_table(tally)
+    bad = sum(tally.proxy_5xx.values()) + sum(tally.broken_pairs.values())
+    return 1 if bad or tally.no_answer or tally.log_lines else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
