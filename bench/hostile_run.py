@@ -42,8 +42,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 import aiohttp
 from fakes import FakeUpstream
 
-from bench.dryrun_snapshot import Server, ctxproxy_command, free_port
+from bench.dryrun_snapshot import free_port
 from bench.hostile_cases import (
     PREPARE,
     Case,
@@ -64,18 +62,9 @@ from bench.hostile_cases import (
     exchange,
     fuzz_cases,
 )
+from bench.hostile_proxy import KEYS, delete_prefix, proxy_config, running_proxy
 from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
 
-TINY = """
-budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}
-steps:
-  - {kind: offload_tool_results, threshold_chars: 300, preview_head_chars: 60,
-     preview_tail_chars: 20}
-  - {kind: clear_tool_results, keep_recent_exchanges: 0}
-  - {kind: drop_turns, keep_recent_turns: 1}
-"""
-REJECT = TINY + "on_invalid: reject\nread_tool: {max_rounds: 0}\n"
-KEYS = {"tiny": "sk-hostile-tiny", "reject": "sk-hostile-reject", "default": "sk-hostile-default"}
 PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Bearer sk-client-a"}, {"Authorization": "Bearer sk-client-b"},
     {"x-api-key": "xk-client-c"}, {"api-key": "ak-client-d"},
@@ -280,71 +269,6 @@ def foreign_read(status: int, answer: bytes) -> str | None:
     return None if status in (401, 404) else f"another credential's read answered {status}"
 
 
-# -- the proxy --------------------------------------------------------------------------------
-
-
-def proxy_config(phase: str, port: int, upstream: str, prefix: str | None, tmp: Path) -> Path:
-    policies = tmp / "policies"
-    policies.mkdir(exist_ok=True)
-    (policies / "tiny.yaml").write_text(TINY)
-    (policies / "reject.yaml").write_text(REJECT)
-    store: dict[str, Any] = {"kind": "memory", "secret": "hostile-run"}
-    if prefix is not None:
-        store = {**store, "kind": "redis", "url": "redis://127.0.0.1:6379/0", "key_prefix": prefix}
-    if phase == "passthrough":
-        auth: dict[str, Any] = {"mode": "passthrough", "passthrough_tenant": "tiny"}
-        tenants: list[dict[str, Any]] = [{"name": "tiny", "policy": "tiny"}]
-    else:
-        auth = {"mode": "keys"}
-        tenants = [{"name": n, "keys": [k], "policy": n} for n, k in KEYS.items()]
-    config = {
-        "server": {"host": "127.0.0.1", "port": port, "log_level": "WARNING", "log_format": "text"},
-        "store": store,
-        "upstreams": [{"name": "fake", "base_url": upstream,
-                       "timeouts": {"first_byte_s": 20, "idle_read_s": 20, "total_s": 120}}],
-        "auth": auth,
-        "tenants": tenants,
-        "policies_dir": str(policies),
-    }  # fmt: skip
-    path = tmp / f"{phase}.json"
-    path.write_text(json.dumps(config))
-    return path
-
-
-@contextmanager
-def running_proxy(ctxproxy: str | None, config: Path, port: int, tally: Tally) -> Iterator[Server]:
-    log = config.with_suffix(".log")
-    server = Server([*ctxproxy_command(ctxproxy), "serve", "--config", str(config)], port, log)
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        alive = server.proc.poll() is None
-        server.stop()
-        if not alive:
-            tally.log_lines[f"the proxy exited with {server.proc.returncode}"] += 1
-        scan_log(log, tally)
-
-
-def scan_log(log: Path, tally: Tally) -> None:
-    for line in log.read_text(errors="replace").splitlines():
-        if "Traceback" in line:
-            tally.log_lines["Traceback"] += 1
-        elif " ERROR " in line:
-            tally.log_lines["ERROR: " + line.split(" ERROR ", 1)[1][:90]] += 1
-
-
-def delete_prefix(prefix: str) -> int:
-    import redis
-
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start : start + 500])
-    client.close()
-    return len(keys)
-
-
 # -- the run ----------------------------------------------------------------------------------
 
 
@@ -358,7 +282,7 @@ def run_phase(name: str, args: argparse.Namespace, fuzz: int, tally: Tally) -> N
         with tempfile.TemporaryDirectory(prefix="ctxproxy-hostile-") as tmp:
             port = free_port()
             config = proxy_config(name, port, fake.base_url, prefix, Path(tmp))
-            with running_proxy(args.ctxproxy, config, port, tally):
+            with running_proxy(args.ctxproxy, config, port, tally.log_lines):
                 phase = Phase(name, fake, port, tally)
                 phase_holder.append(phase)
                 send_everything(loop, phase, args, fuzz)
