@@ -26,11 +26,13 @@ class StepConfig(StrictModel):
     kind: str
 
     relax_note: ClassVar[str] = ""
+    RELAX_LEVELS: ClassVar[int] = 2
     """What the manifest says when the relaxed config (below) was used."""
 
-    def relaxed(self) -> Self | None:
-        """This config with its own protections loosened, tried once as the last resort before
-        a refusal; None (the default) when the step has nothing to loosen."""
+    def relaxed(self, level: int = 1) -> Self | None:
+        """This config with its own protections loosened, tried as the last resort before a
+        refusal, level by level (each looser than the one before, up to `RELAX_LEVELS`); None
+        (the default) when the step has nothing to loosen at that level."""
         return None
 
     def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:

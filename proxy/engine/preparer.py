@@ -13,6 +13,7 @@ from typing import Any, Protocol, cast
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
+from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
@@ -335,12 +336,16 @@ class Preparer:
             return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
 
         ctx, planned = await plan(policy)
-        relaxed = relaxed_policy(policy)
-        over = planned.total > request.budget.limit
-        # The last resort (clearing what is protected) only to avoid a refusal.
-        if over and relaxed is not None and call.last_resort:
+        for level in range(1, StepConfig.RELAX_LEVELS + 1):
+            # The last resort (loosening what is protected) only to avoid a refusal.
+            if planned.total <= request.budget.limit or not call.last_resort:
+                break
+            relaxed = relaxed_policy(policy, level)
+            if relaxed is None:
+                break
             ctx, planned = await plan(relaxed.policy)
-            request.manifest.notes.extend(relaxed.notes)
+            notes = [n for n in relaxed.notes if n not in request.manifest.notes]
+            request.manifest.notes.extend(notes)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic)

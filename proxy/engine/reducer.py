@@ -54,13 +54,13 @@ class Relaxed:
     notes: list[str]
 
 
-def relaxed_policy(policy: Policy) -> Relaxed | None:
-    """The last resort before a refusal: every step that can relax (`StepConfig.relaxed`) does;
-    None when none can."""
+def relaxed_policy(policy: Policy, level: int = 1) -> Relaxed | None:
+    """The last resort before a refusal, at `level`: every step that can relax
+    (`StepConfig.relaxed`) does; None when none can."""
     steps = []
     notes: list[str] = []
     for config in policy.steps:
-        relaxed = config.relaxed()
+        relaxed = config.relaxed(level)
         if relaxed is not None and relaxed.relax_note not in notes:
             notes.append(relaxed.relax_note)
         steps.append(config if relaxed is None else relaxed)

@@ -365,6 +365,36 @@ async def test_last_resort_previews_protected_recent_results(
         assert result["content"].endswith(shown)
 
 
+async def test_when_previews_do_not_fit_only_the_newest_result_keeps_one(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    # Level 2 of the last resort: previews of all four recent results would not fit 1,300
+    # tokens; the older ones are cleared and the newest keeps a (shorter) preview, never blanked.
+    write_policy(
+        tmp_path,
+        "budget: {context_window: 1500, reserved_output: 200, safety_margin: 0}\n"
+        "steps: [{kind: offload_tool_results, threshold_chars: 3000},\n"
+        "        {kind: clear_tool_results, keep_recent_exchanges: 4}, {kind: drop_turns}]\n",
+    )
+    h = make_harness(tmp_path, counters)
+    messages = agent_history(1, result_chars=100)
+    for i in range(4):
+        call = {"id": f"c{i}", "type": "function",
+                "function": {"name": "read_file", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"data{i} " * 580})
+    prepared = await h.prepare(body(messages))
+    assert prepared.manifest.tokens_after <= prepared.manifest.allowance
+    results = [m for m in prepared.parsed["messages"] if m["role"] == "tool"][-4:]
+    cleared = [h.own_text(r["content"]).startswith("[ctxproxy: tool result cleared")
+               for r in results]
+    assert cleared == [True, True, True, False]
+    newest = "data3 " * 580
+    assert h.own_text(results[-1]["content"]).startswith("[ctxproxy: tool result offloaded")
+    assert results[-1]["content"].endswith(f"\n{newest[:250]}\n...[truncated "
+                                           f"{len(newest) - 350} chars]...\n{newest[-100:]}")
+
+
 async def test_refusal_reason_names_exhausted_steps(
     tmp_path: Path, counters: TokenCounters
 ) -> None:

@@ -56,11 +56,18 @@ class ClearToolResultsConfig(StepConfig):
         "were offloaded behind short previews (stored, readable with the read tool)"
     )
 
-    def relaxed(self) -> Self | None:
+    def relaxed(self, level: int = 1) -> Self | None:
+        """Level 1: the protected recent exchanges' results get previews. Level 2 (when those
+        do not fit either): only the newest exchange's results do, with half the head and tail,
+        and the others are cleared. The newest result is never blanked."""
         if not self.clear_recent_before_refusing or self.keep_recent_exchanges == 0:
             return None
-        relaxed = self.model_copy(update={"keep_recent_exchanges": 0})
-        relaxed._previewed_recent = self.keep_recent_exchanges
+        update: dict[str, int] = {"keep_recent_exchanges": 0}
+        if level >= 2:
+            update["recent_preview_head_chars"] = self.recent_preview_head_chars // 2
+            update["recent_preview_tail_chars"] = self.recent_preview_tail_chars // 2
+        relaxed = self.model_copy(update=update)
+        relaxed._previewed_recent = self.keep_recent_exchanges if level < 2 else 1
         return relaxed
 
     @property
