@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -67,6 +68,10 @@ async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
             context = contextlib.asynccontextmanager(part)(app)
             await context.__aenter__()
             started.append(context)
+        # What start-up loaded (model map, tokenizers, policies, the process's imports) lives as
+        # long as the process: out of the collector's sight, a full collection triggered while a
+        # large request is prepared no longer walks it all with the GIL held.
+        gc.freeze()
     except BaseException:
         with contextlib.suppress(Exception):  # the start-up error is the one to report
             await _close(started)
