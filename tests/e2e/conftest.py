@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import redis.asyncio
 from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
+from synthetic_harness import SyntheticProxies
 
 
 @pytest.fixture
@@ -35,3 +37,14 @@ async def store_settings(request: pytest.FixtureRequest) -> AsyncIterator[dict[s
         await delete_prefix(client, prefix)
     finally:
         await client.aclose()
+
+
+@pytest.fixture
+async def proxies(
+    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
+) -> AsyncIterator[SyntheticProxies]:
+    """Proxies with the small-window policy (`synthetic_harness`), on the memory store and on
+    Redis; all stopped after the test."""
+    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
+    yield started
+    await started.stop_all()

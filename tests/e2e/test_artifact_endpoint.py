@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from fakes import FakeUpstream
 from synthetic_harness import BIG, UNKNOWN_ID, SyntheticProxies, conversation
 
 from proxy.artifacts.read_tool import read_result
@@ -22,16 +19,6 @@ KEYS = {
         {"name": "globex", "keys": ["sk-globex"], "policy": "small"},
     ],
 }
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    """Every test here runs on the memory store and on Redis."""
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 async def request(method: str, url: str, key: str | None = "sk-acme",

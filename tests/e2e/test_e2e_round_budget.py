@@ -4,8 +4,6 @@ read rounds included (issue 12 item 1)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,15 +27,6 @@ from synthetic_harness import (
 )
 
 from proxy.tokens.counters import TokenCounters
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 async def post(url: str, body: dict[str, Any], path: str = "/chat/completions"

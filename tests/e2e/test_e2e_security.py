@@ -7,8 +7,6 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -48,16 +46,6 @@ KEYS: dict[str, Any] = {
 ID_FORMAT = re.compile(r"art_[0-9a-f]{32}\Z")
 OTHER = "\n".join(f"globex secret row {i}: {i * 31}" for i in range(700))
 REFUSED = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 6000}]}
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    """Every test here runs on the memory store and on Redis."""
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 async def call(

@@ -5,7 +5,6 @@ and through the read tool; requests without a session keep the tenant's scope.""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +37,6 @@ def keys_mode(session: dict[str, str]) -> dict[str, Any]:
             {"name": "globex", "keys": [GLOBEX_KEY], "policy": "small", "session": session},
         ],
     }
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 async def call(method: str, url: str, key: str, body: Any = None,

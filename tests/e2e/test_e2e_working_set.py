@@ -5,8 +5,6 @@ Redis; a mixed answer's synthetic calls are executed and kept too."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,15 +26,6 @@ from synthetic_harness import (
 )
 
 ANSWER = "Line 512 holds the value 5003."
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 async def post(url: str, body: dict[str, Any], key: str = "sk-ws") -> dict[str, Any]:

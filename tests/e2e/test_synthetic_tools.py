@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -44,16 +42,6 @@ from synthetic_harness import (
 )
 
 from proxy.artifacts.store import is_artifact_id
-
-
-@pytest.fixture
-async def proxies(
-    fake_upstream: FakeUpstream, tmp_path: Path, store_settings: dict[str, Any]
-) -> AsyncIterator[SyntheticProxies]:
-    """Every test here runs on the memory store and on Redis."""
-    started = SyntheticProxies(fake_upstream, tmp_path, store_settings)
-    yield started
-    await started.stop_all()
 
 
 def sdk(base_url: str) -> openai.AsyncOpenAI:
