@@ -106,7 +106,8 @@ class UpstreamSettings(_Strict):
     kind: str = Field(
         default="openai",
         description="How to talk to it: a registered upstream kind (`openai`: OpenAI-compatible "
-        "HTTP).",
+        "HTTP, base_url is the API root such as https://api.openai.com/v1; `anthropic`: native "
+        "Messages HTTP, base_url such as https://api.anthropic.com, /v1 added when missing).",
     )
     base_url: str
     api_key: str | None = Field(

@@ -7,11 +7,13 @@ engine's `WireFormat` for the request, `AnswerFormat` for the answer) plus one l
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
 
 FORMATS: Mapping[str, ChatFormat] = MappingProxyType(
     {
         OPENAI_CHAT.name: OPENAI_CHAT,
+        ANTHROPIC_MESSAGES.name: ANTHROPIC_MESSAGES,
     }
 )

@@ -31,9 +31,10 @@ class AnswerStream(Protocol):
         """The bytes the client gets for these events, and whether one of them was an error
         (the stream then ends)."""
 
-    def pending_round(self) -> tuple[str | None, list[Any]] | None:
-        """After a round: (assistant text, synthetic calls) when it ended with synthetic calls
-        only and may loop (its end was held back), else None."""
+    def pending_round(self) -> tuple[Any, list[Any]] | None:
+        """After a round: (assistant content, synthetic calls) when it ended with synthetic calls
+        only and may loop (its end was held back), else None. The content is the format's own
+        (a text, or the answer's other blocks) and goes back to `round_items` as it is."""
 
     def mixed_synthetic_calls(self) -> list[Any]:
         """After a round that also made client calls: its synthetic calls (never streamed)."""
@@ -60,8 +61,9 @@ class AnswerFormat(Protocol):
 
     def synthetic_only(
         self, payload: dict[str, Any], names: ToolNames
-    ) -> tuple[str | None, list[Any]] | None:
-        """(content, calls) when the answer's only choice makes synthetic calls and nothing else."""
+    ) -> tuple[Any, list[Any]] | None:
+        """(content, calls) when the answer's only choice makes synthetic calls and nothing else
+        (the content in the format's own shape, for `round_items`)."""
 
     def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
         """The synthetic calls of a single-choice answer that also makes client calls (mixed);
@@ -82,9 +84,7 @@ class AnswerFormat(Protocol):
     def with_call_id(self, call: Any, new_id: str) -> Any:
         """A copy of the call with `new_id` as its id."""
 
-    def round_items(
-        self, content: str | None, calls: Sequence[Any], results: Sequence[str]
-    ) -> list[Any]:
+    def round_items(self, content: Any, calls: Sequence[Any], results: Sequence[str]) -> list[Any]:
         """The items a round appends: the assistant item making `calls`, one result per call."""
 
     def call_ids(self, items: Sequence[Any]) -> set[str]:

@@ -68,7 +68,7 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     value = headers.get("Authorization")
     if value and value[:7].lower() == "bearer ":
         return value[7:].strip() or None
-    return headers.get("api-key") or None
+    return headers.get("x-api-key") or headers.get("api-key") or None
 
 
 def client_credential(headers: Mapping[str, str]) -> str | None:
@@ -191,5 +191,7 @@ def _presented(headers: Mapping[str, str]) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(_values(headers, name)) for name in CREDENTIAL_HEADERS)
     authorization, x_api_key, api_key = CREDENTIAL_HEADERS  # unrolled: on every request
     return (
-        tuple(getall(authorization, ())), tuple(getall(x_api_key, ())), tuple(getall(api_key, ()))
+        tuple(getall(authorization, ())),
+        tuple(getall(x_api_key, ())),
+        tuple(getall(api_key, ())),
     )

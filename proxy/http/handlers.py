@@ -18,6 +18,8 @@ from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
+from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.http.auth import Tenant
 from proxy.http.relay import respond
@@ -80,19 +82,49 @@ async def read_body(request: web.Request) -> bytes:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _complete(request, OPENAI_CHAT)
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    """`POST /v1/messages`: Anthropic Messages through the same engine."""
+    return await _complete(request, ANTHROPIC_MESSAGES)
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """`POST /v1/messages/count_tokens`: the proxy's count of the request as it would go upstream
+    (prepared under the tenant's policy; a request that could not fit counts as refused)."""
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    windows = _request_windows(request, services, tenant, request_model(body))
+    wire = ANTHROPIC_MESSAGES
+    windows = _request_windows(request, services, tenant, wire.model(body))
+    try:
+        prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
+    except ProxyError as exc:
+        final = (exc.details or {}).get("final_tokens")
+        if exc.code is not ErrorCode.context_length_exceeded or not isinstance(final, int):
+            raise
+        return web.json_response({"input_tokens": final})
+    _note_prepared(request, prepared)
+    tokens = prepared.manifest.tokens_after or prepared.manifest.tokens_before
+    return web.json_response({"input_tokens": tokens})
+
+
+async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
+    """One completion in the client's format `wire`: prepare, run, answer."""
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    tenant: Tenant = request[TENANT].in_body_session(body)
+    windows = _request_windows(request, services, tenant, wire.model(body))
     preparer = services.started_preparer()
-    prepared = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    prepared = await preparer.prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
 
     async def prepare_again(window: int) -> Prepared | None:
         """The upstream stated `window` in an overflow error: remember it, prepare again."""
         windows.record_stated(prepared.manifest.model, window)
-        again = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+        again = await preparer.prepare(body, raw, tenant, wire, windows)
         if again.body == prepared.body:
             return None
         again.manifest.note(
@@ -106,10 +138,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
         """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
-        return await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows, call=call)
+        return await preparer.prepare(body, raw, tenant, wire, windows, call=call)
 
     context = _completion_context(
-        request, services, tenant, windows.upstream, windows.headers, prepare_again, refit
+        request, services, tenant, windows.upstream, windows.headers, wire, prepare_again, refit
     )
     return await respond(request, await run_completion(context, prepared))
 
@@ -119,10 +151,16 @@ def _request_windows(
 ) -> RequestWindows:
     """The upstream serving `model`, the headers it gets, and what it said of its windows."""
     upstream = services.upstream_for(model)
-    headers = forward_request_headers(
-        request.headers, tenant.upstream_authorization(upstream.settings)
+    return services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
+
+
+def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) -> CIMultiDict[str]:
+    """The client's headers for `upstream`, with the credentials the tenant sends there."""
+    return forward_request_headers(
+        request.headers,
+        tenant.upstream_authorization(upstream.settings),
+        api_key_header=upstream.settings.kind == "anthropic",
     )
-    return services.windows.for_request(upstream, headers)
 
 
 def _completion_context(
@@ -131,6 +169,7 @@ def _completion_context(
     tenant: Tenant,
     upstream: Upstream,
     headers: CIMultiDict[str],
+    wire: ChatFormat,
     prepare_again: PrepareAgain | None = None,
     refit: Refit | None = None,
 ) -> CompletionContext:
@@ -143,7 +182,7 @@ def _completion_context(
         metrics=services.metrics,
         stats=request[STATS],
         request_id=request[REQUEST_ID],
-        chat_format=OPENAI_CHAT,
+        chat_format=wire,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
         prepare_again=prepare_again,
@@ -233,9 +272,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body))
-    headers = forward_request_headers(
-        request.headers, tenant.upstream_authorization(upstream.settings)
-    )
+    headers = _upstream_headers(request, tenant, upstream)
     answer = await upstream.open(
         request.method,
         request.match_info["tail"],
@@ -283,6 +320,8 @@ async def readyz(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/healthz", healthz)
