@@ -9,6 +9,7 @@ import pytest
 from proxy import cli
 from proxy.settings import UpstreamSettings
 from proxy.upstream import UPSTREAM_KINDS, unknown_upstream_kinds
+from proxy.upstream.anthropic_http import AnthropicHttpUpstream
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 
@@ -16,6 +17,12 @@ def test_openai_is_the_default_kind() -> None:
     settings = UpstreamSettings(name="u", base_url="http://127.0.0.1:9")
     assert settings.kind == "openai"
     assert UPSTREAM_KINDS["openai"] is OpenAIHttpUpstream
+    assert unknown_upstream_kinds([settings]) == []
+
+
+def test_anthropic_is_a_kind() -> None:
+    settings = UpstreamSettings(name="c", kind="anthropic", base_url="https://api.anthropic.com")
+    assert UPSTREAM_KINDS["anthropic"] is AnthropicHttpUpstream
     assert unknown_upstream_kinds([settings]) == []
 
 
@@ -36,4 +43,5 @@ def test_serve_refuses_an_unknown_kind_in_one_line(
     config.write_text("upstreams:\n  - name: x\n    kind: nope\n    base_url: http://127.0.0.1:9\n")
     assert cli.main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' (known: anthropic, openai)"]
+    known = "(known: anthropic, openai)"
+    assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' {known}"]
