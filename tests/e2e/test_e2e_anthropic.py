@@ -15,6 +15,7 @@ import aiohttp
 import anthropic
 import pytest
 from anthropic_harness import (
+    ARTIFACT_ID,
     BIG,
     CLIENT_TOOL,
     MODEL,
@@ -24,7 +25,10 @@ from anthropic_harness import (
     paired,
     reading_then,
 )
-from proxy_harness import RunningProxy
+from fakes import replay_file
+from fakes.anthropic import fake_anthropic
+from fakes.wire import wire_file
+from proxy_harness import RunningProxy, make_settings, start_proxy
 
 MESSAGES = "/v1/messages"
 
@@ -242,3 +246,91 @@ async def test_x_api_key_is_forwarded_in_passthrough_and_a_proxy_key_in_keys_mod
         sent = fake.requests(MESSAGES)[0]
         assert sent.headers["x-api-key"] == "sk-ant-operator"
         assert "Authorization" not in sent.headers
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("anthropic-messages-stream-text.sse", ["text"]),
+        ("anthropic-messages-stream-tool-use.sse", ["text", "tool_use"]),
+        # The documentation's thinking example leaves `usage` out, which the SDK needs.
+        ("anthropic-messages-stream-thinking.sse", None),
+    ],
+)
+async def test_recorded_streams_reach_the_sdk_byte_for_byte(
+    name: str, kinds: list[str] | None
+) -> None:
+    raw = wire_file(name).read_bytes()
+    async with fake_anthropic() as fake:
+        fake.enqueue(replay_file(wire_file(name), chunk_size=50))
+        upstream = {"name": "claude", "kind": "anthropic", "base_url": fake.origin}
+        proxy = await start_proxy(make_settings(fake.origin, upstreams=[upstream]))
+        try:
+            async with aiohttp.ClientSession() as session:
+                body = {
+                    "model": MODEL,
+                    "max_tokens": 10,
+                    "stream": True,
+                    "messages": [{"role": "user", "content": "a"}],
+                }
+                async with session.post(f"{proxy.url}/v1/messages", json=body) as response:
+                    assert await response.read() == raw
+            if kinds is None:
+                return
+            fake.enqueue(replay_file(wire_file(name), chunk_size=50))
+            async with (
+                sdk(proxy, api_key="k") as client,
+                client.messages.stream(
+                    model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "a"}]
+                ) as stream,
+            ):
+                final = await stream.get_final_message()
+            assert [b.type for b in final.content] == kinds
+        finally:
+            await proxy.stop()
+
+
+async def test_offloaded_results_are_previews_inside_the_tool_result_and_headers_say_so(
+    tmp_path: Path,
+) -> None:
+    async with anthropic_proxy(tmp_path) as (fake, proxy), sdk(proxy, api_key="k") as client:
+        answer = await client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=200, messages=long_conversation(2), tools=[CLIENT_TOOL]
+        )
+        assert int(answer.headers["x-ctxproxy-tokens-after"]) < int(
+            answer.headers["x-ctxproxy-tokens-before"]
+        )
+        sent = fake.requests(MESSAGES)[0].json()
+        result = sent["messages"][2]["content"][0]
+        assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_0"
+        assert ARTIFACT_ID.search(result["content"]) and "[ctxproxy#" in result["content"]
+        assert [t["name"] for t in sent["tools"]] == ["dump", READ, "search_context_artifact"]
+        assert set(sent["tools"][1]) == {"name", "description", "input_schema"}
+
+
+async def test_the_next_turn_carries_the_proxys_reads_at_their_place(tmp_path: Path) -> None:
+    async with anthropic_proxy(tmp_path) as (fake, proxy), sdk(proxy, api_key="k") as client:
+        fake.enqueue_many(*reading_then("Line 512 says value=42."))
+        history = long_conversation(2)
+        first = await client.messages.create(
+            model=MODEL, max_tokens=200, messages=history, tools=[CLIENT_TOOL]
+        )
+        history += [
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {"role": "user", "content": "Thanks. And line 513?"},
+        ]
+        await client.messages.create(
+            model=MODEL, max_tokens=200, messages=history, tools=[CLIENT_TOOL]
+        )
+        sent = fake.requests(MESSAGES)[-1].json()["messages"]
+        assert paired(sent)
+        names = [
+            b.get("name") for m in sent for b in m["content"] if isinstance(m["content"], list)
+        ]
+        assert READ in names  # the read of the previous turn, put back before its answer
+        read_at = next(
+            i
+            for i, m in enumerate(sent)
+            if m["role"] == "assistant" and any(b.get("name") == READ for b in m["content"])
+        )
+        assert sent[read_at + 2]["content"][0]["text"] == "Line 512 says value=42."
