@@ -107,14 +107,33 @@ class UpstreamSettings(_Strict):
         default="openai",
         description="How to talk to it: a registered upstream kind (`openai`: OpenAI-compatible "
         "HTTP, base_url is the API root such as https://api.openai.com/v1; `anthropic`: native "
-        "Messages HTTP, base_url such as https://api.anthropic.com, /v1 added when missing).",
+        "Messages HTTP, base_url such as https://api.anthropic.com, /v1 added when missing; "
+        "`litellm`: any provider litellm supports, named by `provider`, for OpenAI-format "
+        "clients).",
     )
-    base_url: str
+    base_url: str = Field(
+        default="",
+        description="The provider's URL (required for `openai` and `anthropic`; for `litellm` "
+        "optional: litellm's `api_base`).",
+    )
+    provider: str | None = Field(
+        default=None,
+        description="kind litellm: the litellm provider (gemini, bedrock, vertex_ai, azure, "
+        "anthropic, ollama, ...); a request's model goes as `<provider>/<model>`.",
+    )
     api_key: str | None = Field(
         default=None, description="Sent when the tenant has no key of its own."
     )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
+
+    @model_validator(mode="after")
+    def _where_it_is(self) -> UpstreamSettings:
+        if self.kind == "litellm" and not self.provider:
+            raise ValueError("provider: required for an upstream of kind litellm")
+        if self.kind != "litellm" and not self.base_url:
+            raise ValueError(f"base_url: required for an upstream of kind {self.kind}")
+        return self
 
 
 class RouteSettings(_Strict):

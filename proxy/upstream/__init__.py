@@ -10,6 +10,7 @@ import aiohttp
 from proxy.settings import UpstreamSettings
 from proxy.upstream.anthropic_http import AnthropicHttpUpstream
 from proxy.upstream.base import Upstream
+from proxy.upstream.litellm_adapter import LitellmUpstream
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 UpstreamFactory = Callable[[UpstreamSettings, aiohttp.ClientSession], Upstream]
@@ -18,6 +19,7 @@ UPSTREAM_KINDS: Mapping[str, UpstreamFactory] = MappingProxyType(
     {
         "openai": OpenAIHttpUpstream,
         "anthropic": AnthropicHttpUpstream,
+        "litellm": LitellmUpstream,
     }
 )
 
