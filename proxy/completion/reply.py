@@ -35,9 +35,7 @@ class ChunkStream:
     generator that never started runs no `finally`).
     """
 
-    def __init__(
-        self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]
-    ) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]) -> None:
         self._chunks = chunks
         self._on_close: Callable[[], None] | None = on_close
 

@@ -17,7 +17,7 @@ Nothing here knows the HTTP server nor a wire format: the caller hands in a `Com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,8 @@ from proxy.stats import RequestStats
 from proxy.tokens.calibration import CountCalibration
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
+
+CACHED_TOKENS_HEADER = "x-ctxproxy-cached-tokens"
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,11 @@ async def _attempt(
             answer, prepared.headers(), context.request_id, context.chat_format.error_event
         )
         if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
-            _observe_usage(context, prepared, _json_object(reply.body))
+            payload = _json_object(reply.body)
+            _observe_usage(context, prepared, payload)
+            if payload is not None:
+                usage = context.chat_format.answer_usage(payload)
+                _report_cached(context.stats, reply.headers, context.chat_format, usage)
         return reply
     rounds = SyntheticRounds(
         upstream,
@@ -169,11 +175,23 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
+    _report_cached(rounds.stats, headers, wire, usage)
     if wire.strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
             wire.with_usage(payload, usage)
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
+
+
+def _report_cached(
+    stats: RequestStats, headers: MutableMapping[str, str], wire: ChatFormat, usage: Any
+) -> None:
+    """The upstream's cached prompt tokens: in `x-ctxproxy-cached-tokens` and the stats (for the
+    metrics and the access line), when its usage reports them."""
+    cached = wire.cached_tokens(usage)
+    if cached is not None:
+        stats.cached_tokens = cached
+        headers[CACHED_TOKENS_HEADER] = str(cached)
 
 
 def _observe_usage(

@@ -117,4 +117,3 @@ def _answer_error(rounds: SyntheticRounds, status: int, body: bytes) -> bytes:
             ErrorCode.upstream_unavailable, f"Upstream {name!r} answered HTTP {status}"
         )
     return rounds.chat_format.error_event(error, rounds.request_id)
-

@@ -445,4 +445,3 @@ class Preparer:
             details=details,
             reason=reason,
         )
-

@@ -83,6 +83,7 @@ class AnthropicMessages:
     add_usage = staticmethod(usage.add_usage)
     answer_usage = staticmethod(usage.answer_usage)
     prompt_tokens = staticmethod(usage.prompt_tokens)
+    cached_tokens = staticmethod(usage.cached_tokens)
     with_usage = staticmethod(usage.with_usage)
 
     def stream_filter(self, names: ToolNames) -> StreamFilter:

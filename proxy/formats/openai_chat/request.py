@@ -24,7 +24,13 @@ from proxy.formats.openai_chat.fields import (
     with_content,
 )
 from proxy.formats.openai_chat.stream import StreamFilter
-from proxy.formats.openai_chat.usage import add_usage, answer_usage, prompt_tokens, with_usage
+from proxy.formats.openai_chat.usage import (
+    add_usage,
+    answer_usage,
+    cached_tokens,
+    prompt_tokens,
+    with_usage,
+)
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
@@ -74,6 +80,7 @@ class OpenAIChat:
     add_usage = staticmethod(add_usage)
     answer_usage = staticmethod(answer_usage)
     prompt_tokens = staticmethod(prompt_tokens)
+    cached_tokens = staticmethod(cached_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
 
