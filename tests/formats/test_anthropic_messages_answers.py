@@ -84,7 +84,11 @@ def test_tools_are_renamed_away_from_client_tools_and_removed() -> None:
     only = answers.without_synthetic_tools(
         {"tools": renamed["tools"][1:], "tool_choice": {"type": "auto"}}, names
     )
-    assert "tools" not in only and "tool_choice" not in only
+    # no client tool left: the tools stay defined (the history holds tool blocks), none callable
+    assert only["tools"] == renamed["tools"][1:]
+    assert only["tool_choice"] == {"type": "none"}
+    plain = {"tools": [{"name": "dump"}]}
+    assert answers.without_synthetic_tools(plain, names) == plain
 
 
 def test_call_accessors() -> None:

@@ -58,19 +58,23 @@ def with_unique_tool_names(body: dict[str, Any]) -> tuple[dict[str, Any], ToolNa
 def without_synthetic_tools(
     body: dict[str, Any], names: ToolNames = DEFAULT_NAMES
 ) -> dict[str, Any]:
-    """A copy without the synthetic tools (nor a `tool_choice` naming one; no empty `tools`)."""
+    """A copy that offers no synthetic tool: without them (nor a `tool_choice` naming one) when
+    client tools remain; else with them but `tool_choice: none`, since Anthropic refuses a
+    request whose messages hold `tool_use`/`tool_result` blocks (the rounds so far) without any
+    `tools`."""
     out = dict(body)
     tools = out.get("tools")
     if not isinstance(tools, list):
         return out
     kept = [t for t in tools if str_field(t, "name") not in names]
+    if len(kept) == len(tools):
+        return out
     if kept:
         out["tools"] = kept
         if str_field(out.get("tool_choice"), "name") in names:
             del out["tool_choice"]
         return out
-    out.pop("tools", None)
-    out.pop("tool_choice", None)
+    out["tool_choice"] = {"type": "none"}
     return out
 
 
