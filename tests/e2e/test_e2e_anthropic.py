@@ -334,3 +334,65 @@ async def test_the_next_turn_carries_the_proxys_reads_at_their_place(tmp_path: P
             if m["role"] == "assistant" and any(b.get("name") == READ for b in m["content"])
         )
         assert sent[read_at + 2]["content"][0]["text"] == "Line 512 says value=42."
+
+
+def parallel_conversation(exchanges: int) -> list[dict[str, object]]:
+    """Turns of two parallel calls each (one user message answers both), results large."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "Audit the data."}]
+    for k in range(exchanges):
+        calls = [
+            {"type": "tool_use", "id": f"toolu_{k}_{j}", "name": "dump", "input": {"j": j}}
+            for j in range(2)
+        ]
+        results = [
+            {"type": "tool_result", "tool_use_id": f"toolu_{k}_{j}", "content": BIG[: 3000 + j]}
+            for j in range(2)
+        ]
+        messages += [
+            {"role": "assistant", "content": [{"type": "text", "text": f"Part {k}."}, *calls]},
+            {"role": "user", "content": [*results, {"type": "text", "text": f"next {k}"}]},
+            {"role": "assistant", "content": f"Noted {k}."},
+            {"role": "user", "content": f"Continue after {k}."},
+        ]
+    return messages
+
+
+async def test_parallel_results_are_reduced_and_turns_dropped_with_every_call_paired(
+    tmp_path: Path,
+) -> None:
+    async with anthropic_proxy(tmp_path) as (fake, proxy), sdk(proxy, api_key="k") as client:
+        messages = parallel_conversation(12)
+        await client.messages.create(
+            model=MODEL, max_tokens=200, messages=messages, tools=[CLIENT_TOOL]
+        )
+        sent = fake.requests(MESSAGES)[0].json()["messages"]
+        assert paired(sent)
+        assert sent[0] == messages[0]  # the task stays
+        assert len(sent) < len(messages)  # old turns went
+        notice = sent[1]  # where the dropped turns were: one user message saying so
+        assert notice["role"] == "user" and notice["content"].startswith("[ctxproxy#")
+        assert "were removed from this conversation" in notice["content"]
+        for message in sent:  # a user message keeps its text after its results
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            kinds = [b["type"] for b in blocks]
+            if "tool_result" in kinds:
+                assert kinds == ["tool_result", "tool_result", "text"]
+
+
+async def test_a_streaming_request_that_cannot_fit_is_refused_before_the_stream(
+    tmp_path: Path,
+) -> None:
+    async with (
+        anthropic_proxy(tmp_path) as (fake, proxy),
+        sdk(proxy, api_key="k", max_retries=0) as client,
+    ):
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            async with client.messages.stream(
+                model=MODEL,
+                max_tokens=100,
+                system="x " * 20_000,
+                messages=[{"role": "user", "content": "hi"}],
+            ) as stream:
+                await stream.get_final_message()
+        assert "prompt is too long" in str(raised.value)
+        assert fake.requests(MESSAGES) == []
