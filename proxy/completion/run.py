@@ -86,7 +86,7 @@ async def _attempt(
     upstream = context.upstream
     if prepared.synthetic is None:
         first = await upstream.chat_completions(
-            headers=headers, body=prepared.body, timer=context.stats
+            headers=headers, body=prepared.body, timer=context.stats, wire=context.chat_format.name
         )
         answer = await checked_first_answer(first, prepare_again)
         if isinstance(answer, Prepared):

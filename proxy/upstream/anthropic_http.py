@@ -39,7 +39,12 @@ class AnthropicHttpUpstream(OpenAIHttpUpstream):
         self.settings = settings
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        wire: str = "openai_chat",
     ) -> UpstreamResponse:
         return await self.open("POST", MESSAGES, headers=headers, body=body, timer=timer)
 

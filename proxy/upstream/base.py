@@ -110,7 +110,15 @@ class Upstream(Protocol):
         ...
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        wire: str = "openai_chat",
     ) -> UpstreamResponse:
-        """Send one prepared chat completion (JSON `body`) wherever this upstream serves them."""
+        """Send one prepared completion (JSON `body`, in the client's format `wire`: a name of
+        `proxy.formats.FORMATS`) wherever this upstream serves them. An HTTP upstream speaks one
+        format (its body is the client's); a translating one (`litellm`) uses `wire` to answer
+        in the client's format."""
         ...

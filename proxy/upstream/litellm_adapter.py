@@ -1,5 +1,8 @@
 """The `litellm` upstream kind: any provider litellm supports (Gemini, Bedrock, Vertex, Azure,
-Anthropic, Ollama, ...), for clients in the OpenAI Chat Completions format.
+Anthropic, Ollama, vLLM, ...), for clients in the OpenAI Chat Completions format and, crossing
+formats, for Anthropic Messages clients (Claude Code on an OpenAI-compatible model): those go
+through litellm's Messages interface (`litellm.anthropic.messages.acreate`), which answers in
+Anthropic's format, whole or as Anthropic events.
 
 A prepared chat completion (OpenAI JSON) is handed to `litellm.acompletion` with the model
 `<provider>/<model>`, the upstream's optional `base_url` as `api_base` and the request's key
@@ -29,6 +32,7 @@ from proxy.settings import UpstreamSettings
 from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse
 
 JSON = "application/json"
+MESSAGES_WIRE = "anthropic_messages"
 _PASSED_BY_US = frozenset({"model", "messages", "stream"})
 _CODES = {
     400: "invalid_request_error",
@@ -72,20 +76,45 @@ class LitellmUpstream:
         return BytesResponse(404, dumps(error))
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        wire: str = "openai_chat",
     ) -> UpstreamResponse:
+        """OpenAI clients through `litellm.acompletion`; Anthropic Messages clients
+        (`wire == "anthropic_messages"`) through litellm's Messages interface, which answers in
+        Anthropic's format (events as they come) whatever the provider."""
         request = loads_object(body)
         stream = request.get("stream") is True
+        messages = wire == MESSAGES_WIRE
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
-            answer = await _litellm().acompletion(**self._arguments(request, headers))
+            if messages:
+                answer = await _litellm().anthropic.messages.acreate(
+                    **self._messages_arguments(request, headers)
+                )
+            else:
+                answer = await _litellm().acompletion(**self._arguments(request, headers))
         except Exception as exc:  # litellm's own exception types: mapped below
-            response = self._error(exc)
+            response = self._error(exc, messages)
         else:
-            response = StreamResponse(answer, self.name) if stream else _whole(answer)
+            whole = not stream
+            response = _whole(answer) if whole else StreamResponse(answer, self.name, raw=messages)
         if timer is not None:
             timer.upstream_answered(self.name, sent)
         return response
+
+    def _messages_arguments(
+        self, request: dict[str, Any], headers: CIMultiDict[str]
+    ) -> dict[str, Any]:
+        arguments = {k: v for k, v in request.items() if k not in ("model", "stream")}
+        arguments.update(
+            model=f"{self.settings.provider}/{request.get('model')}",
+            stream=request.get("stream") is True,
+        )
+        return self._with_route(arguments, headers)
 
     def _arguments(self, request: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
         arguments = {k: v for k, v in request.items() if k not in _PASSED_BY_US}
@@ -97,6 +126,10 @@ class LitellmUpstream:
             timeout=self.settings.timeouts.total_s,
             num_retries=0,
         )
+        return self._with_route(arguments, headers)
+
+    def _with_route(self, arguments: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
+        """`api_base` from config, `api_key` from the request (or config)."""
         if self.settings.base_url:
             arguments["api_base"] = self.settings.base_url
         key = _key(headers) or self.settings.api_key
@@ -104,8 +137,9 @@ class LitellmUpstream:
             arguments["api_key"] = key
         return arguments
 
-    def _error(self, exc: Exception) -> UpstreamResponse:
-        """litellm's exception as the OpenAI error answer the client gets (or an UpstreamError)."""
+    def _error(self, exc: Exception, messages: bool = False) -> UpstreamResponse:
+        """litellm's exception as the error answer the client gets, in its format (OpenAI's, or
+        Anthropic's for Messages clients), or an UpstreamError for transport failures."""
         litellm = _litellm()
         if isinstance(exc, litellm.Timeout | TimeoutError):
             raise UpstreamError(
@@ -121,8 +155,26 @@ class LitellmUpstream:
         if isinstance(exc, litellm.ContextWindowExceededError):
             status, code = 400, "context_length_exceeded"
         message = str(getattr(exc, "message", "") or exc)
+        if messages:
+            return BytesResponse(status, dumps(_anthropic_error(status, code, message)))
         error = {"message": message, "type": _error_type(status), "param": None, "code": code}
         return BytesResponse(status, dumps({"error": error}))
+
+
+def _anthropic_error(status: int, code: str, message: str) -> dict[str, Any]:
+    """Anthropic's envelope; a context-window error reads "prompt is too long" (what Claude Code
+    and the `anthropic` SDK look for)."""
+    if code == "context_length_exceeded" and "prompt is too long" not in message:
+        message = f"prompt is too long: {message}"
+    kinds = {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        529: "overloaded_error",
+    }
+    kind = kinds.get(status, "invalid_request_error" if 400 <= status < 500 else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def _error_type(status: int) -> str:
@@ -137,6 +189,8 @@ def _key(headers: CIMultiDict[str]) -> str | None:
 
 
 def _whole(answer: Any) -> UpstreamResponse:
+    if isinstance(answer, dict):  # the Messages interface answers with a plain dict
+        return BytesResponse(200, dumps(answer))
     return BytesResponse(200, answer.model_dump_json().encode())
 
 
@@ -176,12 +230,14 @@ async def _one(body: bytes) -> AsyncIterator[bytes]:
 
 
 class StreamResponse(BytesResponse):
-    """litellm's chunk stream as OpenAI SSE: one `data:` event per chunk, then `[DONE]`."""
+    """litellm's chunk stream as OpenAI SSE: one `data:` event per chunk, then `[DONE]`; with
+    `raw`, the Messages interface's stream, whose items are Anthropic events already encoded."""
 
-    def __init__(self, stream: Any, upstream: str) -> None:
+    def __init__(self, stream: Any, upstream: str, *, raw: bool = False) -> None:
         super().__init__(200, b"", "text/event-stream")
         self._stream = stream
         self._upstream = upstream
+        self._raw = raw
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -194,6 +250,9 @@ class StreamResponse(BytesResponse):
             async for chunk in self._stream:
                 if self.closed:
                     return
+                if self._raw:
+                    yield chunk if isinstance(chunk, bytes) else str(chunk).encode()
+                    continue
                 yield b"data: " + chunk.model_dump_json().encode() + b"\n\n"
         except ProxyError:
             raise
@@ -202,4 +261,5 @@ class StreamResponse(BytesResponse):
                 ErrorCode.upstream_unavailable,
                 f"Upstream {self._upstream!r} broke the stream: {type(exc).__name__}",
             ) from exc
-        yield b"data: [DONE]\n\n"
+        if not self._raw:
+            yield b"data: [DONE]\n\n"

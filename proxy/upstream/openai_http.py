@@ -62,7 +62,12 @@ class OpenAIHttpUpstream:
         return url
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        wire: str = "openai_chat",
     ) -> UpstreamResponse:
         return await self.open("POST", CHAT_COMPLETIONS, headers=headers, body=body, timer=timer)
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anthropic
 import openai
 import pytest
 from fakes import FakeUpstream
@@ -103,3 +104,48 @@ async def test_a_context_window_error_reaches_the_client_as_context_length_excee
             )
         assert raised.value.code == "context_length_exceeded"
         assert "prompt is too long" in raised.value.message
+
+
+@asynccontextmanager
+async def claude_code_on_vllm() -> AsyncIterator[tuple[FakeUpstream, RunningProxy]]:
+    """An Anthropic-format client on an OpenAI-compatible server (`hosted_vllm` via litellm)."""
+    async with FakeUpstream() as fake:
+        upstream = {
+            "name": "local",
+            "kind": "litellm",
+            "provider": "hosted_vllm",
+            "base_url": fake.base_url,
+            "timeouts": {"first_byte_s": 30, "idle_read_s": 30, "total_s": 60},
+        }
+        proxy = await start_proxy(make_settings(fake.base_url, upstreams=[upstream]))
+        try:
+            yield fake, proxy
+        finally:
+            await proxy.stop()
+
+
+async def test_an_anthropic_client_reaches_an_openai_compatible_model_through_litellm() -> None:
+    async with claude_code_on_vllm() as (fake, proxy):
+        client = anthropic.AsyncAnthropic(base_url=proxy.url, api_key="sk-local", max_retries=0)
+        try:
+            answer = await client.messages.create(
+                model="qwen3-coder",
+                max_tokens=50,
+                system="Be brief.",
+                messages=[{"role": "user", "content": "Hello there"}],
+            )
+            assert answer.content[0].type == "text"
+            assert answer.content[0].text == "echo: Hello there"
+            sent = fake.requests("/v1/chat/completions")[0].json()
+            assert sent["model"] == "qwen3-coder"
+            assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+            async with client.messages.stream(
+                model="qwen3-coder",
+                max_tokens=50,
+                messages=[{"role": "user", "content": "Stream it"}],
+            ) as stream:
+                final = await stream.get_final_message()
+            assert final.content[0].text == "echo: Stream it"  # type: ignore[union-attr]
+            assert fake.requests("/v1/chat/completions")[1].json()["stream"] is True
+        finally:
+            await client.close()

@@ -187,7 +187,12 @@ class FakeUpstream:
         return response
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        wire: str = "openai_chat",
     ) -> UpstreamResponse:
         return await self.open("POST", CHAT_PATH, headers=headers, body=body, timer=timer)
 

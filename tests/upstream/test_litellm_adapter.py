@@ -92,3 +92,36 @@ def test_litellm_is_imported_only_when_a_request_goes_there() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_errors_of_messages_clients_are_in_anthropics_envelope() -> None:
+    error = litellm.ContextWindowExceededError("too many tokens for this model", "m", "openai")
+    answer = upstream()._error(error, messages=True)
+    body = json.loads(await answer.read())
+    assert answer.status == 400
+    assert body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: " + str(error.message),
+        },
+    }
+    limited = upstream()._error(litellm.RateLimitError("slow", "openai", "m"), messages=True)
+    assert json.loads(await limited.read())["error"]["type"] == "rate_limit_error"
+
+
+def test_messages_arguments_keep_the_anthropic_fields() -> None:
+    request = {
+        "model": "qwen",
+        "max_tokens": 5,
+        "system": "s",
+        "stream": False,
+        "messages": [{"role": "user", "content": "x"}],
+        "thinking": {"type": "disabled"},
+    }
+    arguments = upstream(
+        provider="hosted_vllm", base_url="http://127.0.0.1:9/v1"
+    )._messages_arguments(request, CIMultiDict({"x-api-key": "k"}))
+    assert arguments["model"] == "hosted_vllm/qwen" and arguments["system"] == "s"
+    assert arguments["thinking"] == {"type": "disabled"} and arguments["stream"] is False
+    assert (arguments["api_base"], arguments["api_key"]) == ("http://127.0.0.1:9/v1", "k")
