@@ -18,6 +18,7 @@ from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
@@ -198,17 +199,30 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 
 
 async def prepare_dry_run(request: web.Request) -> web.Response:
+    """The exact upstream body and the manifest; `?format=anthropic_messages` for a Messages
+    body (default `openai_chat`)."""
     services = request.app[SERVICES]
+    wire = _format_named(request.query.get("format", OPENAI_CHAT.name))
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    windows = _request_windows(request, services, tenant, request_model(body))
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    windows = _request_windows(request, services, tenant, wire.model(body))
+    prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
     )
     return web.Response(body=answer, content_type="application/json")
+
+
+def _format_named(name: str) -> ChatFormat:
+    wire = FORMATS.get(name)
+    if wire is None:
+        known = ", ".join(sorted(FORMATS))
+        raise ProxyError(
+            ErrorCode.invalid_request, f"Unknown format {name!r} (known: {known})", param="format"
+        )
+    return wire
 
 
 def _dry_run_answer(prepared: Prepared) -> bytes:

@@ -396,3 +396,21 @@ async def test_a_streaming_request_that_cannot_fit_is_refused_before_the_stream(
                 await stream.get_final_message()
         assert "prompt is too long" in str(raised.value)
         assert fake.requests(MESSAGES) == []
+
+
+async def test_the_dry_run_prepares_a_messages_body(tmp_path: Path) -> None:
+    async with anthropic_proxy(tmp_path) as (fake, proxy):
+        body = {"model": MODEL, "max_tokens": 100, "messages": long_conversation(2)}
+        async with aiohttp.ClientSession() as session:
+            url = f"{proxy.url}/v1/context/prepare?format=anthropic_messages"
+            async with session.post(url, json=body) as response:
+                assert response.status == 200
+                prepared = await response.json()
+            url = f"{proxy.url}/v1/context/prepare?format=nope"
+            async with session.post(url, json=body) as response:
+                assert response.status == 400
+        assert prepared["changed"] is True
+        assert paired(prepared["body"]["messages"])
+        assert BIG not in json.dumps(prepared["body"])
+        assert prepared["manifest"]["tokens_after"] < prepared["manifest"]["tokens_before"]
+        assert fake.requests() == []
