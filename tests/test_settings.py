@@ -175,6 +175,7 @@ def test_example_config_is_not_an_open_relay() -> None:
 
 # -- item 12: every start-up mistake is one line naming the file and the key --------------------
 
+
 def test_store_url_must_be_a_redis_url(tmp_path: Path) -> None:
     secret_url = "http://user:hunter2@127.0.0.1:6379"
     path = write(tmp_path, f"store: {{kind: redis, url: '{secret_url}'}}\n")
@@ -209,6 +210,7 @@ def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
 
 
 # -- item 16: duplicate tenants and keys --------------------------------------------------------
+
 
 def test_duplicate_tenant_names_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: acme}, {name: beta}, {name: acme}]\n")
@@ -247,6 +249,7 @@ def test_unknown_passthrough_tenant_is_refused(tmp_path: Path) -> None:
 
 # -- item 17: a keys-mode tenant without any upstream key is reported at start-up ---------------
 
+
 def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -266,6 +269,7 @@ def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None
 
 
 # -- item 18: a relative policies_dir is relative to the config file -----------------------------
+
 
 def test_relative_policies_dir_resolves_against_the_config_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -296,6 +300,7 @@ def test_metrics_auth_keys_needs_auth_mode_keys() -> None:
 
 # -- issue 12 item 9: sessions within a tenant --------------------------------------------------
 
+
 def test_sessions_are_off_unless_a_tenant_asks_for_them(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: acme}, {name: beta, session: {}}]\n")
     acme, beta = load_settings(path, {}).tenants
@@ -308,8 +313,10 @@ def test_sessions_are_off_unless_a_tenant_asks_for_them(tmp_path: Path) -> None:
     ("session", "expected"),
     [
         ("{source: user}", ("user", "x-ctxproxy-session", "session_id")),
-        ("{source: metadata, metadata_key: conversation}", ("metadata", "x-ctxproxy-session",
-                                                            "conversation")),
+        (
+            "{source: metadata, metadata_key: conversation}",
+            ("metadata", "x-ctxproxy-session", "conversation"),
+        ),
         ("{header: X-Session-Id}", ("header", "x-session-id", "session_id")),
     ],
 )

@@ -1,7 +1,8 @@
 """The native Anthropic Messages upstream: raw aiohttp against a configured base URL.
 
-The same transport as the OpenAI-compatible kind (`openai_http`), with Anthropic's routes and
-headers: a prepared completion goes to `POST {api root}/messages`; the API root is the configured
+The same transport as the OpenAI-compatible kind (`openai_http`, which also routes a completion
+by the client's format: Messages to `POST {api root}/messages`, Chat Completions to Anthropic's
+OpenAI-compatible `/chat/completions`), with Anthropic's headers; the API root is the configured
 `base_url` with `/v1` added when it does not end with it (`https://api.anthropic.com` and
 `https://api.anthropic.com/v1` are the same upstream). The client's `anthropic-version` and
 `anthropic-beta` headers cross as they came (`headers.forward_request_headers`); a request
@@ -19,7 +20,6 @@ from proxy.settings import UpstreamSettings
 from proxy.upstream.base import CallTimer, UpstreamResponse
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
-MESSAGES = "/messages"
 DEFAULT_VERSION = "2023-06-01"
 VERSION_HEADER = "anthropic-version"
 
@@ -37,16 +37,6 @@ class AnthropicHttpUpstream(OpenAIHttpUpstream):
         rooted = settings.model_copy(update={"base_url": api_root(settings.base_url)})
         super().__init__(rooted, session)
         self.settings = settings
-
-    async def chat_completions(
-        self,
-        *,
-        headers: CIMultiDict[str],
-        body: bytes,
-        timer: CallTimer | None = None,
-        wire: str = "openai_chat",
-    ) -> UpstreamResponse:
-        return await self.open("POST", MESSAGES, headers=headers, body=body, timer=timer)
 
     async def open(
         self,

@@ -19,6 +19,7 @@ deployment without a litellm upstream never imports it (start-up time and memory
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,6 +32,7 @@ from proxy.jsonio import dumps, loads_object
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse
 
+log = logging.getLogger("ctxproxy.upstream")
 JSON = "application/json"
 MESSAGES_WIRE = "anthropic_messages"
 _PASSED_BY_US = frozenset({"model", "messages", "stream"})
@@ -147,6 +149,7 @@ class LitellmUpstream:
             ) from exc
         status = getattr(exc, "status_code", None)
         if isinstance(exc, litellm.APIConnectionError) or not isinstance(status, int):
+            log.warning("upstream %r (litellm) failed", self.name, exc_info=exc)
             raise UpstreamError(
                 ErrorCode.upstream_unavailable,
                 f"Upstream {self.name!r} failed: {type(exc).__name__}",

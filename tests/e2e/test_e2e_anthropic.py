@@ -25,7 +25,7 @@ from anthropic_harness import (
     paired,
     reading_then,
 )
-from fakes import replay_file
+from fakes import FakeUpstream, replay_file
 from fakes.anthropic import fake_anthropic
 from fakes.wire import wire_file
 from proxy_harness import RunningProxy, make_settings, start_proxy
@@ -414,3 +414,18 @@ async def test_the_dry_run_prepares_a_messages_body(tmp_path: Path) -> None:
         assert BIG not in json.dumps(prepared["body"])
         assert prepared["manifest"]["tokens_after"] < prepared["manifest"]["tokens_before"]
         assert fake.requests() == []
+
+
+async def test_messages_on_an_openai_compatible_upstream_go_to_its_messages_route(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """vLLM and llama.cpp serve `/v1/messages` too: the prepared body goes there."""
+    body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "a"}]}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{proxy.url}/v1/messages", json=body) as response,
+    ):
+        assert response.status == 200
+        assert "x-ctxproxy-tokens-before" in response.headers
+    assert [r.path for r in fake_upstream.received] == ["/v1/messages"]
+    assert fake_upstream.last.json() == body

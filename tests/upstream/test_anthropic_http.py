@@ -29,7 +29,9 @@ async def test_a_completion_goes_to_v1_messages_with_its_bytes_and_headers() -> 
             b'"messages":[{"role":"user","content":"hi"}]}'
         )
         headers = CIMultiDict({"x-api-key": "k", "anthropic-beta": "b1,b2"})
-        answer = await upstream.chat_completions(headers=headers, body=body)
+        answer = await upstream.chat_completions(
+            headers=headers, body=body, wire="anthropic_messages"
+        )
         try:
             assert answer.status == 200
             assert b"echo: hi" in await answer.read()
@@ -45,3 +47,6 @@ async def test_a_completion_goes_to_v1_messages_with_its_bytes_and_headers() -> 
         count.close()
         assert fake.last.path == "/v1/messages/count_tokens"
         assert fake.last.headers["anthropic-version"] == "2099-01-01"
+        chat = await upstream.chat_completions(headers=CIMultiDict(), body=b"{}")
+        chat.close()
+        assert fake.last.path == "/v1/chat/completions"  # Anthropic's OpenAI-compatible route

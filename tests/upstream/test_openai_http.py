@@ -239,3 +239,15 @@ def test_at_root_paths_drop_the_api_version_segment() -> None:
     assert upstream_at("http://h/api").url("/props", at_root=True) == "http://h/api/props"
     assert upstream_at("http://h/v1").url("/../../props", at_root=True) == "http://h/props"
     assert upstream_at("http://h/v1").url("/props") == "http://h/v1/props"
+
+
+async def test_a_messages_completion_goes_to_the_servers_messages_route(
+    fake_upstream: FakeUpstream,
+) -> None:
+    """vLLM and llama.cpp serve Anthropic's `/v1/messages` beside chat completions."""
+    async with aiohttp.ClientSession() as session:
+        answer = await fake_at(fake_upstream, session).chat_completions(
+            headers=CIMultiDict(), body=b"{}", wire="anthropic_messages"
+        )
+        answer.close()
+    assert fake_upstream.last.path == "/v1/messages"
