@@ -14,11 +14,9 @@ to tools), so that OpenAI counts equal litellm's. Deliberate differences, all co
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import importlib.util
 import json
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from proxy.tokens.blocks import (
+    BLOCK_COSTS,
+    block_tokens,
+)
 from proxy.tokens.cache import LruCache, cache_digest, message_key
 from proxy.tokens.estimate import estimate_tokens
 from proxy.tokens.tool_schema import format_functions, split_tools
@@ -41,10 +43,6 @@ IMAGE_HIGH_DETAIL_TOKENS = 1445  # 85 + 170 * 8 tiles: a 768x2000 image, the mos
 CHUNK_CHARS = 1024  # tiktoken BPE is superlinear in one long piece; litellm chunks the same way
 DEFAULT_CACHE_SIZE = 50_000
 ANTHROPIC_TOKENIZER = "anthropic_tokenizer.json"
-ANTHROPIC_IMAGE_TOKENS = 1600  # Anthropic: (w x h) / 750, images are resized to about 1.15 MP
-DOCUMENT_PAGE_TOKENS = 3000  # a PDF page: its text plus the page image (Anthropic's PDF guide)
-BLOCK_COSTS = {"image": 0, "document": 0, "tool_result": 3, "tool_use": 3}
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
 
 TEXT_FIELDS = {
     "text": "text",
@@ -214,15 +212,6 @@ def _leaves_text(value: Any) -> str:
     return " ".join(parts)
 
 
-def pdf_pages(data: str) -> int:
-    """Pages of a base64 PDF (its `/Type /Page` objects; at least 1; 1 when it does not decode)."""
-    try:
-        raw = base64.b64decode(data, validate=False)
-    except (binascii.Error, ValueError):
-        return 1
-    return max(1, len(_PDF_PAGE.findall(raw)))
-
-
 class Counter:
     """A TokenCounter over one text-counting function, with per-message counts cached."""
 
@@ -315,40 +304,8 @@ class Counter:
             low = isinstance(image, dict) and image.get("detail") == "low"
             return IMAGE_LOW_DETAIL_TOKENS if low else IMAGE_HIGH_DETAIL_TOKENS
         if kind in BLOCK_COSTS:  # Anthropic blocks: never their base64 counted as text
-            return self._block_tokens(kind, part)
+            return block_tokens(kind, part, self.count_text, self._json, self._part_tokens)
         return self._json(part)
-
-    def _block_tokens(self, kind: str, block: dict[str, Any]) -> int:
-        """Anthropic content blocks: an image at its largest cost, a document by its pages (or
-        its text), a tool result by its content, a tool call by its name and input."""
-        if kind == "image":
-            return ANTHROPIC_IMAGE_TOKENS
-        if kind == "document":
-            return self._document_tokens(block.get("source"))
-        if kind == "tool_result":
-            content = block.get("content")
-            inner = (
-                sum(self._part_tokens(p) for p in content)
-                if isinstance(content, list)
-                else self.count_text(content if isinstance(content, str) else json_text(content))
-            )
-            return BLOCK_COSTS[kind] + inner
-        name = block.get("name")
-        return BLOCK_COSTS[kind] + self.count_text(str(name)) + self._json(block.get("input"))
-
-    def _document_tokens(self, source: Any) -> int:
-        if not isinstance(source, dict):
-            return self._json(source)
-        data = source.get("data")
-        if source.get("type") == "text" and isinstance(data, str):
-            return self.count_text(data)
-        if source.get("type") == "content":
-            content = source.get("content")
-            parts = content if isinstance(content, list) else [content]
-            return sum(self._part_tokens(p) for p in parts)
-        if source.get("type") == "base64" and isinstance(data, str):
-            return DOCUMENT_PAGE_TOKENS * pdf_pages(data)
-        return DOCUMENT_PAGE_TOKENS
 
     def _tools_tokens(self, tools: Any) -> int:
         if not tools:
