@@ -69,6 +69,7 @@ async def relayed(
     extra_headers: Mapping[str, str],
     request_id: str,
     error_event: ErrorEvent,
+    observe: Callable[[bytes], None] | None = None,
 ) -> Reply:
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
 
@@ -77,12 +78,13 @@ async def relayed(
     (one that breaks raises `UpstreamError`); a larger one streams chunk by chunk whatever its
     content type, and if it breaks after it started, the stream raises `UpstreamError` and the
     edge cuts the connection (the client sees an incomplete body, never a body that looks whole).
-    `answer` is closed when its body is read or the stream is closed.
+    `answer` is closed when its body is read or the stream is closed. `observe` sees each chunk
+    of a relayed event stream as it passes (unchanged).
     """
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     if answer.is_event_stream:
-        chunks_out = _chunks(answer, request_id, error_event)
+        chunks_out = _chunks(answer, request_id, error_event, observe)
         return Reply(answer.status, headers, stream=ChunkStream(chunks_out, answer.close))
     chunks = answer.chunks()
     try:
@@ -161,10 +163,15 @@ async def _body_chunks(
 
 
 async def _chunks(
-    answer: UpstreamResponse, request_id: str, error_event: ErrorEvent
+    answer: UpstreamResponse,
+    request_id: str,
+    error_event: ErrorEvent,
+    observe: Callable[[bytes], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     try:
         async for chunk in answer.chunks():
+            if observe is not None:
+                observe(chunk)
             yield chunk
     except UpstreamError as exc:
         yield error_event(exc, request_id)

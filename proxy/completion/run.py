@@ -30,6 +30,7 @@ from proxy.completion.retry import PrepareAgain, checked_first_answer
 from proxy.completion.round_fit import Refit
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
+from proxy.completion.usage_tap import CachedTokensTap
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.base import ChatFormat
@@ -91,8 +92,9 @@ async def _attempt(
         answer = await checked_first_answer(first, prepare_again)
         if isinstance(answer, Prepared):
             return await _attempt(context, answer, None)
+        tap = CachedTokensTap(context.chat_format, context.stats)
         reply = await relayed(
-            answer, prepared.headers(), context.request_id, context.chat_format.error_event
+            answer, prepared.headers(), context.request_id, context.chat_format.error_event, tap
         )
         if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
             payload = _json_object(reply.body)

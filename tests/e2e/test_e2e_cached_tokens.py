@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 from anthropic_harness import MODEL, anthropic_proxy
 from fakes import FakeUpstream, completion
-from fakes.anthropic import anthropic_message, text_block, usage
+from fakes.anthropic import anthropic_message, anthropic_stream, text_block, usage
 from proxy_harness import RunningProxy
 
 
@@ -59,3 +59,22 @@ async def test_anthropic_cache_reads_are_reported(tmp_path: Path) -> None:
             async with session.get(f"{proxy.url}/metrics") as response:
                 text = await response.text()
         assert metric(text, 'ctxproxy_cached_input_tokens_total{upstream="claude"}') == 4000
+
+
+async def test_streamed_cache_reads_are_counted_in_the_metric(tmp_path: Path) -> None:
+    async with anthropic_proxy(tmp_path) as (fake, proxy):
+        fake.enqueue(
+            anthropic_stream([text_block("hi")], usage_=usage(12, 3, cache_read_input_tokens=700))
+        )
+        body = {
+            "model": MODEL,
+            "max_tokens": 5,
+            "stream": True,
+            "messages": [{"role": "user", "content": "a"}],
+        }
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"{proxy.url}/v1/messages", json=body) as response:
+                assert b"cache_read_input_tokens" in await response.read()
+            async with session.get(f"{proxy.url}/metrics") as response:
+                text = await response.text()
+        assert metric(text, 'ctxproxy_cached_input_tokens_total{upstream="claude"}') == 700

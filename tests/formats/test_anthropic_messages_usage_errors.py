@@ -85,3 +85,9 @@ def test_cache_marks_are_counted_everywhere() -> None:
         ],
     }
     assert count_marks(body) == 4
+
+
+def test_stream_cached_tokens_take_the_last_statement() -> None:
+    data = b'{"cache_read_input_tokens": 5} ... {"cache_read_input_tokens":7}'
+    assert usage.stream_cached_tokens(data) == 7
+    assert usage.stream_cached_tokens(b'{"input_tokens": 3}') is None

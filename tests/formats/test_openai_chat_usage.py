@@ -78,3 +78,10 @@ def test_cached_tokens_come_from_the_prompt_details() -> None:
     assert cached_tokens({"prompt_tokens": 10}) is None
     assert cached_tokens({"prompt_tokens_details": {"cached_tokens": -1}}) is None
     assert cached_tokens(None) is None
+
+
+def test_stream_cached_tokens_take_the_last_statement() -> None:
+    from proxy.formats.openai_chat.usage import stream_cached_tokens
+
+    assert stream_cached_tokens(b'"prompt_tokens_details":{"cached_tokens":12}') == 12
+    assert stream_cached_tokens(b'"prompt_tokens":12') is None

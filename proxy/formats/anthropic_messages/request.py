@@ -84,6 +84,7 @@ class AnthropicMessages:
     answer_usage = staticmethod(usage.answer_usage)
     prompt_tokens = staticmethod(usage.prompt_tokens)
     cached_tokens = staticmethod(usage.cached_tokens)
+    stream_cached_tokens = staticmethod(usage.stream_cached_tokens)
     with_usage = staticmethod(usage.with_usage)
 
     def stream_filter(self, names: ToolNames) -> StreamFilter:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from proxy.formats.anthropic_messages.fields import int_value
@@ -45,6 +46,16 @@ def cached_tokens(usage: Any) -> int | None:
     """`cache_read_input_tokens`, when reported."""
     value = int_value(usage.get("cache_read_input_tokens")) if isinstance(usage, dict) else None
     return value if value is not None and value >= 0 else None
+
+
+_CACHE_READ = re.compile(rb'"cache_read_input_tokens"\s*:\s*(\d{1,12})')
+
+
+def stream_cached_tokens(data: bytes) -> int | None:
+    """The last `"cache_read_input_tokens": N` in stream bytes (`message_start`'s usage, and
+    `message_delta`'s when it repeats it)."""
+    found = _CACHE_READ.findall(data)
+    return int(found[-1]) if found else None
 
 
 def with_usage(payload: dict[str, Any], usage: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from proxy.formats.openai_chat.usage import (
     answer_usage,
     cached_tokens,
     prompt_tokens,
+    stream_cached_tokens,
     with_usage,
 )
 from proxy.jsonio import dumps
@@ -81,6 +82,7 @@ class OpenAIChat:
     answer_usage = staticmethod(answer_usage)
     prompt_tokens = staticmethod(prompt_tokens)
     cached_tokens = staticmethod(cached_tokens)
+    stream_cached_tokens = staticmethod(stream_cached_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
 
