@@ -45,6 +45,11 @@ class AnswerStream(Protocol):
 class AnswerFormat(Protocol):
     """One wire format's answers, as the synthetic-tool loop sees them."""
 
+    @property
+    def upstream_route(self) -> str:
+        """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
+        `route`), e.g. `/chat/completions`."""
+
     def multiple_choices(self, body: dict[str, Any]) -> bool:
         """Whether the request asks for several choices (never continued by another round)."""
 

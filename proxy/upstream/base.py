@@ -18,6 +18,9 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 
+CHAT_COMPLETIONS_ROUTE = "/chat/completions"
+"""The endpoint of OpenAI chat completions, relative to the API root."""
+
 
 class UpstreamError(ProxyError):
     """A transport failure talking to an upstream (not an error answer: those are responses)."""
@@ -110,7 +113,14 @@ class Upstream(Protocol):
         ...
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        """Send one prepared chat completion (JSON `body`) wherever this upstream serves them."""
+        """Send one prepared completion (JSON `body`) wherever this upstream serves them.
+        `route`: the client format's endpoint, relative to the API root (`/chat/completions`,
+        `/responses`: `ChatFormat.upstream_route`); an upstream maps it to its own path."""
         ...

@@ -17,9 +17,14 @@ from yarl import URL
 
 from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
-from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse, upstream_read_error
+from proxy.upstream.base import (
+    CHAT_COMPLETIONS_ROUTE,
+    CallTimer,
+    UpstreamError,
+    UpstreamResponse,
+    upstream_read_error,
+)
 
-CHAT_COMPLETIONS = "/chat/completions"
 # RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
 # An already-encoded query keeps its escapes; only characters never valid in a query are escaped.
@@ -62,9 +67,14 @@ class OpenAIHttpUpstream:
         return url
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        return await self.open("POST", CHAT_COMPLETIONS, headers=headers, body=body, timer=timer)
+        return await self.open("POST", route, headers=headers, body=body, timer=timer)
 
     async def open(
         self,

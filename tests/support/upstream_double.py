@@ -187,9 +187,14 @@ class FakeUpstream:
         return response
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        route: str = CHAT_PATH,
     ) -> UpstreamResponse:
-        return await self.open("POST", CHAT_PATH, headers=headers, body=body, timer=timer)
+        return await self.open("POST", route, headers=headers, body=body, timer=timer)
 
     def _next(self, call: Call) -> Scripted:
         if self._handler is not None:
