@@ -86,7 +86,7 @@ class SyntheticRounds:
     _used_ids: set[str] = field(init=False)
     _withdrawn: bool = False
     """The tools were left out of a call so that it fits: no more rounds."""
-    _newest: tuple[int, str | None, list[Any], list[ReadResult]] | None = None
+    _newest: tuple[int, Any, list[Any], list[ReadResult]] | None = None
     """The newest round: where its items start in `messages`, its content, calls and results."""
     _sent: dict[str, Any] = field(init=False)
     """The body of the last call that went upstream (as a dict)."""
@@ -162,7 +162,7 @@ class SyntheticRounds:
             route=self.chat_format.upstream_route,
         )
 
-    async def execute(self, content: str | None, calls: list[Any]) -> None:
+    async def execute(self, content: Any, calls: list[Any]) -> None:
         """Run one round of synthetic calls and append the exchange to the conversation."""
         calls = self._with_unique_ids(calls)
         budget = RoundBudget(self.search_chars_per_round)

@@ -9,9 +9,11 @@ from types import MappingProxyType
 
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_responses import OPENAI_RESPONSES
 
 FORMATS: Mapping[str, ChatFormat] = MappingProxyType(
     {
         OPENAI_CHAT.name: OPENAI_CHAT,
+        OPENAI_RESPONSES.name: OPENAI_RESPONSES,
     }
 )

@@ -31,9 +31,10 @@ class AnswerStream(Protocol):
         """The bytes the client gets for these events, and whether one of them was an error
         (the stream then ends)."""
 
-    def pending_round(self) -> tuple[str | None, list[Any]] | None:
-        """After a round: (assistant text, synthetic calls) when it ended with synthetic calls
-        only and may loop (its end was held back), else None."""
+    def pending_round(self) -> tuple[Any, list[Any]] | None:
+        """After a round: (its content, synthetic calls) when it ended with synthetic calls
+        only and may loop (its end was held back), else None. The content is opaque to the
+        loop, handed back to `AnswerFormat.round_items` (chat: the assistant text)."""
 
     def mixed_synthetic_calls(self) -> list[Any]:
         """After a round that also made client calls: its synthetic calls (never streamed)."""
@@ -65,8 +66,9 @@ class AnswerFormat(Protocol):
 
     def synthetic_only(
         self, payload: dict[str, Any], names: ToolNames
-    ) -> tuple[str | None, list[Any]] | None:
-        """(content, calls) when the answer's only choice makes synthetic calls and nothing else."""
+    ) -> tuple[Any, list[Any]] | None:
+        """(content, calls) when the answer makes synthetic calls and nothing else; the content
+        is opaque (chat: the assistant text; Responses: the whole output, reasoning included)."""
 
     def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
         """The synthetic calls of a single-choice answer that also makes client calls (mixed);
@@ -87,9 +89,7 @@ class AnswerFormat(Protocol):
     def with_call_id(self, call: Any, new_id: str) -> Any:
         """A copy of the call with `new_id` as its id."""
 
-    def round_items(
-        self, content: str | None, calls: Sequence[Any], results: Sequence[str]
-    ) -> list[Any]:
+    def round_items(self, content: Any, calls: Sequence[Any], results: Sequence[str]) -> list[Any]:
         """The items a round appends: the assistant item making `calls`, one result per call."""
 
     def call_ids(self, items: Sequence[Any]) -> set[str]:

@@ -18,7 +18,9 @@ from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
+from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
 from proxy.http.auth import Tenant
 from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
@@ -80,19 +82,35 @@ async def read_body(request: web.Request) -> bytes:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _complete(request, OPENAI_CHAT)
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    """`POST /v1/responses`: prepared like a chat completion, unless the request continues
+    history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
+    came, the manifest saying it was not prepared."""
+    return await _complete(request, OPENAI_RESPONSES)
+
+
+async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    windows = _request_windows(request, services, tenant, request_model(body))
+    windows = _request_windows(request, services, tenant, wire.model(body))
     preparer = services.started_preparer()
-    prepared = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    held = provider_history(body) if wire is OPENAI_RESPONSES else None
+    if held is not None:
+        why = f"not prepared: '{held}' continues history the provider holds, forwarded unchanged"
+        prepared = preparer.unprepared(body, raw, tenant, wire, why)
+    else:
+        prepared = await preparer.prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
 
     async def prepare_again(window: int) -> Prepared | None:
         """The upstream stated `window` in an overflow error: remember it, prepare again."""
         windows.record_stated(prepared.manifest.model, window)
-        again = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+        again = await preparer.prepare(body, raw, tenant, wire, windows)
         if again.body == prepared.body:
             return None
         again.manifest.note(
@@ -106,10 +124,17 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
         """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
-        return await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows, call=call)
+        return await preparer.prepare(body, raw, tenant, wire, windows, call=call)
 
     context = _completion_context(
-        request, services, tenant, windows.upstream, windows.headers, prepare_again, refit
+        request,
+        services,
+        tenant,
+        windows.upstream,
+        windows.headers,
+        None if held else prepare_again,
+        refit,
+        wire,
     )
     return await respond(request, await run_completion(context, prepared))
 
@@ -133,6 +158,7 @@ def _completion_context(
     headers: CIMultiDict[str],
     prepare_again: PrepareAgain | None = None,
     refit: Refit | None = None,
+    wire: ChatFormat = OPENAI_CHAT,
 ) -> CompletionContext:
     """What the completion needs of this request: upstream, credentials, scope, services."""
     return CompletionContext(
@@ -143,7 +169,7 @@ def _completion_context(
         metrics=services.metrics,
         stats=request[STATS],
         request_id=request[REQUEST_ID],
-        chat_format=OPENAI_CHAT,
+        chat_format=wire,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         search_worker=services.search_worker,
         prepare_again=prepare_again,
@@ -283,6 +309,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/responses", responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/healthz", healthz)

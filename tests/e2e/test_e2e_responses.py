@@ -1,0 +1,216 @@
+"""`POST /v1/responses` through the real server with the real `openai` SDK (`responses.create`,
+JSON and streaming) against the fake Responses upstream: reduced with every call paired and every
+reasoning item intact, a read round executed by the proxy and invisible to the client, the
+refusal as the SDK's `BadRequestError`, history held by the provider forwarded unchanged."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from fakes import (
+    FakeUpstream,
+    Recorded,
+    dynamic_reply,
+    function_call_item,
+    message_item,
+    reasoning_item,
+    response_json,
+    response_stream,
+    responses_usage,
+)
+from fakes.replies import Reply
+from proxy_harness import RunningProxy
+from synthetic_harness import BIG, READ, SyntheticProxies
+
+RESPONSES = "/v1/responses"
+ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
+ENCRYPTED = "gAAAAB" + "x9" * 300
+TOOL = {"type": "function", "name": "dump", "description": "Dump the data",
+        "parameters": {"type": "object", "properties": {}}}
+
+
+def history(**extra: Any) -> dict[str, Any]:
+    """A Codex-like request (store false, full input): a reasoning item before a call whose
+    output (BIG) is too large for the small window."""
+    return {
+        "model": "gpt-5",
+        "instructions": "You are a careful assistant.",
+        "input": [
+            {"type": "message", "role": "developer", "content": "Answer briefly."},
+            {"role": "user", "content": "What is the value on line 512?"},
+            reasoning_item("rs_1", ENCRYPTED, summary=["I should dump the data."]),
+            function_call_item("dump", "{}", call_id="call_dump"),
+            {"type": "function_call_output", "call_id": "call_dump", "output": BIG},
+        ],
+        "tools": [TOOL],
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        **extra,
+    }
+
+
+@pytest.fixture
+async def proxy(fake_upstream: FakeUpstream, tmp_path: Path) -> AsyncIterator[RunningProxy]:
+    proxies = SyntheticProxies(fake_upstream, tmp_path)
+    yield await proxies.start()
+    await proxies.stop_all()
+
+
+@pytest.fixture
+async def sdk(proxy: RunningProxy) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=proxy.base_url, api_key="k", max_retries=0, timeout=10.0
+    ) as client:
+        yield client
+
+
+async def post_raw(url: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    async with aiohttp.ClientSession() as session, session.post(
+        url, data=raw, headers={"Content-Type": "application/json"}
+    ) as response:
+        return response.status, dict(response.headers), await response.read()
+
+
+def artifact_id_in(record: Recorded) -> str:
+    output = next(i for i in record.json()["input"] if i.get("type") == "function_call_output")
+    found = ARTIFACT_ID.search(output["output"])
+    assert found is not None, "the call output was not offloaded"
+    return found.group(0)
+
+
+def read_call(record: Recorded, call_id: str = "call_read") -> dict[str, Any]:
+    arguments = json.dumps({"artifact_id": artifact_id_in(record), "offset": 0, "max_chars": 300})
+    return function_call_item(READ, arguments, call_id=call_id)
+
+
+def assert_paired_and_reasoning_intact(body: dict[str, Any]) -> None:
+    items = body["input"]
+    calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert sorted(calls) == sorted(outputs) and len(set(calls)) == len(calls)
+    reasoning = [i for i in items if i.get("type") == "reasoning"]
+    assert reasoning[0] == history()["input"][2]  # the client's, field for field
+    for index, item in enumerate(items):  # every reasoning item still precedes its call
+        if item.get("type") == "reasoning":
+            assert items[index + 1]["type"] == "function_call"
+
+
+async def test_small_request_goes_upstream_byte_for_byte(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    raw = b'{"model": "gpt-5",  "input": [{"role": "user", "content": "hi"}], "store": false}'
+    status, _, body = await post_raw(proxy.base_url + "/responses", raw)
+    assert status == 200 and json.loads(body)["output"][0]["content"][0]["text"] == "echo: hi"
+    assert fake_upstream.last.path == RESPONSES and fake_upstream.last.body == raw
+
+
+async def test_history_held_by_the_provider_is_forwarded_unchanged(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    body = history(previous_response_id="resp_earlier")
+    raw = json.dumps(body).encode()
+    status, headers, _ = await post_raw(proxy.base_url + "/responses", raw)
+    assert status == 200
+    assert fake_upstream.last.body == raw  # far over the window, and still not touched
+    assert "history_at_provider" in headers["x-ctxproxy-notes"]
+    assert headers["x-ctxproxy-actions"] == "none"
+
+
+async def test_reduced_body_keeps_calls_paired_and_reasoning_intact(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    answer = await sdk.responses.create(**history())
+    assert answer.output_text.startswith("echo: ")
+    sent = fake_upstream.last.json()
+    assert_paired_and_reasoning_intact(sent)
+    assert sent["input"][2] == history()["input"][2]  # the reasoning item, field for field
+    assert len(fake_upstream.last.body) < len(json.dumps(history())) // 3
+    output = sent["input"][4]["output"]
+    assert output.startswith("[ctxproxy#") and "line 0:" in output
+    assert sent["instructions"] == "You are a careful assistant."
+    assert [t["name"] for t in sent["tools"]] == ["dump", READ, "search_context_artifact"]
+    assert all(t["type"] == "function" for t in sent["tools"])
+
+
+def read_then_answer(stream: bool) -> Reply:
+    """Round 1: reasoning + the proxy's read call; round 2: the answer."""
+
+    def choose(record: Recorded) -> Reply:
+        if any(i.get("call_id") == "call_read" for i in record.json()["input"]):
+            output = [message_item("Line 512 holds 3649.")]
+            usage = responses_usage(200, 7)
+        else:
+            output = [reasoning_item("rs_read", "enc-read"), read_call(record)]
+            usage = responses_usage(100, 3)
+        if stream:
+            return response_stream(output, usage=usage)
+        return response_json(output, usage=usage)
+
+    return dynamic_reply(choose)
+
+
+async def test_read_round_is_executed_by_the_proxy_and_invisible(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    fake_upstream.enqueue_many(read_then_answer(False), read_then_answer(False))
+    answer = await sdk.responses.create(**history())
+    assert answer.output_text == "Line 512 holds 3649."
+    assert [item.type for item in answer.output] == ["message"]
+    assert answer.usage is not None
+    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (300, 10)
+    second = fake_upstream.requests(RESPONSES)[-1].json()
+    kept = second["input"][-3:]  # the round goes back upstream with its reasoning
+    assert [i["type"] for i in kept] == ["reasoning", "function_call", "function_call_output"]
+    assert kept[0]["encrypted_content"] == "enc-read"
+    page = json.loads(kept[2]["output"])
+    assert page["content"] == BIG[:300] and page["next_offset"] == 300
+    assert_paired_and_reasoning_intact(second)
+
+
+async def test_stream_continues_across_rounds_without_the_read(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    fake_upstream.enqueue_many(read_then_answer(True), read_then_answer(True))
+    stream = await sdk.responses.create(**history(), stream=True)
+    events = [event async for event in stream]
+    kinds = [event.type for event in events]
+    assert kinds[0] == "response.created" and kinds.count("response.created") == 1
+    assert kinds[-1] == "response.completed" and kinds.count("response.completed") == 1
+    assert "response.function_call_arguments.delta" not in kinds
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Line 512 holds 3649."
+    final = events[-1].response
+    assert final.id == events[0].response.id
+    assert [item.type for item in final.output] == ["message"]
+    assert final.usage is not None and final.usage.input_tokens == 300
+    assert len(fake_upstream.requests(RESPONSES)) == 2
+
+
+async def test_unfittable_request_is_the_sdks_context_length_error(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        await sdk.responses.create(model="gpt-5", input="word " * 20_000)
+    assert caught.value.code == "context_length_exceeded"
+    assert caught.value.status_code == 400
+    assert fake_upstream.requests(RESPONSES) == []
+
+
+async def test_other_responses_routes_are_forwarded(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    async with aiohttp.ClientSession() as session, session.get(
+        proxy.base_url + "/responses/resp_123/input_items?limit=2"
+    ) as response:
+        assert response.status == 200
+        echoed = await response.json()
+    assert echoed["path"] == "/v1/responses/resp_123/input_items"
+    assert echoed["query"] == "limit=2"
