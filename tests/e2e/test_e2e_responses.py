@@ -21,15 +21,18 @@ from fakes import (
     function_call_item,
     message_item,
     reasoning_item,
+    replay_file,
     response_json,
     response_stream,
     responses_usage,
 )
 from fakes.replies import Reply
+from fakes.wire import wire_file
 from proxy_harness import RunningProxy
 from synthetic_harness import BIG, READ, SyntheticProxies
 
 RESPONSES = "/v1/responses"
+RECORDED = "openai-responses-stream-reasoning-call.sse"
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 ENCRYPTED = "gAAAAB" + "x9" * 300
 TOOL = {"type": "function", "name": "dump", "description": "Dump the data",
@@ -214,3 +217,24 @@ async def test_other_responses_routes_are_forwarded(
         echoed = await response.json()
     assert echoed["path"] == "/v1/responses/resp_123/input_items"
     assert echoed["query"] == "limit=2"
+
+
+async def test_recorded_stream_reaches_the_client_byte_for_byte(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    fake_upstream.enqueue(replay_file(wire_file(RECORDED), chunk_size=61))
+    raw = b'{"model": "gpt-5", "input": "weather in Edinburgh?", "stream": true}'
+    status, headers, body = await post_raw(proxy.base_url + "/responses", raw)
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    assert body == wire_file(RECORDED).read_bytes()
+
+
+async def test_recorded_stream_through_the_read_loop_is_unchanged_when_nothing_is_read(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    fake_upstream.enqueue(replay_file(wire_file(RECORDED), chunk_size=61))
+    stream = await sdk.responses.create(**history(), stream=True)
+    kinds = [event.type async for event in stream]
+    recorded = wire_file(RECORDED).read_bytes().split(b"\n")
+    assert kinds == [line[7:].decode() for line in recorded if line.startswith(b"event: ")]
+    assert "read_context_artifact" in fake_upstream.last.body.decode()  # the loop was on
