@@ -45,7 +45,15 @@ TEXT_FIELDS = {
     "thinking": "thinking",
     "redacted_thinking": "thinking",
     "compaction": "content",
+    # OpenAI Responses parts
+    "input_text": "text",
+    "output_text": "text",
+    "summary_text": "text",
+    "reasoning_text": "text",
 }
+PART_LISTS = frozenset({"content", "summary", "output"})
+"""Keys whose list value is counted part by part: message content, and the Responses API's
+reasoning `summary` and call `output` lists."""
 
 # Copied from tiktoken_ext.openai_public (tests check they still agree).
 _O200K_PATTERN = "|".join(
@@ -267,7 +275,7 @@ class Counter:
                 total += self._arguments_tokens(value)
             elif isinstance(value, str):
                 total += self.count_text(value) + (NAME_TOKENS if key == "name" else 0)
-            elif key == "content" and isinstance(value, list):
+            elif key in PART_LISTS and isinstance(value, list):
                 total += sum(self._part_tokens(part) for part in value)
             else:
                 total += self._json(value)
@@ -295,8 +303,8 @@ class Counter:
         if isinstance(kind, str) and kind in TEXT_FIELDS:
             text = part.get(TEXT_FIELDS[kind]) or ""
             return self.count_text(text if isinstance(text, str) else json_text(text))
-        if kind == "image_url":
-            image = part.get("image_url")
+        if kind == "image_url" or kind == "input_image":
+            image = part.get("image_url") if kind == "image_url" else part
             low = isinstance(image, dict) and image.get("detail") == "low"
             return IMAGE_LOW_DETAIL_TOKENS if low else IMAGE_HIGH_DETAIL_TOKENS
         return self._json(part)
