@@ -238,3 +238,66 @@ async def test_recorded_stream_through_the_read_loop_is_unchanged_when_nothing_i
     recorded = wire_file(RECORDED).read_bytes().split(b"\n")
     assert kinds == [line[7:].decode() for line in recorded if line.startswith(b"event: ")]
     assert "read_context_artifact" in fake_upstream.last.body.decode()  # the loop was on
+
+
+def long_history(turns: int) -> list[dict[str, Any]]:
+    """A Codex-like history: per turn a user message, reasoning, a call and a sizeable output,
+    and the model's answer."""
+    items: list[dict[str, Any]] = [{"type": "message", "role": "developer", "content": "rules"}]
+    for turn in range(turns):
+        items += [
+            {"type": "message", "role": "user",
+             "content": [{"type": "input_text", "text": f"step {turn}"}]},
+            reasoning_item(f"rs_{turn}", f"enc-{turn}-" + "z" * 40),
+            function_call_item("shell", json.dumps({"cmd": f"cat f{turn}"}), call_id=f"c{turn}"),
+            {"type": "function_call_output", "call_id": f"c{turn}",
+             "output": f"file {turn}\n" + "data " * 300},
+            message_item(f"done {turn}", id=f"msg_{turn}"),
+        ]
+    return items
+
+
+async def test_long_history_cleared_and_dropped_keeps_units_whole(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    items = long_history(40)
+    await sdk.responses.create(model="gpt-5", input=items, store=False)  # type: ignore[arg-type]
+    sent = fake_upstream.last.json()["input"]
+    assert len(fake_upstream.last.body) < 16_000
+    assert sent[0] == items[0]
+    notices = [i for i in sent if i.get("type") == "message" and "[ctxproxy#" in str(i)
+               and i.get("role") != "assistant" and "step" not in str(i)]
+    assert notices, "no drop notice"
+    originals = {i["id"]: i for i in items if i.get("type") == "reasoning"}
+    calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
+    outs = {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
+    assert calls == outs and calls
+    for index, item in enumerate(sent):
+        if item.get("type") == "reasoning":
+            assert item == originals[item["id"]]
+            assert sent[index + 1]["call_id"] == "c" + item["id"][3:]
+    newest = [i for i in sent if i.get("call_id") == "c39" and "output" in i]
+    assert newest and "data data" in newest[0]["output"]
+
+
+async def test_the_read_round_is_kept_for_the_next_request(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    fake_upstream.enqueue_many(read_then_answer(False), read_then_answer(False))
+    first = history()
+    answer = await sdk.responses.create(**first)
+    follow_up = history()
+    follow_up["input"] += [item.model_dump(exclude_none=True) for item in answer.output]
+    follow_up["input"].append({"role": "user", "content": "And line 513?"})
+    await sdk.responses.create(**follow_up)
+    sent = fake_upstream.last.json()["input"]
+    kinds = [(i.get("type"), i.get("call_id"), i.get("role")) for i in sent[-5:]]
+    assert kinds == [  # the round executed last time goes back just before the answer it led to
+        ("reasoning", None, None),
+        ("function_call", "call_read", None),
+        ("function_call_output", "call_read", None),
+        ("message", None, "assistant"),
+        (None, None, "user"),
+    ]
+    assert sent[-5]["encrypted_content"] == "enc-read"
+    assert sent[:4] == history()["input"][:4]
