@@ -191,7 +191,7 @@ async def test_stream_continues_across_rounds_without_the_read(
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert text == "Line 512 holds 3649."
     final = events[-1].response
-    assert final.id == events[0].response.id
+    assert final.created_at == events[0].response.created_at
     assert [item.type for item in final.output] == ["message"]
     assert final.usage is not None and final.usage.input_tokens == 300
     assert len(fake_upstream.requests(RESPONSES)) == 2

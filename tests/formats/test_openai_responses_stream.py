@@ -41,8 +41,11 @@ def events(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
 
 
-def stream_of(output: list[dict[str, Any]], usage: dict[str, Any], id: str) -> bytes:
-    return b"".join(encode_response_events(response_events(output, usage=usage, id=id)))
+def stream_of(
+    output: list[dict[str, Any]], usage: dict[str, Any], id: str, created_at: int = 1_700_000_000
+) -> bytes:
+    events = response_events(output, usage=usage, id=id, created_at=created_at)
+    return b"".join(encode_response_events(events))
 
 
 def test_recorded_stream_goes_through_byte_for_byte() -> None:
@@ -81,13 +84,14 @@ def test_a_later_round_continues_the_first() -> None:
     out1, _ = feed(stream, stream_of(first, responses_usage(100, 4), "resp_first"))
     stream.start_round(loop_allowed=False)
     second = [message_item("Done.", id="msg_2")]
-    out2, _ = feed(stream, stream_of(second, responses_usage(150, 6), "resp_second"))
+    out2, _ = feed(stream, stream_of(second, responses_usage(150, 6), "resp_second", 1_700_000_9))
     one, two = events(out1), events(out2)
     assert two[0]["type"] == "response.output_item.added"  # no second created
     assert [e["sequence_number"] for e in one + two] == list(range(len(one) + len(two)))
     assert {e["output_index"] for e in two if "output_index" in e} == {2}
     final = two[-1]["response"]
-    assert two[-1]["type"] == "response.completed" and final["id"] == "resp_first"
+    assert two[-1]["type"] == "response.completed" and final["id"] == "resp_second"
+    assert final["created_at"] == one[0]["response"]["created_at"] == 1_700_000_000
     assert [item["id"] for item in final["output"]] == ["rs_1", "msg_1", "msg_2"]
     assert final["usage"]["input_tokens"] == 250 and final["usage"]["output_tokens"] == 10
 

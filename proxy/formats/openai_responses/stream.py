@@ -7,9 +7,11 @@ before it: a reasoning item's events are held until the next item of the respons
 is (shown before a client's item, hidden before a synthetic call). Later rounds continue the
 first: their `response.created` / `response.in_progress` are dropped, output indices go on where
 the previous round stopped, every event is numbered again (`sequence_number`), and the one final
-`response.completed` carries the first round's id and creation time, the output items the client
-saw, and the usage summed over the rounds. The Responses API sends no done marker, and neither
-does this.
+`response.completed` carries the first round's creation time, the output items the client saw, and
+the usage summed over the rounds. Its id is the last round's: with `store: true` that is the
+response the provider keeps the whole exchange under (a client chaining `previous_response_id`
+continues after the proxy's rounds, never from a call without its output), as in a JSON answer.
+The Responses API sends no done marker, and neither does this.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from proxy.jsonio import loads
 
 _OPENING = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
-_IDENTITY = ("id", "created_at")
+_IDENTITY = ("created_at",)
 _HIDDEN = -1
 
 

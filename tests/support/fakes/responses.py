@@ -79,12 +79,13 @@ def response_body(
     model: str = "gpt-5-fake",
     id: str = RESPONSE_ID,
     status: str = "completed",
+    created_at: int = CREATED_AT,
 ) -> dict[str, Any]:
     """A whole `response` object (usage None: 10 in, 5 out)."""
     return {
         "id": id,
         "object": "response",
-        "created_at": CREATED_AT,
+        "created_at": created_at,
         "status": status,
         "error": None,
         "incomplete_details": None,
@@ -115,9 +116,10 @@ def response_events(
     model: str = "gpt-5-fake",
     id: str = RESPONSE_ID,
     arg_chunk: int = 6,
+    created_at: int = CREATED_AT,
 ) -> list[dict[str, Any]]:
     """The events of a streamed response, in order, without their sequence numbers."""
-    final = response_body(output, usage=usage, model=model, id=id)
+    final = response_body(output, usage=usage, model=model, id=id, created_at=created_at)
     started = {**final, "status": "in_progress", "output": [], "usage": None}
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": started},
