@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,11 @@ from proxy.tokens.tool_schema import format_functions, split_tools
 REPLY_PRIMER = 3  # every reply is primed with <|start|>assistant<|message|>
 MESSAGE_FRAMING = 3  # <|start|>{role}\n{content}<|end|>
 NAME_TOKENS = 1
+ENCRYPTED_CHARS_PER_TOKEN = 16 / 3
+"""An `encrypted_content` blob (Responses reasoning, base64) counts as the tokens it encodes, at
+about 4 bytes a token (3 bytes per 4 base64 characters), not as the much longer count tiktoken
+gives base64 text: the provider holds reasoning as tokens (and drops earlier turns' reasoning
+altogether), so counting the encoding would overstate a long reasoning history several times."""
 TOOLS_FRAMING = 9
 TOOL_CHOICE_NONE = 1
 TOOL_CHOICE_NAMED = 7
@@ -271,6 +277,8 @@ class Counter:
                 continue
             if key == "tool_calls":
                 total += self._tool_calls_tokens(value)
+            elif key == "encrypted_content" and isinstance(value, str):
+                total += math.ceil(len(value) / ENCRYPTED_CHARS_PER_TOKEN)
             elif key == "function_call":
                 total += self._arguments_tokens(value)
             elif isinstance(value, str):

@@ -206,6 +206,15 @@ def test_responses_items_count_their_text_like_chat_messages(counters: TokenCoun
     assert counter.count_message(image) - empty == IMAGE_HIGH_DETAIL_TOKENS
     assert counter.count_message(low) - empty == 85
 
+
+def test_encrypted_reasoning_counts_as_the_tokens_it_encodes(counters: TokenCounters) -> None:
+    counter = counters.for_model("gpt-4o")
+    bare = {"type": "reasoning", "summary": []}
+    blob = "gAAAAB" + "Zm9vYmFy" * 1200  # 9,606 base64 characters: ~7,200 bytes
+    extra = counter.count_message({**bare, "encrypted_content": blob}) - counter.count_message(bare)
+    assert extra == -(-len(blob) * 3 // 16) == 1802
+    assert counter.count_text(blob) > 2 * extra  # what it would have counted as text
+
 HOSTILE: list[Any] = [
     None,
     42,
