@@ -6,10 +6,8 @@ import json
 from typing import Any
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, names_avoiding, tool_specs
-from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_responses import OPENAI_RESPONSES as WIRE
 from proxy.formats.openai_responses import answers
-from proxy.formats.openai_responses.errors import error_event, upstream_error_event
 
 CLIENT_TOOL = {"type": "function", "name": "grep", "parameters": {"type": "object"}}
 OWN = WIRE.synthetic_tools(tool_specs(20_000))
@@ -110,15 +108,3 @@ def test_conversation_copies_the_input() -> None:
     assert answers.conversation({"input": items}) is not items
     assert answers.conversation({"input": "q"}) == [{"role": "user", "content": "q"}]
 
-
-def test_error_events_in_the_responses_shape() -> None:
-    error = ProxyError(ErrorCode.upstream_timeout, "slow", details={"reason": "x"})
-    raw = error_event(error, "req_1")
-    assert raw.startswith(b"event: error\ndata: ") and raw.endswith(b"\n\n")
-    event = json.loads(raw.split(b"data: ", 1)[1])
-    assert event["type"] == "error" and event["code"] == "upstream_timeout"
-    assert event["message"] == "slow" and event["ctxproxy"]["request_id"] == "req_1"
-    upstream = upstream_error_event(b'{"error": {"message": "m", "code": "rate_limit_exceeded"}}')
-    assert upstream is not None
-    assert json.loads(upstream.split(b"data: ", 1)[1])["code"] == "rate_limit_exceeded"
-    assert upstream_error_event(b"not json") is None

@@ -145,6 +145,19 @@ async def test_chat_completions_posts_the_body_to_its_own_path(
     assert [call.upstream for call in stats.upstream_calls] == ["up"]
 
 
+
+async def test_a_route_names_the_client_formats_endpoint(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(json_reply(b'{"id": "resp_1"}'))
+    headers = CIMultiDict({"Content-Type": "application/json"})
+    answer = await fake_at(fake_upstream, session).chat_completions(
+        headers=headers, body=b'{"model": "m"}', route="/responses"
+    )
+    assert await answer.read() == b'{"id": "resp_1"}'
+    answer.close()
+    assert (fake_upstream.last.method, fake_upstream.last.path) == ("POST", "/v1/responses")
+
 async def test_chunks_arrive_as_the_upstream_sends_them(
     fake_upstream: FakeUpstream, session: aiohttp.ClientSession
 ) -> None:
