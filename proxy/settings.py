@@ -83,6 +83,10 @@ class StoreSettings(_Strict):
         description="Memory store only: bytes of artifacts held across all scopes; the least "
         "recently used go first, never one a request in flight references.",
     )
+    calibration_sync_s: Annotated[float, Field(gt=0)] = Field(
+        default=5.0,
+        description="Redis store only: how often replicas merge their count ratios in the store.",
+    )
 
     @field_validator("url")
     @classmethod
