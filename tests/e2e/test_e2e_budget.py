@@ -4,17 +4,14 @@ learned from vLLM- and llama.cpp-style upstreams, notes, and one retry after an 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import openai
 import pytest
-import redis.asyncio
 from fakes import FakeUpstream, completion, error_reply, json_reply, make_usage
 from pipeline_harness import agent_history
 from proxy_harness import RunningProxy, make_settings, start_proxy
-from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
 from proxy.tokens.counters import TokenCounters
 
@@ -173,18 +170,6 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
     label, value = line.split()
     assert label == 'ctxproxy_count_ratio{model="gpt-4o"}'
     assert float(value) == pytest.approx(1.5, abs=0.01)
-
-
-@pytest.fixture
-async def redis_store_settings() -> AsyncIterator[dict[str, Any]]:
-    """The `store` settings of replicas sharing the test Redis under this test's own prefix."""
-    url, prefix = require_shared_redis(), unique_prefix()
-    yield {"kind": "redis", "url": url, "key_prefix": prefix, "secret": "test-secret"}
-    redis_client = redis.asyncio.Redis.from_url(url)
-    try:
-        await delete_prefix(redis_client, prefix)
-    finally:
-        await redis_client.aclose()
 
 
 async def test_replicas_on_one_redis_share_the_calibrated_ratio(
