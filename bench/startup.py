@@ -67,10 +67,10 @@ def start_once(tree: Path, config: Path, timeout_s: float = 60.0) -> tuple[float
     )
     try:
         while time.monotonic() - started < timeout_s:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        return time.monotonic() - started, rss_mb(process.pid)
+            url = f"http://127.0.0.1:{port}/healthz"
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return time.monotonic() - started, rss_mb(process.pid)
             time.sleep(0.02)
         raise RuntimeError(f"{tree}: no /healthz answer within {timeout_s}s")
     finally:
