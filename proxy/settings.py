@@ -83,6 +83,10 @@ class StoreSettings(_Strict):
         description="Memory store only: bytes of artifacts held across all scopes; the least "
         "recently used go first, never one a request in flight references.",
     )
+    calibration_sync_s: Annotated[float, Field(gt=0)] = Field(
+        default=5.0,
+        description="Redis store only: how often replicas merge their count ratios in the store.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -106,14 +110,26 @@ class UpstreamSettings(_Strict):
     kind: str = Field(
         default="openai",
         description="How to talk to it: a registered upstream kind (`openai`: OpenAI-compatible "
-        "HTTP).",
+        "HTTP; `litellm`: any provider through litellm).",
     )
-    base_url: str
+    base_url: str = Field(
+        default="", description="The API root; a `litellm` upstream may leave it to litellm."
+    )
+    provider: str | None = Field(
+        default=None,
+        description="`litellm` only: the model's provider prefix (`anthropic`, `gemini`, ...).",
+    )
     api_key: str | None = Field(
         default=None, description="Sent when the tenant has no key of its own."
     )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
+
+    @model_validator(mode="after")
+    def _needs_a_base_url(self) -> UpstreamSettings:
+        if not self.base_url and self.kind != "litellm":
+            raise ValueError(f"base_url: required for an upstream of kind {self.kind!r}")
+        return self
 
 
 class RouteSettings(_Strict):

@@ -9,6 +9,7 @@ import aiohttp
 
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import Upstream
+from proxy.upstream.litellm_adapter import LitellmUpstream
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 UpstreamFactory = Callable[[UpstreamSettings, aiohttp.ClientSession], Upstream]
@@ -16,6 +17,7 @@ UpstreamFactory = Callable[[UpstreamSettings, aiohttp.ClientSession], Upstream]
 UPSTREAM_KINDS: Mapping[str, UpstreamFactory] = MappingProxyType(
     {
         "openai": OpenAIHttpUpstream,
+        "litellm": LitellmUpstream,
     }
 )
 

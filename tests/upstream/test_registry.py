@@ -25,7 +25,7 @@ def test_unknown_kinds_are_named_with_their_index() -> None:
         UpstreamSettings(name="b", kind="gemini", base_url="http://127.0.0.1:9"),
     ]
     assert unknown_upstream_kinds(upstreams) == [
-        "upstreams.1.kind: unknown upstream kind 'gemini' (known: openai)"
+        "upstreams.1.kind: unknown upstream kind 'gemini' (known: litellm, openai)"
     ]
 
 
@@ -36,4 +36,5 @@ def test_serve_refuses_an_unknown_kind_in_one_line(
     config.write_text("upstreams:\n  - name: x\n    kind: nope\n    base_url: http://127.0.0.1:9\n")
     assert cli.main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' (known: openai)"]
+    known = "(known: litellm, openai)"
+    assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' {known}"]
