@@ -9,7 +9,8 @@ then `data: [DONE]`), so the rest of the proxy cannot tell this upstream from an
 Provider errors become OpenAI error answers with the provider's status (a context-window error
 keeps its message and gets the code `context_length_exceeded`, so the overflow retry and the
 clients recognise it); timeouts and connection failures are `UpstreamError`s like any
-transport failure. Other routes (`/models`, ...) are not served: a 404 in the OpenAI envelope.
+transport failure. Other routes (`/models`, ...) and other formats' completions (`/responses`)
+are not served: a 404 in the OpenAI envelope.
 
 litellm is imported on the first call, in a thread (it takes seconds and ~190 MB): a deployment
 that never routes here never imports it.
@@ -29,7 +30,12 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from proxy.errors import ErrorCode
 from proxy.jsonio import dumps, loads_object
 from proxy.settings import UpstreamSettings
-from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse
+from proxy.upstream.base import (
+    CHAT_COMPLETIONS_ROUTE,
+    CallTimer,
+    UpstreamError,
+    UpstreamResponse,
+)
 
 _JSON = "application/json"
 _EVENT_STREAM = "text/event-stream"
@@ -67,8 +73,15 @@ class LitellmUpstream:
         return BufferedResponse(404, _JSON, _error_body(message, "not_found_error", None))
 
     async def chat_completions(
-        self, *, headers: CIMultiDict[str], body: bytes, timer: CallTimer | None = None
+        self,
+        *,
+        headers: CIMultiDict[str],
+        body: bytes,
+        timer: CallTimer | None = None,
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
+        if route != CHAT_COMPLETIONS_ROUTE:  # e.g. `/responses`: not translated, a 404
+            return await self.open("POST", route, headers=headers, body=body, timer=timer)
         litellm = await self._module()
         request = loads_object(body)
         stream = request.get("stream") is True

@@ -130,6 +130,11 @@ async def test_other_routes_are_not_served() -> None:
     )
     assert answer.status == 404
     assert orjson.loads(await answer.read())["error"]["type"] == "not_found_error"
+    responses = await upstream("http://127.0.0.1:1/v1").chat_completions(
+        headers=bearer(), body=request(), route="/responses"
+    )
+    assert responses.status == 404  # another format's completions are not translated
+    assert "POST /responses" in orjson.loads(await responses.read())["error"]["message"]
 
 
 def test_the_model_gets_the_providers_prefix_and_the_key_comes_from_the_edge() -> None:
