@@ -18,6 +18,7 @@ from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats import FORMATS
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
@@ -188,14 +189,27 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
-    windows = _request_windows(request, services, tenant, request_model(body))
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    wire = _dry_run_format(request)
+    windows = _request_windows(request, services, tenant, wire.model(body))
+    prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
     )
     return web.Response(body=answer, content_type="application/json")
+
+
+def _dry_run_format(request: web.Request) -> ChatFormat:
+    """The body's format: `?format=` names one of `FORMATS` (a chat completion by default)."""
+    name = request.query.get("format", OPENAI_CHAT.name)
+    wire = FORMATS.get(name)
+    if wire is None:
+        known = ", ".join(sorted(FORMATS))
+        raise ProxyError(
+            ErrorCode.invalid_request, f"Unknown format {name!r} (known: {known})", param="format"
+        )
+    return wire
 
 
 def _dry_run_answer(prepared: Prepared) -> bytes:

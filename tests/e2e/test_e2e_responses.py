@@ -301,3 +301,18 @@ async def test_the_read_round_is_kept_for_the_next_request(
     ]
     assert sent[-5]["encrypted_content"] == "enc-read"
     assert sent[:4] == history()["input"][:4]
+
+
+async def test_a_dry_run_prepares_a_responses_body(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    raw = json.dumps(history()).encode()
+    url = proxy.base_url + "/context/prepare?format=openai_responses"
+    status, _, body = await post_raw(url, raw)
+    assert status == 200
+    answer = json.loads(body)
+    assert answer["changed"] is True and answer["manifest"]["outcome"] == "reduced"
+    assert_paired_and_reasoning_intact(answer["body"])
+    assert fake_upstream.requests(RESPONSES) == []
+    status, _, body = await post_raw(proxy.base_url + "/context/prepare?format=nope", raw)
+    assert status == 400 and json.loads(body)["error"]["param"] == "format"
