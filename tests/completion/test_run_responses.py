@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from completion_harness import make_context, stored
 from upstream_double import FakeUpstream, json_answer
 
@@ -18,6 +19,7 @@ from proxy.completion.run import run_completion
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.jsonio import dumps, loads
+from proxy.tokens.calibration import CountCalibration
 
 INPUT = [{"role": "user", "content": "what was in the log?"}]
 REASONING = {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}
@@ -72,3 +74,17 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
     page = json.loads(second[3]["output"])
     assert second[3]["call_id"] == "call_r" and page["content"] == ("hello from the log " * 20)[:50]
     assert upstream.all_closed
+
+
+async def test_the_input_tokens_of_a_json_answer_feed_the_calibration() -> None:
+    upstream = FakeUpstream(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
+    calibration = CountCalibration(min_counted_tokens=1, min_samples=3)
+    context = replace(
+        make_context(upstream), chat_format=OPENAI_RESPONSES, calibration=calibration
+    )
+    request = prepared(synthetic=False)
+    request.manifest.counting_method = "tiktoken:o200k_base"
+    request.manifest.tokens_after = 1000
+    for _ in range(3):
+        await run_completion(context, request)
+    assert calibration.ratio("gpt-5") == pytest.approx(1.2)

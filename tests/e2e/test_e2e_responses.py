@@ -124,6 +124,12 @@ async def test_history_held_by_the_provider_is_forwarded_unchanged(
     assert fake_upstream.last.body == raw  # far over the window, and still not touched
     assert "history_at_provider" in headers["x-ctxproxy-notes"]
     assert headers["x-ctxproxy-actions"] == "none"
+    continuation = {"model": "gpt-5", "previous_response_id": "resp_earlier", "input": [
+        {"type": "function_call_output", "call_id": "call_at_provider", "output": BIG}]}
+    raw = json.dumps(continuation).encode()  # its call is in the provider's history only
+    status, headers, _ = await post_raw(proxy.base_url + "/responses", raw)
+    assert status == 200 and fake_upstream.last.body == raw
+    assert headers["x-ctxproxy-notes"] == "history_at_provider"
 
 
 async def test_reduced_body_keeps_calls_paired_and_reasoning_intact(
