@@ -322,3 +322,27 @@ async def test_a_dry_run_prepares_a_responses_body(
     assert fake_upstream.requests(RESPONSES) == []
     status, _, body = await post_raw(proxy.base_url + "/context/prepare?format=nope", raw)
     assert status == 400 and json.loads(body)["error"]["param"] == "format"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_a_mixed_answer_gives_the_client_its_call_only(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI, stream: bool
+) -> None:
+    def mixed(record: Recorded) -> Reply:
+        output = [reasoning_item("rs_c", "e1"), function_call_item("dump", "{}", call_id="c9"),
+                  reasoning_item("rs_o", "e2"), read_call(record)]
+        usage = responses_usage(50, 5)
+        return response_stream(output, usage=usage) if stream else response_json(output,
+                                                                                 usage=usage)
+
+    fake_upstream.enqueue(dynamic_reply(mixed))
+    if stream:
+        events = [e async for e in await sdk.responses.create(**history(), stream=True)]
+        final = events[-1].response
+        assert all(getattr(e, "item_id", None) != "fc_call_read" for e in events)
+    else:
+        final = await sdk.responses.create(**history())
+    assert [(i.type, getattr(i, "id", None)) for i in final.output] == [
+        ("reasoning", "rs_c"), ("function_call", "fc_c9")
+    ]
+    assert len(fake_upstream.requests(RESPONSES)) == 1  # the read ran, no second call
