@@ -346,3 +346,26 @@ async def test_a_mixed_answer_gives_the_client_its_call_only(
         ("reasoning", "rs_c"), ("function_call", "fc_c9")
     ]
     assert len(fake_upstream.requests(RESPONSES)) == 1  # the read ran, no second call
+
+
+async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    def rounds(record: Recorded) -> Reply:
+        if any(i.get("call_id") == "call_read" for i in record.json()["input"]):
+            return response_stream([message_item("Done.", id="msg_done")])
+        output = [reasoning_item("rs_seen", "enc-seen"), message_item("Reading.", id="msg_seen"),
+                  read_call(record)]
+        return response_stream(output)
+
+    fake_upstream.enqueue_many(dynamic_reply(rounds), dynamic_reply(rounds))
+    events = [e async for e in await sdk.responses.create(**history(), stream=True)]
+    seen = events[-1].response.output
+    assert [i.id for i in seen] == ["rs_seen", "msg_seen", "msg_done"]
+    follow_up = history()
+    follow_up["input"] += [item.model_dump(exclude_none=True) for item in seen]
+    follow_up["input"].append({"role": "user", "content": "thanks"})
+    await sdk.responses.create(**follow_up)
+    sent = fake_upstream.last.json()["input"]
+    ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
+    assert ids == ["rs_seen", "msg_seen", "fc_call_read", "call_read", "msg_done", None]
