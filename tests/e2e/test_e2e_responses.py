@@ -369,3 +369,43 @@ async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time
     sent = fake_upstream.last.json()["input"]
     ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
     assert ids == ["rs_seen", "msg_seen", "fc_call_read", "call_read", "msg_done", None]
+
+
+async def test_a_codex_shaped_request_streams_through(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
+) -> None:
+    patch_tool = {"type": "custom", "name": "apply_patch", "description": "Apply a patch",
+                  "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
+    shell_tool = {"type": "function", "name": "shell", "strict": False,
+                  "parameters": {"type": "object", "properties": {"command": {"type": "array"}}}}
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer",
+         "content": [{"type": "input_text", "text": "<permissions>...</permissions>"}]},
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "fix the failing test"}]},
+        {"type": "reasoning", "summary": [], "content": None, "encrypted_content": ENCRYPTED},
+        {"type": "function_call", "name": "shell", "call_id": "call_1",
+         "arguments": '{"command":["pytest","-x"]}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": BIG},
+        {"type": "reasoning", "summary": [], "content": None, "encrypted_content": ENCRYPTED},
+        {"type": "custom_tool_call", "status": "completed", "call_id": "call_2",
+         "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"},
+        {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done!"},
+    ]
+    body = {"model": "gpt-5", "instructions": "You are Codex.", "input": items,
+            "tools": [shell_tool, patch_tool], "tool_choice": "auto",
+            "parallel_tool_calls": False, "reasoning": {"effort": "medium", "summary": "auto"},
+            "store": False, "stream": True, "include": ["reasoning.encrypted_content"],
+            "prompt_cache_key": "0199-session"}
+    stream = await sdk.responses.create(**body)
+    text = "".join([e.delta async for e in stream if e.type == "response.output_text.delta"])
+    assert text.startswith("echo: ")
+    sent = fake_upstream.last.json()
+    assert [t["name"] for t in sent["tools"]] == [
+        "shell", "apply_patch", READ, "search_context_artifact"]
+    assert sent["tools"][1] == patch_tool
+    assert sent["input"][4]["output"].startswith("[ctxproxy#")
+    assert [sent["input"][i] for i in (0, 1, 2, 3, 5, 6, 7)] == [
+        items[i] for i in (0, 1, 2, 3, 5, 6, 7)]
+    assert {k: v for k, v in sent.items() if k not in ("input", "tools")} == {
+        k: v for k, v in body.items() if k not in ("input", "tools")}
