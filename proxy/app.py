@@ -23,6 +23,7 @@ from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_sync import CalibrationSync
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream import UPSTREAM_KINDS
@@ -64,7 +65,13 @@ async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
     start-up (an open client session would be left behind)."""
     started: list[contextlib.AbstractAsyncContextManager[None]] = []
     try:
-        for part in (_upstream_session, _artifact_store, _search_worker, _policies):
+        for part in (
+            _upstream_session,
+            _artifact_store,
+            _calibration_sync,
+            _search_worker,
+            _policies,
+        ):
             context = contextlib.asynccontextmanager(part)(app)
             await context.__aenter__()
             started.append(context)
@@ -145,6 +152,22 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     services.metrics.watch_store(lambda: int(getattr(store, "failed_operations", 0)))
     yield
     await services.store.close()
+
+
+async def _calibration_sync(app: web.Application) -> AsyncIterator[None]:
+    """Replicas on a shared store share their count ratios (one process needs no sync)."""
+    services = app[SERVICES]
+    count_ratios = getattr(services.started_store(), "count_ratios", None)
+    if count_ratios is None:
+        yield
+        return
+    interval = services.settings.store.calibration_sync_s
+    sync = CalibrationSync(services.calibration, count_ratios(), interval_s=interval)
+    task = asyncio.create_task(sync.run())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def _policies(app: web.Application) -> AsyncIterator[None]:

@@ -83,6 +83,10 @@ class StoreSettings(_Strict):
         description="Memory store only: bytes of artifacts held across all scopes; the least "
         "recently used go first, never one a request in flight references.",
     )
+    calibration_sync_s: Annotated[float, Field(gt=0)] = Field(
+        default=5.0,
+        description="Redis store only: how often replicas merge their count ratios in the store.",
+    )
 
     @field_validator("url")
     @classmethod
@@ -108,18 +112,14 @@ class UpstreamSettings(_Strict):
         description="How to talk to it: a registered upstream kind (`openai`: OpenAI-compatible "
         "HTTP, base_url is the API root such as https://api.openai.com/v1; `anthropic`: native "
         "Messages HTTP, base_url such as https://api.anthropic.com, /v1 added when missing; "
-        "`litellm`: any provider litellm supports, named by `provider`, for OpenAI-format "
-        "clients).",
+        "`litellm`: any provider through litellm, named by `provider`).",
     )
     base_url: str = Field(
-        default="",
-        description="The provider's URL (required for `openai` and `anthropic`; for `litellm` "
-        "optional: litellm's `api_base`).",
+        default="", description="The API root; a `litellm` upstream may leave it to litellm."
     )
     provider: str | None = Field(
         default=None,
-        description="kind litellm: the litellm provider (gemini, bedrock, vertex_ai, azure, "
-        "anthropic, ollama, ...); a request's model goes as `<provider>/<model>`.",
+        description="`litellm` only: the model's provider prefix (`anthropic`, `gemini`, ...).",
     )
     api_key: str | None = Field(
         default=None, description="Sent when the tenant has no key of its own."
@@ -128,11 +128,9 @@ class UpstreamSettings(_Strict):
     max_connections: Annotated[int, Field(gt=0)] = 256
 
     @model_validator(mode="after")
-    def _where_it_is(self) -> UpstreamSettings:
-        if self.kind == "litellm" and not self.provider:
-            raise ValueError("provider: required for an upstream of kind litellm")
-        if self.kind != "litellm" and not self.base_url:
-            raise ValueError(f"base_url: required for an upstream of kind {self.kind}")
+    def _needs_a_base_url(self) -> UpstreamSettings:
+        if not self.base_url and self.kind != "litellm":
+            raise ValueError(f"base_url: required for an upstream of kind {self.kind!r}")
         return self
 
 

@@ -42,6 +42,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from proxy.artifacts.leases import Leases
+from proxy.artifacts.redis_ratios import RedisCountRatios
 from proxy.artifacts.store import (
     Artifact,
     NewArtifact,
@@ -164,6 +165,16 @@ class RedisStore(_Ids):
     def lease(self) -> contextlib.AbstractContextManager[None]:
         """Pins of this process only: another replica's cap may still evict them."""
         return self._leases.lease()
+
+    def count_ratios(self) -> RedisCountRatios:
+        """The replicas' shared count ratios, on this store's connection and key prefix."""
+        return RedisCountRatios(
+            self._redis,
+            self._prefix,
+            failed=self._failed,
+            recovered=self._recovered,
+            failures=_FAILURES,
+        )
 
     async def check_eviction_policy(self) -> None:
         """Log one warning line when Redis' eviction policy can drop live artifacts (start-up;

@@ -154,7 +154,10 @@ class SyntheticRounds:
 
     async def open(self, body: bytes) -> UpstreamResponse:
         return await self.upstream.chat_completions(
-            headers=self.upstream_headers, body=body, timer=self.stats, wire=self.chat_format.name
+            headers=self.upstream_headers,
+            body=body,
+            timer=self.stats,
+            route=self.chat_format.upstream_route,
         )
 
     async def execute(self, content: Any, calls: list[Any]) -> None:

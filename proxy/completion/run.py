@@ -87,7 +87,10 @@ async def _attempt(
     upstream = context.upstream
     if prepared.synthetic is None:
         first = await upstream.chat_completions(
-            headers=headers, body=prepared.body, timer=context.stats, wire=context.chat_format.name
+            headers=headers,
+            body=prepared.body,
+            timer=context.stats,
+            route=context.chat_format.upstream_route,
         )
         answer = await checked_first_answer(first, prepare_again)
         if isinstance(answer, Prepared):

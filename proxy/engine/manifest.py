@@ -14,7 +14,7 @@ class Outcome(StrEnum):
     """What preparation did with a request (the manifest's `outcome`, a metrics label)."""
 
     unchanged = "unchanged"
-    """Not prepared at all (`mode: off`)."""
+    """Not prepared at all (`mode: off`, or history held by the provider)."""
     inspected = "inspected"
     within_trigger = "within_trigger"
     within_allowance = "within_allowance"
@@ -45,6 +45,8 @@ class NoteCode(StrEnum):
     """The upstream refused the first attempt as too long; the request was prepared again."""
     counts_calibrated = "counts_calibrated"
     """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
+    history_at_provider = "history_at_provider"
+    """Not prepared: the request continues history the provider holds (the proxy cannot see it)."""
 
 
 NOTES_HEADER = "x-ctxproxy-notes"

@@ -15,7 +15,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import (
@@ -167,6 +167,17 @@ class Preparer:
             return await self._prepare(*args, self._store, call)
         store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
         return await self._workers.run(lambda: self._prepare(*args, store, call))
+
+    def unprepared(
+        self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat, why: str
+    ) -> Prepared:
+        """A request the proxy must not prepare (it continues history the provider holds, which
+        the proxy cannot see): its own bytes, and a manifest that says so (`why`)."""
+        model = wire.model(body)
+        policy = self._policies.resolve(tenant.policy, model)
+        manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
+        manifest.note(NoteCode.history_at_provider, why)
+        return Prepared(raw, False, manifest, body)
 
     def close(self) -> None:
         """Stop the worker threads (preparations still waiting for one are dropped)."""

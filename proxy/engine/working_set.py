@@ -111,9 +111,24 @@ async def reinsert(
         artifact = found.get(ids[index])
         exchange = _exchange(artifact.content) if artifact is not None else None
         if exchange:
-            out[index:index] = exchange
+            shared = _already_sent(wire, exchange, out, index)
+            out[index + shared : index + shared] = exchange[shared:]
             inserted += 1
     return Reinserted(out if inserted else items, inserted)
+
+
+def _already_sent(wire: WireFormat, exchange: list[Any], items: list[Any], start: int) -> int:
+    """How many leading items of `exchange` the client sent again at `start`: the answer items it
+    saw from a read round (text or reasoning streamed before the proxy's call) come back with its
+    history; they are not repeated, the rest of the exchange goes in after them."""
+    shared = 0
+    while (
+        shared < len(exchange) - 1
+        and start + shared < len(items)
+        and wire.canonical(exchange[shared]) == wire.canonical(items[start + shared])
+    ):
+        shared += 1
+    return shared
 
 
 def working_set_notes(kept: Reinserted) -> list[str]:

@@ -32,9 +32,9 @@ class AnswerStream(Protocol):
         (the stream then ends)."""
 
     def pending_round(self) -> tuple[Any, list[Any]] | None:
-        """After a round: (assistant content, synthetic calls) when it ended with synthetic calls
-        only and may loop (its end was held back), else None. The content is the format's own
-        (a text, or the answer's other blocks) and goes back to `round_items` as it is."""
+        """After a round: (its content, synthetic calls) when it ended with synthetic calls
+        only and may loop (its end was held back), else None. The content is opaque to the
+        loop, handed back to `AnswerFormat.round_items` (chat: the assistant text)."""
 
     def mixed_synthetic_calls(self) -> list[Any]:
         """After a round that also made client calls: its synthetic calls (never streamed)."""
@@ -45,6 +45,11 @@ class AnswerStream(Protocol):
 
 class AnswerFormat(Protocol):
     """One wire format's answers, as the synthetic-tool loop sees them."""
+
+    @property
+    def upstream_route(self) -> str:
+        """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
+        `route`), e.g. `/chat/completions`."""
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
         """Whether the request asks for several choices (never continued by another round)."""
@@ -62,8 +67,8 @@ class AnswerFormat(Protocol):
     def synthetic_only(
         self, payload: dict[str, Any], names: ToolNames
     ) -> tuple[Any, list[Any]] | None:
-        """(content, calls) when the answer's only choice makes synthetic calls and nothing else
-        (the content in the format's own shape, for `round_items`)."""
+        """(content, calls) when the answer makes synthetic calls and nothing else; the content
+        is opaque (chat: the assistant text; Responses: the whole output, reasoning included)."""
 
     def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
         """The synthetic calls of a single-choice answer that also makes client calls (mixed);

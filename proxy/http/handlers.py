@@ -22,6 +22,7 @@ from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
+from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
 from proxy.http.auth import Tenant
 from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
@@ -111,14 +112,25 @@ async def count_tokens(request: web.Request) -> web.Response:
     return web.json_response({"input_tokens": tokens})
 
 
+async def responses(request: web.Request) -> web.StreamResponse:
+    """`POST /v1/responses`: prepared like a chat completion, unless the request continues
+    history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
+    came, the manifest saying it was not prepared."""
+    return await _complete(request, OPENAI_RESPONSES)
+
+
 async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
-    """One completion in the client's format `wire`: prepare, run, answer."""
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
     windows = _request_windows(request, services, tenant, wire.model(body))
     preparer = services.started_preparer()
-    prepared = await preparer.prepare(body, raw, tenant, wire, windows)
+    held = provider_history(body) if wire is OPENAI_RESPONSES else None
+    if held is not None:
+        why = f"not prepared: '{held}' continues history the provider holds, forwarded unchanged"
+        prepared = preparer.unprepared(body, raw, tenant, wire, why)
+    else:
+        prepared = await preparer.prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
 
@@ -142,7 +154,14 @@ async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamRespons
         return await preparer.prepare(body, raw, tenant, wire, windows, call=call)
 
     context = _completion_context(
-        request, services, tenant, windows.upstream, windows.headers, wire, prepare_again, refit
+        request,
+        services,
+        tenant,
+        windows.upstream,
+        windows.headers,
+        None if held else prepare_again,
+        refit,
+        wire,
     )
     return await respond(request, await run_completion(context, prepared))
 
@@ -170,9 +189,9 @@ def _completion_context(
     tenant: Tenant,
     upstream: Upstream,
     headers: CIMultiDict[str],
-    wire: ChatFormat,
     prepare_again: PrepareAgain | None = None,
     refit: Refit | None = None,
+    wire: ChatFormat = OPENAI_CHAT,
 ) -> CompletionContext:
     """What the completion needs of this request: upstream, credentials, scope, services."""
     return CompletionContext(
@@ -202,9 +221,9 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     """The exact upstream body and the manifest; `?format=anthropic_messages` for a Messages
     body (default `openai_chat`)."""
     services = request.app[SERVICES]
-    wire = _format_named(request.query.get("format", OPENAI_CHAT.name))
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
+    wire = _dry_run_format(request)
     windows = _request_windows(request, services, tenant, wire.model(body))
     prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
     _note_prepared(request, prepared)
@@ -215,7 +234,9 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     return web.Response(body=answer, content_type="application/json")
 
 
-def _format_named(name: str) -> ChatFormat:
+def _dry_run_format(request: web.Request) -> ChatFormat:
+    """The body's format: `?format=` names one of `FORMATS` (a chat completion by default)."""
+    name = request.query.get("format", OPENAI_CHAT.name)
     wire = FORMATS.get(name)
     if wire is None:
         known = ", ".join(sorted(FORMATS))
@@ -336,6 +357,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", messages)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_post("/v1/responses", responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/healthz", healthz)

@@ -17,6 +17,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,11 @@ from proxy.tokens.tool_schema import format_functions, split_tools
 REPLY_PRIMER = 3  # every reply is primed with <|start|>assistant<|message|>
 MESSAGE_FRAMING = 3  # <|start|>{role}\n{content}<|end|>
 NAME_TOKENS = 1
+ENCRYPTED_CHARS_PER_TOKEN = 16 / 3
+"""An `encrypted_content` blob (Responses reasoning, base64) counts as the tokens it encodes, at
+about 4 bytes a token (3 bytes per 4 base64 characters), not as the much longer count tiktoken
+gives base64 text: the provider holds reasoning as tokens (and drops earlier turns' reasoning
+altogether), so counting the encoding would overstate a long reasoning history several times."""
 TOOLS_FRAMING = 9
 TOOL_CHOICE_NONE = 1
 TOOL_CHOICE_NAMED = 7
@@ -49,7 +55,15 @@ TEXT_FIELDS = {
     "thinking": "thinking",
     "redacted_thinking": "thinking",
     "compaction": "content",
+    # OpenAI Responses parts
+    "input_text": "text",
+    "output_text": "text",
+    "summary_text": "text",
+    "reasoning_text": "text",
 }
+PART_LISTS = frozenset({"content", "summary", "output"})
+"""Keys whose list value is counted part by part: message content, and the Responses API's
+reasoning `summary` and call `output` lists."""
 
 # Copied from tiktoken_ext.openai_public (tests check they still agree).
 _O200K_PATTERN = "|".join(
@@ -267,11 +281,13 @@ class Counter:
                 continue
             if key == "tool_calls":
                 total += self._tool_calls_tokens(value)
+            elif key == "encrypted_content" and isinstance(value, str):
+                total += math.ceil(len(value) / ENCRYPTED_CHARS_PER_TOKEN)
             elif key == "function_call":
                 total += self._arguments_tokens(value)
             elif isinstance(value, str):
                 total += self.count_text(value) + (NAME_TOKENS if key == "name" else 0)
-            elif key == "content" and isinstance(value, list):
+            elif key in PART_LISTS and isinstance(value, list):
                 total += sum(self._part_tokens(part) for part in value)
             else:
                 total += self._json(value)
@@ -299,8 +315,8 @@ class Counter:
         if isinstance(kind, str) and kind in TEXT_FIELDS:
             text = part.get(TEXT_FIELDS[kind]) or ""
             return self.count_text(text if isinstance(text, str) else json_text(text))
-        if kind == "image_url":
-            image = part.get("image_url")
+        if kind == "image_url" or kind == "input_image":
+            image = part.get("image_url") if kind == "image_url" else part
             low = isinstance(image, dict) and image.get("detail") == "low"
             return IMAGE_LOW_DETAIL_TOKENS if low else IMAGE_HIGH_DETAIL_TOKENS
         if kind in BLOCK_COSTS:  # Anthropic blocks: never their base64 counted as text

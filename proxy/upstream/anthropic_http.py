@@ -1,7 +1,7 @@
 """The native Anthropic Messages upstream: raw aiohttp against a configured base URL.
 
-The same transport as the OpenAI-compatible kind (`openai_http`, which also routes a completion
-by the client's format: Messages to `POST {api root}/messages`, Chat Completions to Anthropic's
+The same transport as the OpenAI-compatible kind (`openai_http`: a completion goes to its
+format's route, Messages to `POST {api root}/messages`, Chat Completions to Anthropic's
 OpenAI-compatible `/chat/completions`), with Anthropic's headers; the API root is the configured
 `base_url` with `/v1` added when it does not end with it (`https://api.anthropic.com` and
 `https://api.anthropic.com/v1` are the same upstream). The client's `anthropic-version` and

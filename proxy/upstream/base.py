@@ -18,6 +18,11 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 
+CHAT_COMPLETIONS_ROUTE = "/chat/completions"
+MESSAGES_ROUTE = "/messages"
+"""Anthropic Messages: served by Anthropic, and by vLLM and llama.cpp beside chat completions."""
+"""The endpoint of OpenAI chat completions, relative to the API root."""
+
 
 class UpstreamError(ProxyError):
     """A transport failure talking to an upstream (not an error answer: those are responses)."""
@@ -115,10 +120,9 @@ class Upstream(Protocol):
         headers: CIMultiDict[str],
         body: bytes,
         timer: CallTimer | None = None,
-        wire: str = "openai_chat",
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        """Send one prepared completion (JSON `body`, in the client's format `wire`: a name of
-        `proxy.formats.FORMATS`) wherever this upstream serves them. An HTTP upstream speaks one
-        format (its body is the client's); a translating one (`litellm`) uses `wire` to answer
-        in the client's format."""
+        """Send one prepared completion (JSON `body`) wherever this upstream serves them.
+        `route`: the client format's endpoint, relative to the API root (`/chat/completions`,
+        `/responses`: `ChatFormat.upstream_route`); an upstream maps it to its own path."""
         ...

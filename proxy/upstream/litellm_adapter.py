@@ -1,64 +1,65 @@
-"""The `litellm` upstream kind: any provider litellm supports (Gemini, Bedrock, Vertex, Azure,
-Anthropic, Ollama, vLLM, ...), for clients in the OpenAI Chat Completions format and, crossing
-formats, for Anthropic Messages clients (Claude Code on an OpenAI-compatible model): those go
-through litellm's Messages interface (`litellm.anthropic.messages.acreate`), which answers in
-Anthropic's format, whole or as Anthropic events.
+"""The `litellm` upstream kind: any provider litellm speaks, behind the OpenAI wire format.
 
-A prepared chat completion (OpenAI JSON) is handed to `litellm.acompletion` with the model
-`<provider>/<model>`, the upstream's optional `base_url` as `api_base` and the request's key
-(`Authorization: Bearer`, else `x-api-key`) as `api_key`; the answer comes back in OpenAI's
-shape: a whole `chat.completion`, or the stream translated chunk by chunk into OpenAI SSE
-(`data: {chunk}` ... `data: [DONE]`). litellm's errors become OpenAI error answers with the
-provider's status (a context-window error is `context_length_exceeded`, so the proxy's overflow
-retry and every OpenAI client recognise it); timeouts and connection failures are
-`UpstreamError`s like any transport failure.
+A chat completion (OpenAI JSON, already prepared) is sent with `litellm.acompletion` as
+`<provider>/<model>`, to the upstream's `base_url` when it names one, with the credential the
+edge decided (the `Authorization` bearer or `x-api-key`). The answer comes back in the OpenAI
+wire format: a JSON body, or `text/event-stream` chunks translated one by one (`data: {...}`,
+then `data: [DONE]`), so the rest of the proxy cannot tell this upstream from an HTTP one.
 
-litellm is imported inside the functions that call it, on the first request routed here: a
-deployment without a litellm upstream never imports it (start-up time and memory unchanged).
+Provider errors become OpenAI error answers with the provider's status (a context-window error
+keeps its message and gets the code `context_length_exceeded`, so the overflow retry and the
+clients recognise it); timeouts and connection failures are `UpstreamError`s like any
+transport failure. Anthropic Messages completions (`/messages`: Claude Code on any provider,
+e.g. a local vLLM) go through litellm's Messages interface, which answers in Anthropic's format
+(whole, or its events as they come), errors in Anthropic's envelope. Other routes (`/models`,
+...) and other formats' completions (`/responses`) are not served: a 404 in the OpenAI envelope.
+
+litellm is imported on the first call, in a thread (it takes seconds and ~190 MB): a deployment
+that never routes here never imports it.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import importlib
 import os
 from collections.abc import AsyncIterator
+from types import ModuleType
 from typing import Any
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from proxy.errors import ErrorCode, ProxyError, error_envelope
+from proxy.errors import ErrorCode
 from proxy.jsonio import dumps, loads_object
 from proxy.settings import UpstreamSettings
-from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse
+from proxy.upstream.base import (
+    CHAT_COMPLETIONS_ROUTE,
+    MESSAGES_ROUTE,
+    CallTimer,
+    UpstreamError,
+    UpstreamResponse,
+)
 
-log = logging.getLogger("ctxproxy.upstream")
-JSON = "application/json"
-MESSAGES_WIRE = "anthropic_messages"
-_PASSED_BY_US = frozenset({"model", "messages", "stream"})
-_CODES = {
+_JSON = "application/json"
+_EVENT_STREAM = "text/event-stream"
+_STATUS_TYPES = {
     400: "invalid_request_error",
-    401: "invalid_api_key",
-    404: "model_not_found",
-    429: "rate_limit_exceeded",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
 }
 
 
-def _litellm() -> Any:
-    """litellm, imported on first use; its model map is read from the package (no download)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    return litellm
-
-
 class LitellmUpstream:
-    """One configured litellm provider; the route and the provider never come from the client."""
+    """Calls litellm's async API for one configured upstream (`upstreams[].provider`)."""
 
-    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
+    def __init__(self, settings: UpstreamSettings, session: object = None) -> None:
         self.settings = settings
         self.name = settings.name
+        self._litellm: ModuleType | None = None
+        self._importing = asyncio.Lock()
 
     async def open(
         self,
@@ -71,11 +72,8 @@ class LitellmUpstream:
         timer: CallTimer | None = None,
         at_root: bool = False,
     ) -> UpstreamResponse:
-        """Only chat completions go through litellm: any other route is a 404 answer."""
-        error = error_envelope(
-            ErrorCode.not_found, f"Upstream {self.name!r} (litellm) serves chat completions only"
-        )
-        return BytesResponse(404, dumps(error))
+        message = f"{method} {path} is not served by the litellm upstream {self.name!r}"
+        return BufferedResponse(404, _JSON, _error_body(message, "not_found_error", None))
 
     async def chat_completions(
         self,
@@ -83,127 +81,214 @@ class LitellmUpstream:
         headers: CIMultiDict[str],
         body: bytes,
         timer: CallTimer | None = None,
-        wire: str = "openai_chat",
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        """OpenAI clients through `litellm.acompletion`; Anthropic Messages clients
-        (`wire == "anthropic_messages"`) through litellm's Messages interface, which answers in
-        Anthropic's format (events as they come) whatever the provider."""
+        if route not in (CHAT_COMPLETIONS_ROUTE, MESSAGES_ROUTE):  # `/responses`: a 404
+            return await self.open("POST", route, headers=headers, body=body, timer=timer)
+        messages = route == MESSAGES_ROUTE
+        litellm = await self._module()
         request = loads_object(body)
         stream = request.get("stream") is True
-        messages = wire == MESSAGES_WIRE
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
-            if messages:
-                answer = await _litellm().anthropic.messages.acreate(
-                    **self._messages_arguments(request, headers)
+            if messages:  # Anthropic clients: litellm's Messages interface, any provider
+                answer = await litellm.anthropic.messages.acreate(
+                    **self.messages_arguments(request, headers)
                 )
             else:
-                answer = await _litellm().acompletion(**self._arguments(request, headers))
-        except Exception as exc:  # litellm's own exception types: mapped below
-            response = self._error(exc, messages)
-        else:
-            whole = not stream
-            response = _whole(answer) if whole else StreamResponse(answer, self.name, raw=messages)
-        if timer is not None:
-            timer.upstream_answered(self.name, sent)
-        return response
+                answer = await litellm.acompletion(**self.arguments(request, headers))
+        except Exception as exc:
+            return self._failed(litellm, exc, messages)
+        finally:
+            if timer is not None:
+                timer.upstream_answered(self.name, sent)
+        if stream:
+            return StreamResponse(_Events(answer, self.name, raw=messages))
+        return BufferedResponse(200, _JSON, dumps(_plain(answer)))
 
-    def _messages_arguments(
+    def messages_arguments(
         self, request: dict[str, Any], headers: CIMultiDict[str]
     ) -> dict[str, Any]:
-        arguments = {k: v for k, v in request.items() if k not in ("model", "stream")}
-        arguments.update(
-            model=f"{self.settings.provider}/{request.get('model')}",
-            stream=request.get("stream") is True,
-        )
-        return self._with_route(arguments, headers)
-
-    def _arguments(self, request: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
-        arguments = {k: v for k, v in request.items() if k not in _PASSED_BY_US}
-        arguments.update(
-            model=f"{self.settings.provider}/{request.get('model')}",
-            messages=request.get("messages"),
-            stream=request.get("stream") is True,
-            drop_params=True,
-            timeout=self.settings.timeouts.total_s,
-            num_retries=0,
-        )
-        return self._with_route(arguments, headers)
-
-    def _with_route(self, arguments: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
-        """`api_base` from config, `api_key` from the request (or config)."""
-        if self.settings.base_url:
-            arguments["api_base"] = self.settings.base_url
-        key = _key(headers) or self.settings.api_key
-        if key:
-            arguments["api_key"] = key
+        """litellm's Messages arguments: the Anthropic body's fields, the provider's model, the
+        key and base URL of this upstream (answers come back in Anthropic's format)."""
+        arguments = self.arguments(request, headers)
+        arguments.pop("drop_params", None)
+        arguments["stream"] = request.get("stream") is True
         return arguments
 
-    def _error(self, exc: Exception, messages: bool = False) -> UpstreamResponse:
-        """litellm's exception as the error answer the client gets, in its format (OpenAI's, or
-        Anthropic's for Messages clients), or an UpstreamError for transport failures."""
-        litellm = _litellm()
-        if isinstance(exc, litellm.Timeout | TimeoutError):
+    def arguments(self, request: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
+        """litellm's arguments for an OpenAI request body: every field passes, the model gets
+        the provider's prefix, the key and base URL are this upstream's."""
+        arguments = dict(request)
+        model = str(arguments.get("model", ""))
+        provider = self.settings.provider
+        if provider and not model.startswith(f"{provider}/"):
+            model = f"{provider}/{model}"
+        arguments["model"] = model
+        arguments["drop_params"] = True  # what a provider lacks is left out, not an error
+        arguments["timeout"] = self.settings.timeouts.total_s
+        key = _credential(headers) or self.settings.api_key
+        if key:
+            arguments["api_key"] = key
+        if self.settings.base_url:
+            arguments["api_base"] = self.settings.base_url
+        return arguments
+
+    async def _module(self) -> ModuleType:
+        if self._litellm is None:
+            async with self._importing:
+                if self._litellm is None:
+                    self._litellm = await asyncio.to_thread(import_litellm)
+        return self._litellm
+
+    def _failed(
+        self, litellm: ModuleType, exc: Exception, messages: bool = False
+    ) -> UpstreamResponse:
+        code = transport_failure(exc)
+        if code is ErrorCode.upstream_timeout:
+            raise UpstreamError(code, f"Upstream {self.name!r} did not answer in time") from exc
+        if code is not None:
             raise UpstreamError(
-                ErrorCode.upstream_timeout, f"Upstream {self.name!r} did not answer in time"
+                code, f"Upstream {self.name!r} is unreachable: {type(exc).__name__}"
             ) from exc
-        status = getattr(exc, "status_code", None)
-        if isinstance(exc, litellm.APIConnectionError) or not isinstance(status, int):
-            log.warning("upstream %r (litellm) failed", self.name, exc_info=exc)
-            raise UpstreamError(
-                ErrorCode.upstream_unavailable,
-                f"Upstream {self.name!r} failed: {type(exc).__name__}",
-            ) from exc
-        code = _CODES.get(status, type(exc).__name__)
-        if isinstance(exc, litellm.ContextWindowExceededError):
-            status, code = 400, "context_length_exceeded"
-        message = str(getattr(exc, "message", "") or exc)
         if messages:
-            return BytesResponse(status, dumps(_anthropic_error(status, code, message)))
-        error = {"message": message, "type": _error_type(status), "param": None, "code": code}
-        return BytesResponse(status, dumps({"error": error}))
+            return anthropic_error_response(litellm, exc)
+        return error_response(litellm, exc)
 
 
-def _anthropic_error(status: int, code: str, message: str) -> dict[str, Any]:
-    """Anthropic's envelope; a context-window error reads "prompt is too long" (what Claude Code
-    and the `anthropic` SDK look for)."""
-    if code == "context_length_exceeded" and "prompt is too long" not in message:
-        message = f"prompt is too long: {message}"
-    kinds = {
-        401: "authentication_error",
-        403: "permission_error",
-        404: "not_found_error",
-        429: "rate_limit_error",
-        529: "overloaded_error",
-    }
-    kind = kinds.get(status, "invalid_request_error" if 400 <= status < 500 else "api_error")
-    return {"type": "error", "error": {"type": kind, "message": message}}
+def anthropic_error_response(litellm: ModuleType, exc: Exception) -> UpstreamResponse:
+    """A provider's error in Anthropic's envelope, for a Messages client; a context-window error
+    reads "prompt is too long" (what Claude Code and the `anthropic` SDK look for)."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status <= 599 else 502
+    message = str(getattr(exc, "message", "") or exc)
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        status = 400
+        if "prompt is too long" not in message:
+            message = f"prompt is too long: {message}"
+    error_type = _STATUS_TYPES.get(status, "api_error")
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return BufferedResponse(status, _JSON, dumps(body))
 
 
-def _error_type(status: int) -> str:
-    return "invalid_request_error" if 400 <= status < 500 else "api_error"
+def transport_failure(exc: BaseException) -> ErrorCode | None:
+    """`upstream_timeout` / `upstream_unavailable` when `exc` (or what caused it: litellm wraps
+    a refused connection in an InternalServerError) is a transport failure, else None."""
+    import openai  # litellm's own dependency, loaded with it
+
+    seen: BaseException | None = exc
+    for _ in range(16):  # a cause chain is short; never loop on a cyclic one
+        if seen is None:
+            return None
+        if isinstance(seen, TimeoutError | openai.APITimeoutError):
+            return ErrorCode.upstream_timeout
+        if isinstance(seen, OSError | openai.APIConnectionError):
+            return ErrorCode.upstream_unavailable
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
-def _key(headers: CIMultiDict[str]) -> str | None:
-    value = headers.get("Authorization", "")
-    if value[:7].lower() == "bearer ":
-        return value[7:].strip() or None
+def import_litellm() -> ModuleType:
+    # litellm fetches its model map from the internet at import unless told otherwise; the
+    # proxy never reaches out for data of its own (it reads the bundled map).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    return importlib.import_module("litellm")
+
+
+def error_response(litellm: ModuleType, exc: Exception) -> UpstreamResponse:
+    """A provider's error as the OpenAI error answer a client of this upstream would get."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status <= 599 else 502
+    message = str(getattr(exc, "message", "") or exc)
+    code = None
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        status, code = 400, "context_length_exceeded"
+    error_type = _STATUS_TYPES.get(status, "api_error")
+    return BufferedResponse(status, _JSON, _error_body(message, error_type, code))
+
+
+def _error_body(message: str, error_type: str, code: str | None) -> bytes:
+    return dumps({"error": {"message": message, "type": error_type, "param": None, "code": code}})
+
+
+def _credential(headers: CIMultiDict[str]) -> str | None:
+    bearer = headers.get("Authorization", "")
+    if bearer.lower().startswith("bearer "):
+        return bearer[7:].strip() or None
     return headers.get("x-api-key") or headers.get("api-key") or None
 
 
-def _whole(answer: Any) -> UpstreamResponse:
-    if isinstance(answer, dict):  # the Messages interface answers with a plain dict
-        return BytesResponse(200, dumps(answer))
-    return BytesResponse(200, answer.model_dump_json().encode())
+def _plain(answer: Any) -> dict[str, Any]:
+    """A litellm response object as plain OpenAI JSON (its private fields left out)."""
+    dumped = answer.model_dump() if hasattr(answer, "model_dump") else dict(answer)
+    return {k: v for k, v in dumped.items() if not k.startswith("_")}
 
 
-class BytesResponse(UpstreamResponse):
-    """A whole answer made here (a completion or an error)."""
+class _Events:
+    """litellm's stream chunks as OpenAI SSE events, then the done marker (an iterator, not a
+    generator: a reader that stops early leaves nothing to finalise but litellm's stream)."""
 
-    def __init__(self, status: int, body: bytes, content_type: str = JSON) -> None:
+    def __init__(self, chunks: Any, name: str, *, raw: bool = False) -> None:
+        self._chunks = chunks.__aiter__()
+        self._name = name
+        self._done = False
+        self._raw = raw
+        """litellm's Messages stream: its items are Anthropic events, encoded already."""
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._done:
+            raise StopAsyncIteration
+        try:
+            chunk = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._done = True
+            if self._raw:
+                raise
+            return b"data: [DONE]\n\n"
+        except Exception as exc:
+            self._done = True
+            raise self._error(exc) from exc
+        if self._raw:
+            return chunk if isinstance(chunk, bytes) else str(chunk).encode()
+        return b"data: " + dumps(_plain(chunk)) + b"\n\n"
+
+    def _error(self, exc: Exception) -> UpstreamError:
+        if transport_failure(exc) is ErrorCode.upstream_timeout:
+            return UpstreamError(
+                ErrorCode.upstream_timeout, f"Upstream {self._name!r} stopped sending"
+            )
+        return UpstreamError(
+            ErrorCode.upstream_unavailable,
+            f"Upstream {self._name!r} broke the stream: {type(exc).__name__}",
+        )
+
+
+class _Once:
+    """One chunk: a whole body read as a stream."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body: bytes | None = body
+
+    def __aiter__(self) -> _Once:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._body is None:
+            raise StopAsyncIteration
+        body, self._body = self._body, None
+        return body
+
+
+class BufferedResponse(UpstreamResponse):
+    """An answer held whole in memory."""
+
+    def __init__(self, status: int, content_type: str, body: bytes) -> None:
         self._status = status
-        self._body = body
         self._headers = CIMultiDictProxy(CIMultiDict({"Content-Type": content_type}))
+        self._body = body
         self._closed = False
 
     @property
@@ -218,7 +303,7 @@ class BytesResponse(UpstreamResponse):
         return self._body
 
     def chunks(self) -> AsyncIterator[bytes]:
-        return _one(self._body)
+        return _Once(self._body)
 
     def close(self) -> None:
         self._closed = True
@@ -228,41 +313,31 @@ class BytesResponse(UpstreamResponse):
         return self._closed
 
 
-async def _one(body: bytes) -> AsyncIterator[bytes]:
-    yield body
+class StreamResponse(UpstreamResponse):
+    """An event stream produced as the provider's chunks arrive."""
 
+    def __init__(self, events: _Events) -> None:
+        self._events = events
+        self._headers = CIMultiDictProxy(CIMultiDict({"Content-Type": _EVENT_STREAM}))
+        self._closed = False
 
-class StreamResponse(BytesResponse):
-    """litellm's chunk stream as OpenAI SSE: one `data:` event per chunk, then `[DONE]`; with
-    `raw`, the Messages interface's stream, whose items are Anthropic events already encoded."""
+    @property
+    def status(self) -> int:
+        return 200
 
-    def __init__(self, stream: Any, upstream: str, *, raw: bool = False) -> None:
-        super().__init__(200, b"", "text/event-stream")
-        self._stream = stream
-        self._upstream = upstream
-        self._raw = raw
+    @property
+    def headers(self) -> CIMultiDictProxy[str]:
+        return self._headers
 
     async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.chunks()])
+        return b"".join([chunk async for chunk in self._events])
 
     def chunks(self) -> AsyncIterator[bytes]:
-        return self._events()
+        return self._events
 
-    async def _events(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._stream:
-                if self.closed:
-                    return
-                if self._raw:
-                    yield chunk if isinstance(chunk, bytes) else str(chunk).encode()
-                    continue
-                yield b"data: " + chunk.model_dump_json().encode() + b"\n\n"
-        except ProxyError:
-            raise
-        except Exception as exc:  # a provider failing mid-stream: a transport error here
-            raise UpstreamError(
-                ErrorCode.upstream_unavailable,
-                f"Upstream {self._upstream!r} broke the stream: {type(exc).__name__}",
-            ) from exc
-        if not self._raw:
-            yield b"data: [DONE]\n\n"
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -17,13 +17,14 @@ from yarl import URL
 
 from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
-from proxy.upstream.base import CallTimer, UpstreamError, UpstreamResponse, upstream_read_error
+from proxy.upstream.base import (
+    CHAT_COMPLETIONS_ROUTE,
+    CallTimer,
+    UpstreamError,
+    UpstreamResponse,
+    upstream_read_error,
+)
 
-CHAT_COMPLETIONS = "/chat/completions"
-COMPLETION_PATHS = {"openai_chat": CHAT_COMPLETIONS, "anthropic_messages": "/messages"}
-"""Where a completion in each client format goes, relative to the API root: OpenAI-compatible
-servers that also speak Messages (vLLM, llama.cpp) serve `/v1/messages`, and Anthropic's API
-serves OpenAI clients at `/v1/chat/completions`."""
 # RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
 # An already-encoded query keeps its escapes; only characters never valid in a query are escaped.
@@ -71,10 +72,9 @@ class OpenAIHttpUpstream:
         headers: CIMultiDict[str],
         body: bytes,
         timer: CallTimer | None = None,
-        wire: str = "openai_chat",
+        route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        path = COMPLETION_PATHS.get(wire, CHAT_COMPLETIONS)
-        return await self.open("POST", path, headers=headers, body=body, timer=timer)
+        return await self.open("POST", route, headers=headers, body=body, timer=timer)
 
     async def open(
         self,

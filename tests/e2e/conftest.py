@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,19 @@ async def store_settings(request: pytest.FixtureRequest) -> AsyncIterator[dict[s
     if request.param == "memory":
         yield {"kind": "memory", "secret": "test-secret"}
         return
+    async with _shared_redis_settings() as settings:
+        yield settings
+
+
+@pytest.fixture
+async def redis_store_settings() -> AsyncIterator[dict[str, Any]]:
+    """The `store` settings of replicas that share the test Redis (fails under CI without it)."""
+    async with _shared_redis_settings() as settings:
+        yield settings
+
+
+@contextlib.asynccontextmanager
+async def _shared_redis_settings() -> AsyncIterator[dict[str, Any]]:
     url = require_shared_redis()
     prefix = unique_prefix()
     yield {"kind": "redis", "url": url, "key_prefix": prefix, "secret": "test-secret"}

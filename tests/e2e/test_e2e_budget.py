@@ -3,6 +3,7 @@ learned from vLLM- and llama.cpp-style upstreams, notes, and one retry after an 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -10,7 +11,7 @@ import openai
 import pytest
 from fakes import FakeUpstream, completion, error_reply, json_reply, make_usage
 from pipeline_harness import agent_history
-from proxy_harness import RunningProxy
+from proxy_harness import RunningProxy, make_settings, start_proxy
 
 from proxy.tokens.counters import TokenCounters
 
@@ -167,3 +168,33 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
     label, value = line.split()
     assert label == 'ctxproxy_count_ratio{model="gpt-4o"}'
     assert float(value) == pytest.approx(1.5, abs=0.01)
+
+
+async def test_replicas_on_one_redis_share_the_calibrated_ratio(
+    fake_upstream: FakeUpstream, redis_store_settings: dict[str, Any]
+) -> None:
+    store = {**redis_store_settings, "calibration_sync_s": 0.05}
+    measuring = await start_proxy(make_settings(fake_upstream.base_url, store=store))
+    other = await start_proxy(make_settings(fake_upstream.base_url, store=store))
+    try:
+        messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
+        body = {"model": "gpt-4o", "messages": messages}
+        tokens = TokenCounters().for_model("gpt-4o").count_request(body)
+        assert (await dry_run(other, body))["count_ratio"] == 1.0  # nothing measured yet
+        usage = make_usage(int(tokens * 1.4), 1)
+        for _ in range(3):
+            fake_upstream.enqueue(completion("ok", usage=usage), path=CHAT)
+        async with client(measuring) as sdk:
+            for _ in range(3):
+                await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+        for _ in range(100):  # a few sync intervals of both replicas
+            manifest = await dry_run(other, body)
+            if manifest["count_ratio"] != 1.0:
+                break
+            await asyncio.sleep(0.05)
+        assert manifest["count_ratio"] == pytest.approx(1.4, abs=0.01)
+        assert "counts_calibrated" in manifest["note_codes"]
+        assert len(fake_upstream.requests(CHAT)) == 3  # `other` never called the upstream
+    finally:
+        await measuring.stop()
+        await other.stop()

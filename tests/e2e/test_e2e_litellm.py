@@ -1,151 +1,144 @@
-"""End to end: the `openai` SDK -> the proxy -> a `litellm` upstream for an Anthropic model whose
-`api_base` is the fake Anthropic server. Answers and streams arrive in OpenAI's format, tool calls
-included; the provider's context-window error reaches the client as `context_length_exceeded`."""
+"""The `litellm` upstream kind end to end: the `openai` SDK -> ctxproxy -> litellm -> a provider
+(the fake upstream, spoken to by litellm's `openai` provider). Answers, streams and errors reach
+the client in the OpenAI format, and the engine prepares what goes through litellm as always."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from typing import Any
 
-import anthropic
 import openai
 import pytest
-from fakes import FakeUpstream
-from fakes.anthropic import (
-    anthropic_stream,
-    fake_anthropic,
-    prompt_too_long,
-    text_block,
-    tool_use_block,
-)
+from fakes import FakeUpstream, completion, error_reply, stream_completion
+from pipeline_harness import agent_history
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-MODEL = "claude-haiku-4-5"
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather of a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
+from proxy.tokens.counters import TokenCounters
+
+CHAT = "/v1/chat/completions"
+OVERFLOW = {
+    "error": {
+        "message": "This model's maximum context length is 8192 tokens. However, your messages "
+        "resulted in 20000 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
 }
 
 
-@asynccontextmanager
-async def litellm_proxy() -> AsyncIterator[tuple[FakeUpstream, RunningProxy, openai.AsyncOpenAI]]:
-    async with fake_anthropic() as fake:
-        upstream = {
-            "name": "claude",
-            "kind": "litellm",
-            "provider": "anthropic",
-            "base_url": fake.origin,
-            "timeouts": {"first_byte_s": 30, "idle_read_s": 30, "total_s": 60},
-        }
-        proxy = await start_proxy(make_settings(fake.origin, upstreams=[upstream]))
-        client = openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-ant-client", max_retries=0)
-        try:
-            yield fake, proxy, client
-        finally:
-            await client.close()
-            await proxy.stop()
+@pytest.fixture
+async def proxy(fake_upstream: FakeUpstream) -> AsyncIterator[RunningProxy]:
+    """gpt-4o* goes through litellm (provider `openai`, pointed at the fake); others direct."""
+    litellm_route = {
+        "name": "via-litellm",
+        "kind": "litellm",
+        "provider": "openai",
+        "base_url": fake_upstream.base_url,
+        "timeouts": {"total_s": 20},
+    }
+    direct = {"name": "direct", "base_url": "http://127.0.0.1:1/v1"}
+    settings = make_settings(
+        fake_upstream.base_url,
+        upstreams=[direct, litellm_route],
+        routes=[{"model": "gpt-4o*", "upstream": "via-litellm"}],
+    )
+    running = await start_proxy(settings)
+    yield running
+    await running.stop()
 
 
-async def test_answers_and_streams_arrive_in_openai_format_tool_calls_included() -> None:
-    async with litellm_proxy() as (fake, _, client):
-        answer = await client.chat.completions.create(
-            model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "Hello there"}]
+def client(proxy: RunningProxy) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-client", max_retries=0)
+
+
+def history_with_a_large_result() -> list[dict[str, Any]]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": "find the failing test"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "match line\n" * 3000},
+        {"role": "user", "content": "and now?"},
+    ]
+
+
+async def test_an_answer_through_litellm_is_prepared_and_arrives_in_openai_format(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.enqueue(completion("through litellm"), path=CHAT)
+    async with client(proxy) as sdk:
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model="gpt-4o",
+            messages=history_with_a_large_result(),  # type: ignore[arg-type]
         )
-        assert answer.choices[0].message.content == "echo: Hello there"
-        sent = fake.requests("/v1/messages")[0]
-        assert sent.headers["x-api-key"] == "sk-ant-client"
-        assert sent.json()["messages"] == [
-            {"role": "user", "content": [{"type": "text", "text": "Hello there"}]}
-        ] or sent.json()["messages"] == [{"role": "user", "content": "Hello there"}]
+    answer = raw.parse()
+    assert answer.choices[0].message.content == "through litellm"
+    sent = fake_upstream.last
+    assert sent.headers["Authorization"] == "Bearer sk-client"
+    tool_message = sent.json()["messages"][2]
+    assert tool_message["tool_call_id"] == "call_1"  # the pair stays whole
+    assert len(tool_message["content"]) < 4000 and "artifact" in tool_message["content"]
+    assert "offload_tool_results:1" in raw.headers["x-ctxproxy-actions"]
 
-        fake.enqueue(
-            anthropic_stream(
-                [
-                    text_block("Let me check."),
-                    tool_use_block("toolu_1", "get_weather", {"city": "Paris"}),
-                ]
-            )
-        )
-        stream = await client.chat.completions.create(
-            model=MODEL,
-            max_tokens=50,
+
+async def test_a_stream_through_litellm_arrives_as_openai_chunks(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    fake_upstream.enqueue(stream_completion(["str", "eam", "ed"]), path=CHAT)
+    async with client(proxy) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "hi"}],
             stream=True,
-            tools=[TOOL],
-            messages=[{"role": "user", "content": "Weather in Paris?"}],
         )
-        text, arguments, names, finish = "", "", [], None
-        async for chunk in stream:
-            assert chunk.object == "chat.completion.chunk"
-            if not chunk.choices:
-                continue
-            delta = chunk.choices[0].delta
-            text += delta.content or ""
-            for call in delta.tool_calls or []:
-                names += [call.function.name] if call.function and call.function.name else []
-                arguments += (call.function.arguments or "") if call.function else ""
-            finish = chunk.choices[0].finish_reason or finish
-        assert text == "Let me check."
-        assert names == ["get_weather"] and json.loads(arguments) == {"city": "Paris"}
-        assert finish == "tool_calls"
-        assert fake.requests("/v1/messages")[1].json()["tools"][0]["name"] == "get_weather"
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "streamed"
+    assert fake_upstream.last.json()["stream"] is True
 
 
-async def test_a_context_window_error_reaches_the_client_as_context_length_exceeded() -> None:
-    async with litellm_proxy() as (fake, _, client):
-        fake.enqueue(prompt_too_long(250_000, 200_000))
+async def test_tool_calls_through_litellm_reach_the_client(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    call = {"id": "call_9", "name": "lookup", "arguments": '{"q": 1}'}
+    fake_upstream.enqueue(completion(None, tool_calls=[call]), path=CHAT)
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    async with client(proxy) as sdk:
+        answer = await sdk.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "look it up"}],
+            tools=tools,  # type: ignore[arg-type]
+        )
+    [made] = answer.choices[0].message.tool_calls or []
+    assert made.id == "call_9" and made.function.name == "lookup"  # type: ignore[union-attr]
+
+
+async def test_a_providers_context_window_error_reaches_the_client_as_context_length_exceeded(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    # The prompt already fits the stated window: no tighter retry, the provider's error goes back.
+    fake_upstream.enqueue(error_reply(400, OVERFLOW), path=CHAT)
+    async with client(proxy) as sdk:
         with pytest.raises(openai.BadRequestError) as raised:
-            await client.chat.completions.create(
-                model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "Hi"}]
+            await sdk.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi " * 50}]
             )
-        assert raised.value.code == "context_length_exceeded"
-        assert "prompt is too long" in raised.value.message
+    assert raised.value.code == "context_length_exceeded"
+    assert "maximum context length is 8192 tokens" in raised.value.message
+    assert len(fake_upstream.requests(CHAT)) == 1
 
 
-@asynccontextmanager
-async def claude_code_on_vllm() -> AsyncIterator[tuple[FakeUpstream, RunningProxy]]:
-    """An Anthropic-format client on an OpenAI-compatible server (`hosted_vllm` via litellm)."""
-    async with FakeUpstream() as fake:
-        upstream = {
-            "name": "local",
-            "kind": "litellm",
-            "provider": "hosted_vllm",
-            "base_url": fake.base_url,
-            "timeouts": {"first_byte_s": 30, "idle_read_s": 30, "total_s": 60},
-        }
-        proxy = await start_proxy(make_settings(fake.base_url, upstreams=[upstream]))
-        try:
-            yield fake, proxy
-        finally:
-            await proxy.stop()
-
-
-async def test_an_anthropic_client_reaches_an_openai_compatible_model_through_litellm() -> None:
-    async with claude_code_on_vllm() as (fake, proxy):
-        client = anthropic.AsyncAnthropic(base_url=proxy.url, api_key="sk-local", max_retries=0)
-        try:
-            answer = await client.messages.create(
-                model="qwen3-coder",
-                max_tokens=50,
-                system="Be brief.",
-                messages=[{"role": "user", "content": "Hello there"}],
-            )
-            assert answer.content[0].type == "text"
-            assert answer.content[0].text == "echo: Hello there"
-            sent = fake.requests("/v1/chat/completions")[0].json()
-            assert sent["model"] == "qwen3-coder"
-            assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
-            async with client.messages.stream(
-                model="qwen3-coder",
-                max_tokens=50,
-                messages=[{"role": "user", "content": "Stream it"}],
-            ) as stream:
-                final = await stream.get_final_message()
-            assert final.content[0].text == "echo: Stream it"  # type: ignore[union-attr]
-            assert fake.requests("/v1/chat/completions")[1].json()["stream"] is True
-        finally:
-            await client.close()
+async def test_an_overflow_through_litellm_leads_to_one_tighter_retry(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    messages = agent_history(30)
+    fake_upstream.enqueue_many(error_reply(400, OVERFLOW), completion("fits now"), path=CHAT)
+    async with client(proxy) as sdk:
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model="gpt-4o",
+            messages=messages,  # type: ignore[arg-type]
+        )
+    assert raw.parse().choices[0].message.content == "fits now"
+    assert raw.headers["x-ctxproxy-notes"] == "window_corrected,retried_after_overflow"
+    first, second = (r.json() for r in fake_upstream.requests(CHAT))
+    counter = TokenCounters().for_model("gpt-4o")
+    assert counter.count_request(second) <= 8192 < counter.count_request(first)

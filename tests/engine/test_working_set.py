@@ -17,6 +17,7 @@ from proxy.engine.working_set import (
     working_set_scope,
 )
 from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_responses import OPENAI_RESPONSES as RESPONSES
 
 SCOPE = "tenant:abc"
 HISTORY: list[Any] = [
@@ -123,3 +124,35 @@ def test_the_key_ignores_what_sdks_add_but_not_what_messages_say() -> None:
     split = [{"role": "user", "content": "ab"}, {"role": "user", "content": "c"}]
     moved = [{"role": "user", "content": "a"}, {"role": "user", "content": "bc"}]
     assert history_digest(OPENAI_CHAT, split) != history_digest(OPENAI_CHAT, moved)
+
+
+async def test_answer_items_the_client_sent_again_are_not_repeated() -> None:
+    history: list[Any] = [{"role": "user", "content": "what is in the log?"}]
+    seen = [
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []},
+        {"type": "message", "role": "assistant", "content": "Reading."},
+    ]
+    call = {
+        "type": "function_call",
+        "call_id": "r1",
+        "name": "read_context_artifact",
+        "arguments": "{}",
+    }
+    result = {"type": "function_call_output", "call_id": "r1", "output": "page"}
+    store = MemoryStore(b"secret")
+    digest = history_digest(RESPONSES, history)
+    assert await remember(store, WorkingSetKey(SCOPE, digest, 60, 100), [*seen, call, result])
+    done = {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "id": "msg_2",
+        "content": [{"type": "output_text", "text": "Done."}],
+    }
+    sdk_copy = [{**seen[0], "status": None}, {**seen[1], "id": "msg_1"}]
+    later = [*history, *sdk_copy, done, {"role": "user", "content": "thanks"}]
+    kept = await reinsert(store, SCOPE, RESPONSES, later)
+    assert kept.items == [*history, *sdk_copy, call, result, done, later[-1]]
+    alone = [*history, done]  # nothing of the round came back: all of it goes in
+    again = await reinsert(store, SCOPE, RESPONSES, alone)
+    assert again.items == [*history, *seen, call, result, done]

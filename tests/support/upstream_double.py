@@ -192,9 +192,9 @@ class FakeUpstream:
         headers: CIMultiDict[str],
         body: bytes,
         timer: CallTimer | None = None,
-        wire: str = "openai_chat",
+        route: str = CHAT_PATH,
     ) -> UpstreamResponse:
-        return await self.open("POST", CHAT_PATH, headers=headers, body=body, timer=timer)
+        return await self.open("POST", route, headers=headers, body=body, timer=timer)
 
     def _next(self, call: Call) -> Scripted:
         if self._handler is not None:

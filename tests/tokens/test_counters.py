@@ -185,6 +185,36 @@ def test_image_detail_estimates(counters: TokenCounters) -> None:
     assert counter.count_message(high) - low == IMAGE_HIGH_DETAIL_TOKENS - 85
 
 
+def test_responses_items_count_their_text_like_chat_messages(counters: TokenCounters) -> None:
+    counter = counters.for_model("gpt-4o")
+    text = "the output of a tool, " * 40
+    chat = counter.count_message({"role": "user", "content": text})
+    as_parts = counter.count_message(
+        {"role": "user", "content": [{"type": "input_text", "text": text}]}
+    )
+    assert as_parts == chat
+    output = {"type": "function_call_output", "call_id": "c", "output": text}
+    listed = {**output, "output": [{"type": "input_text", "text": text}]}
+    assert counter.count_message(listed) == counter.count_message(output)
+    summary = {"type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
+    assert counter.count_message(summary) == counter.count_message({**summary, "summary": text})
+    picture = {"type": "input_image", "image_url": "data:" + "A" * 9000}
+    image = {"role": "user", "content": [picture]}
+    low = {"role": "user", "content": [{"type": "input_image", "detail": "low", "image_url": "x"}]}
+    empty = counter.count_message({"role": "user", "content": []})
+    assert counter.count_message(image) - empty == IMAGE_HIGH_DETAIL_TOKENS
+    assert counter.count_message(low) - empty == 85
+
+
+def test_encrypted_reasoning_counts_as_the_tokens_it_encodes(counters: TokenCounters) -> None:
+    counter = counters.for_model("gpt-4o")
+    bare = {"type": "reasoning", "summary": []}
+    blob = "gAAAAB" + "Zm9vYmFy" * 1200  # 9,606 base64 characters: ~7,200 bytes
+    extra = counter.count_message({**bare, "encrypted_content": blob}) - counter.count_message(bare)
+    assert extra == -(-len(blob) * 3 // 16) == 1802
+    assert counter.count_text(blob) > 2 * extra  # what it would have counted as text
+
+
 HOSTILE: list[Any] = [
     None,
     42,

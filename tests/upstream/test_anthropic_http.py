@@ -9,6 +9,7 @@ from multidict import CIMultiDict
 
 from proxy.settings import UpstreamSettings
 from proxy.upstream.anthropic_http import DEFAULT_VERSION, AnthropicHttpUpstream, api_root
+from proxy.upstream.base import MESSAGES_ROUTE
 
 
 @pytest.mark.parametrize(
@@ -29,9 +30,7 @@ async def test_a_completion_goes_to_v1_messages_with_its_bytes_and_headers() -> 
             b'"messages":[{"role":"user","content":"hi"}]}'
         )
         headers = CIMultiDict({"x-api-key": "k", "anthropic-beta": "b1,b2"})
-        answer = await upstream.chat_completions(
-            headers=headers, body=body, wire="anthropic_messages"
-        )
+        answer = await upstream.chat_completions(headers=headers, body=body, route=MESSAGES_ROUTE)
         try:
             assert answer.status == 200
             assert b"echo: hi" in await answer.read()

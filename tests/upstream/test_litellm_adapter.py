@@ -1,15 +1,15 @@
-"""`upstream.litellm_adapter`: arguments for litellm, its errors as OpenAI answers, the lazy
-import (end to end with a real provider: tests/e2e/test_e2e_litellm.py)."""
+"""The `litellm` upstream kind, through the real litellm against the fake OpenAI-wire upstream
+(litellm's `openai` provider with `api_base`): answers, streams and errors in the OpenAI format."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
 
-import litellm
+import orjson
 import pytest
+from fakes import FakeUpstream, completion, error_reply, stream_completion
 from multidict import CIMultiDict
 
 from proxy.errors import ErrorCode
@@ -17,111 +17,155 @@ from proxy.settings import UpstreamSettings
 from proxy.upstream.base import UpstreamError
 from proxy.upstream.litellm_adapter import LitellmUpstream
 
-
-def upstream(**settings: object) -> LitellmUpstream:
-    data = {"name": "g", "kind": "litellm", "provider": "gemini", **settings}
-    return LitellmUpstream(UpstreamSettings.model_validate(data), None)  # type: ignore[arg-type]
+CHAT = "/v1/chat/completions"
 
 
-def test_arguments_name_the_provider_and_carry_the_key_and_base() -> None:
-    request = {
-        "model": "gemini-2.5-pro",
-        "messages": [{"role": "user", "content": "x"}],
-        "stream": True,
-        "temperature": 0.2,
+def upstream(base_url: str, **extra: object) -> LitellmUpstream:
+    settings = UpstreamSettings.model_validate(
+        {"name": "via-litellm", "kind": "litellm", "provider": "openai", "base_url": base_url}
+        | extra
+    )
+    return LitellmUpstream(settings)
+
+
+def request(**extra: object) -> bytes:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], **extra}
+    return orjson.dumps(body)
+
+
+def bearer(key: str = "sk-tenant") -> CIMultiDict[str]:
+    return CIMultiDict({"Authorization": f"Bearer {key}"})
+
+
+async def test_a_json_answer_comes_back_in_the_openai_format(fake_upstream: FakeUpstream) -> None:
+    fake_upstream.enqueue(completion("from the provider"), path=CHAT)
+    answer = await upstream(fake_upstream.base_url).chat_completions(
+        headers=bearer(), body=request(temperature=0.5)
+    )
+    assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
+    payload = orjson.loads(await answer.read())
+    assert payload["object"] == "chat.completion"
+    assert payload["choices"][0]["message"]["content"] == "from the provider"
+    assert payload["usage"]["prompt_tokens"] > 0
+    sent = fake_upstream.last
+    assert sent.headers["Authorization"] == "Bearer sk-tenant"  # the tenant's credential
+    assert sent.json()["model"] == "gpt-4o" and sent.json()["temperature"] == 0.5
+    assert sent.json()["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_a_stream_is_translated_chunk_by_chunk_and_ends_with_done(
+    fake_upstream: FakeUpstream,
+) -> None:
+    fake_upstream.enqueue(stream_completion(["Hel", "lo", "!"]), path=CHAT)
+    answer = await upstream(fake_upstream.base_url).chat_completions(
+        headers=bearer(), body=request(stream=True)
+    )
+    assert answer.is_event_stream
+    chunks = [chunk async for chunk in answer.chunks()]
+    assert chunks[-1] == b"data: [DONE]\n\n"
+    events = [orjson.loads(c.removeprefix(b"data: ")) for c in chunks[:-1]]
+    assert all(c.startswith(b"data: ") and c.endswith(b"\n\n") for c in chunks)
+    assert {e["object"] for e in events} == {"chat.completion.chunk"}
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert text == "Hello!"
+    assert fake_upstream.last.json()["stream"] is True
+
+
+async def test_tool_calls_pass_both_ways(fake_upstream: FakeUpstream) -> None:
+    call = {"id": "call_1", "name": "lookup", "arguments": '{"q": "x"}'}
+    fake_upstream.enqueue(completion(None, tool_calls=[call]), path=CHAT)
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    answer = await upstream(fake_upstream.base_url).chat_completions(
+        headers=bearer(), body=request(tools=tools)
+    )
+    [call] = orjson.loads(await answer.read())["choices"][0]["message"]["tool_calls"]
+    assert (call["id"], call["function"]["name"]) == ("call_1", "lookup")
+    assert orjson.loads(call["function"]["arguments"]) == {"q": "x"}
+    assert fake_upstream.last.json()["tools"][0]["function"]["name"] == "lookup"
+
+
+async def test_a_context_window_error_reaches_the_client_as_context_length_exceeded(
+    fake_upstream: FakeUpstream,
+) -> None:
+    overflow = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            "messages resulted in 9000 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
     }
-    arguments = upstream(base_url="http://127.0.0.1:9")._arguments(
-        request, CIMultiDict({"Authorization": "Bearer sk-1"})
+    fake_upstream.enqueue(error_reply(400, overflow), path=CHAT)
+    answer = await upstream(fake_upstream.base_url, timeouts={"total_s": 5}).chat_completions(
+        headers=bearer(), body=request()
     )
-    assert arguments["model"] == "gemini/gemini-2.5-pro"
-    assert arguments["messages"] == request["messages"] and arguments["stream"] is True
-    assert (arguments["api_base"], arguments["api_key"]) == ("http://127.0.0.1:9", "sk-1")
-    assert arguments["temperature"] == 0.2 and arguments["num_retries"] == 0
-    bare = upstream(api_key="operator")._arguments({"model": "m"}, CIMultiDict())
-    assert "api_base" not in bare and bare["api_key"] == "operator"
-    anthropic_key = upstream()._arguments({"model": "m"}, CIMultiDict({"x-api-key": "sk-a"}))
-    assert anthropic_key["api_key"] == "sk-a"
+    error = orjson.loads(await answer.read())["error"]
+    assert answer.status == 400
+    assert error["code"] == "context_length_exceeded" and error["type"] == "invalid_request_error"
+    assert "maximum context length is 8192 tokens" in error["message"]
 
 
-async def test_a_context_window_error_is_context_length_exceeded() -> None:
-    error = litellm.ContextWindowExceededError(
-        "prompt is too long: 250000 tokens > 200000 maximum", "m", "anthropic"
+async def test_a_provider_error_keeps_its_status_in_the_openai_envelope(
+    fake_upstream: FakeUpstream,
+) -> None:
+    fake_upstream.enqueue(error_reply(401), path=CHAT)
+    answer = await upstream(fake_upstream.base_url).chat_completions(
+        headers=bearer(), body=request()
     )
-    answer = upstream()._error(error)
-    body = json.loads(await answer.read())
-    assert answer.status == 400 and body["error"]["code"] == "context_length_exceeded"
-    assert "prompt is too long" in body["error"]["message"]
+    assert answer.status == 401
+    assert orjson.loads(await answer.read())["error"]["type"] == "authentication_error"
 
 
-async def test_a_rate_limit_keeps_its_status() -> None:
-    answer = upstream()._error(litellm.RateLimitError("slow down", "gemini", "m"))
-    body = json.loads(await answer.read())
-    assert answer.status == 429 and body["error"]["code"] == "rate_limit_exceeded"
-
-
-@pytest.mark.parametrize(
-    ("error", "code"),
-    [
-        (litellm.Timeout("late", "m", "gemini"), ErrorCode.upstream_timeout),
-        (litellm.APIConnectionError("down", "gemini", "m"), ErrorCode.upstream_unavailable),
-        (RuntimeError("odd"), ErrorCode.upstream_unavailable),
-    ],
-)
-def test_transport_failures_are_upstream_errors(error: Exception, code: ErrorCode) -> None:
+async def test_an_unreachable_provider_is_an_upstream_error() -> None:
+    down = upstream("http://127.0.0.1:1/v1", timeouts={"total_s": 5})
     with pytest.raises(UpstreamError) as raised:
-        upstream()._error(error)
-    assert raised.value.code is code
+        await down.chat_completions(headers=bearer(), body=request())
+    assert raised.value.code is ErrorCode.upstream_unavailable
 
 
 async def test_other_routes_are_not_served() -> None:
-    answer = await upstream().open("GET", "/models", headers=CIMultiDict(), body=None)
+    answer = await upstream("http://127.0.0.1:1/v1").open(
+        "GET", "/models", headers=CIMultiDict(), body=None
+    )
     assert answer.status == 404
+    assert orjson.loads(await answer.read())["error"]["type"] == "not_found_error"
+    responses = await upstream("http://127.0.0.1:1/v1").chat_completions(
+        headers=bearer(), body=request(), route="/responses"
+    )
+    assert responses.status == 404  # another format's completions are not translated
+    assert "POST /responses" in orjson.loads(await responses.read())["error"]["message"]
 
 
-def test_litellm_is_imported_only_when_a_request_goes_there() -> None:
-    code = textwrap.dedent(
+def test_the_model_gets_the_providers_prefix_and_the_key_comes_from_the_edge() -> None:
+    gemini = UpstreamSettings.model_validate(
+        {"name": "g", "kind": "litellm", "provider": "gemini", "api_key": "sk-upstream"}
+    )
+    args = LitellmUpstream(gemini).arguments({"model": "gemini-2.0-flash"}, CIMultiDict())
+    assert args["model"] == "gemini/gemini-2.0-flash" and args["api_key"] == "sk-upstream"
+    assert "api_base" not in args and args["drop_params"] is True
+    again = LitellmUpstream(gemini).arguments({"model": "gemini/x"}, bearer("sk-client"))
+    assert again["model"] == "gemini/x" and again["api_key"] == "sk-client"
+
+
+def test_an_upstream_without_base_url_must_be_litellm() -> None:
+    with pytest.raises(ValueError, match="base_url: required for an upstream of kind 'openai'"):
+        UpstreamSettings.model_validate({"name": "o"})
+
+
+def test_litellm_is_imported_only_by_a_call() -> None:
+    script = textwrap.dedent(
         """
         import sys
-        from proxy.app import create_app
-        from proxy.settings import Settings
-        settings = Settings.model_validate({"upstreams": [
-            {"name": "g", "kind": "litellm", "provider": "gemini"}]})
-        create_app(settings)
-        print("litellm" in sys.modules)
+        import proxy.app, proxy.cli
+        from proxy.settings import UpstreamSettings
+        from proxy.upstream import UPSTREAM_KINDS
+        settings = UpstreamSettings(name="l", kind="litellm", provider="anthropic")
+        UPSTREAM_KINDS["litellm"](settings, None)
+        assert "litellm" not in sys.modules, "litellm was imported"
+        print("ok")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-
-
-async def test_errors_of_messages_clients_are_in_anthropics_envelope() -> None:
-    error = litellm.ContextWindowExceededError("too many tokens for this model", "m", "openai")
-    answer = upstream()._error(error, messages=True)
-    body = json.loads(await answer.read())
-    assert answer.status == 400
-    assert body == {
-        "type": "error",
-        "error": {
-            "type": "invalid_request_error",
-            "message": "prompt is too long: " + str(error.message),
-        },
-    }
-    limited = upstream()._error(litellm.RateLimitError("slow", "openai", "m"), messages=True)
-    assert json.loads(await limited.read())["error"]["type"] == "rate_limit_error"
-
-
-def test_messages_arguments_keep_the_anthropic_fields() -> None:
-    request = {
-        "model": "qwen",
-        "max_tokens": 5,
-        "system": "s",
-        "stream": False,
-        "messages": [{"role": "user", "content": "x"}],
-        "thinking": {"type": "disabled"},
-    }
-    arguments = upstream(
-        provider="hosted_vllm", base_url="http://127.0.0.1:9/v1"
-    )._messages_arguments(request, CIMultiDict({"x-api-key": "k"}))
-    assert arguments["model"] == "hosted_vllm/qwen" and arguments["system"] == "s"
-    assert arguments["thinking"] == {"type": "disabled"} and arguments["stream"] is False
-    assert (arguments["api_base"], arguments["api_key"]) == ("http://127.0.0.1:9/v1", "k")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -14,7 +14,7 @@ from yarl import URL
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 from proxy.stats import RequestStats
-from proxy.upstream.base import Upstream, UpstreamError, UpstreamResponse
+from proxy.upstream.base import MESSAGES_ROUTE, Upstream, UpstreamError, UpstreamResponse
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 # -- the URL -----------------------------------------------------------------------------------
@@ -155,6 +155,19 @@ async def test_chat_completions_posts_the_body_to_its_own_path(
     assert [call.upstream for call in stats.upstream_calls] == ["up"]
 
 
+async def test_a_route_names_the_client_formats_endpoint(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(json_reply(b'{"id": "resp_1"}'))
+    headers = CIMultiDict({"Content-Type": "application/json"})
+    answer = await fake_at(fake_upstream, session).chat_completions(
+        headers=headers, body=b'{"model": "m"}', route="/responses"
+    )
+    assert await answer.read() == b'{"id": "resp_1"}'
+    answer.close()
+    assert (fake_upstream.last.method, fake_upstream.last.path) == ("POST", "/v1/responses")
+
+
 async def test_chunks_arrive_as_the_upstream_sends_them(
     fake_upstream: FakeUpstream, session: aiohttp.ClientSession
 ) -> None:
@@ -247,7 +260,7 @@ async def test_a_messages_completion_goes_to_the_servers_messages_route(
     """vLLM and llama.cpp serve Anthropic's `/v1/messages` beside chat completions."""
     async with aiohttp.ClientSession() as session:
         answer = await fake_at(fake_upstream, session).chat_completions(
-            headers=CIMultiDict(), body=b"{}", wire="anthropic_messages"
+            headers=CIMultiDict(), body=b"{}", route=MESSAGES_ROUTE
         )
         answer.close()
     assert fake_upstream.last.path == "/v1/messages"

@@ -43,6 +43,7 @@ from proxy.formats.anthropic_messages.items import (
 from proxy.formats.anthropic_messages.stream import StreamFilter
 from proxy.jsonio import dumps
 from proxy.tokens.counters import MESSAGE_FRAMING, REPLY_PRIMER, TokenCounter
+from proxy.upstream.base import MESSAGES_ROUTE
 
 
 class AnthropicMessages:
@@ -50,6 +51,7 @@ class AnthropicMessages:
 
     name = "anthropic_messages"
     items_param = "messages"
+    upstream_route = MESSAGES_ROUTE
 
     def items(self, body: dict[str, Any]) -> list[Any]:
         messages = body.get("messages")

@@ -34,6 +34,7 @@ from proxy.formats.openai_chat.usage import (
 )
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
+from proxy.upstream.base import CHAT_COMPLETIONS_ROUTE
 
 
 class OpenAIChat:
@@ -42,6 +43,7 @@ class OpenAIChat:
 
     name = "openai_chat"
     items_param = "messages"
+    upstream_route = CHAT_COMPLETIONS_ROUTE
 
     def items(self, body: dict[str, Any]) -> list[Any]:
         messages = body.get("messages")

@@ -31,6 +31,16 @@ from .builders import (
 )
 from .records import Recorded
 from .replies import Reply
+from .responses import (
+    function_call_item,
+    message_item,
+    reasoning_item,
+    response_body,
+    response_json,
+    response_stream,
+    responses_error,
+    responses_usage,
+)
 from .upstream import FakeUpstream
 from .wire import PARALLEL_TOOL_CALLS_SSE, wire_file
 
@@ -47,14 +57,22 @@ __all__ = [
     "dynamic_reply",
     "echo_text",
     "error_reply",
+    "function_call_item",
     "invalid_json_reply",
     "json_reply",
     "make_usage",
+    "message_item",
     "models_list",
     "never_reply",
     "openai_error",
+    "reasoning_item",
     "replay_file",
     "reset_reply",
+    "response_body",
+    "response_json",
+    "response_stream",
+    "responses_error",
+    "responses_usage",
     "slow_reply",
     "sse_reply",
     "stream_chunks",

@@ -15,6 +15,7 @@ from .bodies import (
 )
 from .records import Recorded
 from .replies import CompletionReply, JsonReply, Reply, StreamCompletionReply
+from .responses import RESPONSES_PATH, default_responses_reply
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -47,9 +48,12 @@ def echo_request_body(record: Recorded) -> dict[str, object]:
 
 
 def default_for(record: Recorded) -> Reply:
-    """Chat completions echo, models list, any other /v1 path echoes the request, else 404."""
+    """Chat completions and responses echo, models list, other /v1 paths echo the request,
+    else 404."""
     if record.path == CHAT_PATH and record.method == "POST":
         return default_chat_reply(record)
+    if record.path == RESPONSES_PATH and record.method == "POST":
+        return default_responses_reply(record)
     if record.path == MODELS_PATH and record.method == "GET":
         return JsonReply(models_list())
     if record.path.startswith("/v1/"):
