@@ -6,15 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from proxy import settings as settings_module
-from proxy.settings import (
-    DEFAULT_OPENAI_BASE_URL,
-    ConfigError,
-    Settings,
-    embedded_default,
-    load_settings,
-)
+from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings
+from proxy.settings.loading import embedded_default, load_settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_embedded_default_reads_openai_base_url() -> None:
