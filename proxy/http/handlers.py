@@ -170,7 +170,7 @@ def _request_windows(
     request: web.Request, services: Services, tenant: Tenant, model: str
 ) -> RequestWindows:
     """The upstream serving `model`, the headers it gets, and what it said of its windows."""
-    upstream = services.upstream_for(model)
+    upstream = services.upstream_for(model, tenant.routes)
     return services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
 
@@ -306,7 +306,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
-    upstream = services.upstream_for(_model_hint(request, body))
+    upstream = services.upstream_for(_model_hint(request, body), tenant.routes)
     headers = _upstream_headers(request, tenant, upstream)
     answer = await upstream.open(
         request.method,

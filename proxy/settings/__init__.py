@@ -5,6 +5,7 @@ as `key.path: problem` lines). Reading config.yaml and the environment is `setti
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Annotated, Literal
 
@@ -182,6 +183,10 @@ class TenantSettings(_Strict):
         default=None,
         description="Optional sessions within this tenant (artifact scope per session).",
     )
+    routes: list[RouteSettings] = Field(
+        default_factory=list,
+        description="This tenant's own routes, tried before the global `routes`.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -226,8 +231,12 @@ class Settings(_Strict):
             raise ValueError("\n".join(problems))
         return self
 
-    def upstream_for(self, model: str) -> UpstreamSettings:
-        wanted = next((r.upstream for r in self.routes if fnmatchcase(model, r.model)), None)
+    def upstream_for(
+        self, model: str, tenant_routes: Sequence[RouteSettings] = ()
+    ) -> UpstreamSettings:
+        """The tenant's routes, then the global ones (first glob match wins), else the first."""
+        routes = [*tenant_routes, *self.routes]
+        wanted = next((r.upstream for r in routes if fnmatchcase(model, r.model)), None)
         return next((u for u in self.upstreams if u.name == wanted), self.upstreams[0])
 
     @model_validator(mode="after")
@@ -252,6 +261,12 @@ def _reference_problems(settings: Settings) -> list[str]:
     problems = [
         f"routes.{i}.upstream: unknown upstream {route.upstream!r}"
         for i, route in enumerate(settings.routes)
+        if route.upstream not in names
+    ]
+    problems += [
+        f"tenants.{t}.routes.{i}.upstream: unknown upstream {route.upstream!r}"
+        for t, tenant in enumerate(settings.tenants)
+        for i, route in enumerate(tenant.routes)
         if route.upstream not in names
     ]
     if settings.auth.mode == "keys" and not any(t.keys for t in settings.tenants):

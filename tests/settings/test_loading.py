@@ -83,6 +83,31 @@ def test_routes_pick_upstream_by_model_glob(tmp_path: Path) -> None:
     assert settings.upstream_for("gpt-4o").name == "a"
 
 
+def test_a_tenants_routes_come_before_the_global_ones(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "upstreams: [{name: a, base_url: 'http://a'}, {name: b, base_url: 'http://b'}]\n"
+        "routes: [{model: 'claude-*', upstream: b}]\n"
+        "tenants: [{name: t, routes: [{model: 'claude-3*', upstream: a}]}]\n"
+    )
+    settings = load_settings(path, {})
+    own = settings.tenants[0].routes
+    assert settings.upstream_for("claude-3-opus", own).name == "a"
+    assert settings.upstream_for("claude-4", own).name == "b"  # falls through to the global
+    assert settings.upstream_for("claude-3-opus").name == "b"  # another tenant
+
+
+def test_a_tenant_route_to_an_unknown_upstream_names_tenant_and_route(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "upstreams: [{name: a, base_url: 'http://a'}]\n"
+        "tenants: [{name: t}, {name: u, routes: [{model: '*', upstream: gone}]}]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert str(caught.value) == f"{path}: tenants.1.routes.0.upstream: unknown upstream 'gone'"
+
+
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "missing.yaml", {})
