@@ -84,44 +84,43 @@ async def _attempt(
     """One attempt; with `prepare_again`, an overflow answer may lead to one more (without)."""
     headers = CIMultiDict(context.headers)
     headers["Content-Type"] = "application/json"
-    upstream = context.upstream
     if prepared.synthetic is None:
-        first = await upstream.chat_completions(
-            headers=headers,
-            body=prepared.body,
-            timer=context.stats,
-            route=context.chat_format.upstream_route,
-        )
-        answer = await checked_first_answer(first, prepare_again)
-        if isinstance(answer, Prepared):
-            return await _attempt(context, answer, None)
-        tap = CachedTokensTap(context.chat_format, context.stats)
-        reply = await relayed(
-            answer, prepared.headers(), context.request_id, context.chat_format.error_event, tap
-        )
-        if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
-            payload = _json_object(reply.body)
-            _observe_usage(context, prepared, payload)
-            if payload is not None:
-                usage = context.chat_format.answer_usage(payload)
-                _report_cached(context.stats, reply.headers, context.chat_format, usage)
-        return reply
-    rounds = SyntheticRounds(
-        upstream,
-        headers,
-        context.store,
-        context.scope,
-        prepared.synthetic,
-        prepared.parsed,
-        context.metrics,
-        context.stats,
-        context.request_id,
-        context.chat_format,
-        max_answer_bytes=context.max_parsed_response_bytes,
-        search_worker=context.search_worker,
-        refit=context.refit,
-        working_set=prepared.working_set,
+        return await _relayed_attempt(context, prepared, headers, prepare_again)
+    return await _rounds_attempt(context, prepared, headers, prepare_again)
+
+
+async def _relayed_attempt(
+    context: CompletionContext,
+    prepared: Prepared,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None,
+) -> Reply:
+    """Without synthetic tools: the upstream's answer is relayed as it comes."""
+    wire = context.chat_format
+    first = await context.upstream.chat_completions(
+        headers=headers, body=prepared.body, timer=context.stats, route=wire.upstream_route
     )
+    answer = await checked_first_answer(first, prepare_again)
+    if isinstance(answer, Prepared):
+        return await _attempt(context, answer, None)
+    tap = CachedTokensTap(wire, context.stats)
+    reply = await relayed(answer, prepared.headers(), context.request_id, wire.error_event, tap)
+    if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
+        payload = _json_object(reply.body)
+        _observe_usage(context, prepared, payload)
+        if payload is not None:
+            _report_cached(context.stats, reply.headers, wire, wire.answer_usage(payload))
+    return reply
+
+
+async def _rounds_attempt(
+    context: CompletionContext,
+    prepared: Prepared,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None,
+) -> Reply:
+    """With synthetic tools: the proxy's read rounds run until the answer is the client's."""
+    rounds = _rounds(context, prepared, headers)
     streaming = False
     again: Prepared | None = None
     try:
@@ -147,6 +146,28 @@ async def _attempt(
     finally:
         if not streaming and again is None:  # a retry logs its own outcome
             rounds.log_outcome()
+
+
+def _rounds(
+    context: CompletionContext, prepared: Prepared, headers: CIMultiDict[str]
+) -> SyntheticRounds:
+    assert prepared.synthetic is not None
+    return SyntheticRounds(
+        context.upstream,
+        headers,
+        context.store,
+        context.scope,
+        prepared.synthetic,
+        prepared.parsed,
+        context.metrics,
+        context.stats,
+        context.request_id,
+        context.chat_format,
+        max_answer_bytes=context.max_parsed_response_bytes,
+        search_worker=context.search_worker,
+        refit=context.refit,
+        working_set=prepared.working_set,
+    )
 
 
 async def complete_json(
