@@ -98,11 +98,15 @@ def plan_horizons(
     trigger: int,
     target: int,
     growth: GrowthSizing | None = None,
+    moved_at: list[int] | None = None,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
     With `growth`, a cut goes below the target when that is needed to leave room for
-    `growth.turns` steps of the growth observed so far under the trigger."""
+    `growth.turns` steps of the growth observed so far under the trigger. `moved_at`, when
+    given (one entry per step, -1 each), receives the time point (unit index) at which each
+    horizon was last advanced by a cut (a `when_seen` move is not a cut): a function of the
+    units up to that point, like the horizons."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
@@ -118,7 +122,11 @@ def plan_horizons(
         goals = [target]
         if meter is not None and trigger - meter.room() < target:
             goals.insert(0, max(trigger - meter.room(), 0))
-        horizons = _cut(totals, t, horizons, goals, trigger)
+        cut = _cut(totals, t, horizons, goals, trigger)
+        if moved_at is not None:
+            moved_at[:] = [t if new != old else m for new, old, m in zip(
+                cut, horizons, moved_at, strict=True)]
+        horizons = cut
         running = totals.total(t, horizons)
     return horizons
 

@@ -27,11 +27,12 @@ from proxy.engine.reducer import (
     relaxed_policy,
     store_and_apply,
 )
+from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
-from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.errors import ProxyError, RefusalReason
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
@@ -215,7 +216,7 @@ class Preparer:
         """Where this request's read rounds are kept, when the policy keeps them, and where
         earlier ones may go back (`working_set.answer_anchors`)."""
         read = policy.read_tool
-        if not (call.offer_tools and policy.mode == "window" and read.enabled and read.working_set):
+        if not (call.offer_tools and policy.reduces and read.enabled and read.working_set):
             return None, {}
         anchors, digest = history_digests(wire, wire.items(body))
         limits = policy.artifacts
@@ -230,7 +231,7 @@ class Preparer:
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
         seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
-        reduce = policy.mode == "window" and (over or seen)
+        reduce = policy.reduces and (over or seen)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
@@ -245,8 +246,8 @@ class Preparer:
         if policy.mode == "reject":
             if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
-            raise self._refusal(request, request.tokens, request.tokens)
-        assert conversation is not None  # window mode parses whenever it reduces
+            raise _refusal(request, request.tokens, request.tokens)
+        assert conversation is not None  # a reducing mode parses whenever it reduces
         prepared = await self._reduce(request, conversation, tenant, store, call)
         if not over and not prepared.changed:
             prepared.manifest.outcome = Outcome.within_trigger
@@ -319,7 +320,10 @@ class Preparer:
         def own_text_mac(text: str) -> str:
             return store.artifact_id(own_text_scope(tenant.scope), text)
 
-        services = StepServices(store=store, scope=tenant.scope, counter=counter)
+        limits = policy.artifacts
+        services = StepServices(
+            store, tenant.scope, counter, limits.ttl_seconds, limits.max_per_scope
+        )
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
@@ -375,7 +379,7 @@ class Preparer:
             manifest.notes.append("the reduced request would not fit: forwarded unchanged")
             return request.unchanged(Outcome.within_allowance)
         if after > request.budget.limit:
-            raise self._refusal(
+            raise _refusal(
                 request,
                 after,
                 manifest.protected_tokens,
@@ -393,56 +397,16 @@ class Preparer:
             wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
         )
 
-    def _refusal(
-        self,
-        request: _Request,
-        final: int,
-        protected: int,
-        *,
-        store_failed: bool = False,
-    ) -> ProxyError:
-        budget, manifest = request.budget, request.manifest
-        manifest.outcome = Outcome.refused
-        if store_failed:
-            reason = RefusalReason.artifact_store_unavailable
-        elif request.policy.mode != "window":
-            reason = RefusalReason.input_exceeds_allowance
-        elif protected > budget.limit:
-            reason = RefusalReason.protected_content_exceeds_allowance
-        else:
-            reason = RefusalReason.policy_steps_exhausted
-        details = {
-            "reason": reason.value,
-            "allowance_tokens": budget.allowance,
-            "refusal_limit_tokens": budget.limit,
-            "final_tokens": final,
-            "protected_tokens": protected,
-            "reserved_output_tokens": budget.reserved_output,
-            "policy": request.policy.name,
-            "context_window_source": budget.window_source.value,
-        }
-        kept = budget.context_window - budget.limit - budget.safety_margin
-        message = (
-            f"This model's maximum context length is {budget.context_window} tokens. However, "
-            f"your messages resulted in {final} tokens after context preparation "
-            f"({kept} tokens are kept for the completion, policy "
-            f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
-            "the messages. (context_length_exceeded)"
-        )
-        if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
-            outage = (
-                "The artifact store did not confirm the writes this request needs to fit the "
-                f"context window ({final} tokens after preparation, {budget.limit} allowed); "
-                "nothing was removed. Retry later."
-            )
-            return ProxyError(
-                ErrorCode.artifact_store_unavailable, outage, details=details, reason=reason
-            )
-        return ProxyError(
-            ErrorCode.context_length_exceeded,
-            message,
-            param=request.wire.items_param,
-            details=details,
-            reason=reason,
-        )
 
+def _refusal(
+    request: _Request, final: int, protected: int, *, store_failed: bool = False
+) -> ProxyError:
+    request.manifest.outcome = Outcome.refused
+    return refusal(
+        request.budget,
+        request.policy,
+        request.wire.items_param,
+        final,
+        protected,
+        store_failed=store_failed,
+    )

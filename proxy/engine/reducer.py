@@ -171,8 +171,10 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
+    moved_at = [-1] * len(steps)
     horizons = plan_horizons(
-        full, plans, trigger=budget.trigger, target=budget.target, growth=growth, **kwargs
+        full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
+        moved_at=moved_at, **kwargs
     )
     assigned: list[list[int]] = [[] for _ in steps]
     cost = list(full)
@@ -181,6 +183,9 @@ async def plan_reduction(
         if k >= 0:
             assigned[k].append(u)
             cost[u] = plans[k].costs[u]
+    for step, units, at in zip(steps, assigned, moved_at, strict=True):
+        if units:
+            await step.settle(ctx, units, services, at)
     outputs = [
         (step, _merged(prefix.get(id(step)), step.rewrite(ctx, units) if units else None))
         for step, units in zip(steps, assigned, strict=True)

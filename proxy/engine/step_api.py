@@ -93,13 +93,16 @@ class PrepareContext:
 
 @dataclass(frozen=True)
 class StepServices:
-    """What a step may use for I/O in `gather`; assembled by the preparer per request.
-    (A summarizer joins these when a step needs one.)"""
+    """What a step may use for I/O in `gather` and `settle`; assembled by the preparer per
+    request."""
 
     store: ArtifactStore
     scope: str
     """The requester's artifact scope: every store call of this request uses it."""
     counter: TokenCounter
+    ttl_seconds: int = 86_400
+    """How long what a step keeps in the store lives (the policy's `artifacts.ttl_seconds`)."""
+    max_per_scope: int = 10_000
 
 
 ConfigT = TypeVar("ConfigT", bound=StepConfig)
@@ -127,6 +130,13 @@ class Step(ABC, Generic[ConfigT]):
 
     @abstractmethod
     def plan(self, ctx: PrepareContext) -> StepPlan: ...
+
+    async def settle(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cut_at: int
+    ) -> None:
+        """Optional I/O once the planner has chosen the `units` this step reduces, before
+        `rewrite` (e.g. a summary of them looked up, or written); `cut_at` is the time point (a
+        unit index) at which its horizon was last cut, -1 when it never was. None by default."""
 
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...

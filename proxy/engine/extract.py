@@ -1,0 +1,173 @@
+"""Extractive compaction: a deterministic digest of a span of dropped turns, without a model.
+
+What a model most often needs later from turns that went: the current value of each fact (a
+statement later corrected keeps only its latest form), identifiers, paths, numbers, error lines,
+and the files or resources the tools touched. The span's texts are cut into sentences; a
+sentence with none of those marks is prose and never kept. The others are scored (errors and
+stated facts first, then paths, identifiers and numbers, plus the words they share with the
+query: the user's message when the span was cut) and taken best first while they fit the token
+budget, then written in the span's order. Ties go to the later sentence.
+
+Everything here is a pure function of its arguments: the same span, query and budget give the
+same bytes, which keeps the prompt prefix stable and lets a frozen summary be checked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+MAX_SENTENCE_CHARS = 400
+"""A longer sentence is cut to this many characters (with an ellipsis) before it is scored."""
+MAX_RESOURCES = 40
+"""Files and resources listed at most (the archive holds the rest)."""
+
+_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[(\"'`])|\n+")
+_PATH = re.compile(r"(?<![\w@])(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|c|h|"
+                   r"cpp|rb|md|json|yaml|yml|toml|txt|csv|sql|sh|html|css|cfg|ini|lock|log)\b")
+_IDENT = re.compile(
+    r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_]+(?:-[A-Za-z0-9]+)+\b"
+    r"|\b[a-z]+_[a-z0-9_]+\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[0-9a-f]{8,}\b"
+)
+_RESOURCE_ID = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9_]*(?:-[A-Za-z0-9]+)+\b")
+_NAME = re.compile(r"\b[A-Z]{3,}\b|(?<=[a-z,] )[A-Z][a-z]+\b")
+_NUMBER = re.compile(r"\d")
+_ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|fatal|panic|denied|"
+                    r"refused|timeout|timed out|assert\w*|FAIL(?:ED)?|E\d{3,})\b", re.IGNORECASE)
+_FACT = re.compile(r"\b(?:is|are|was|were|equals|set to|changed to|use|now)\b|[:=]\s*\S",
+                   re.IGNORECASE)
+_CORRECTION = re.compile(r"\b(?:correction|changed|instead|from now on|out of date|no longer|"
+                         r"update[ds]?|actually)\b", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
+_VALUE = re.compile(r"\S*\d\S*")
+_STOP = frozenset(
+    {
+        "that", "this", "with", "from", "have", "what", "when", "where", "which", "your",
+        "about", "there", "their", "them", "they", "will", "would", "could", "should",
+        "please", "answer", "into", "over", "also", "just", "only", "than", "then", "were",
+        "been",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SpanText:
+    """One text of the span: a message's words, or a tool call's arguments or result."""
+
+    text: str
+    source: str = ""
+    """Where it came from, as the digest may name it (e.g. a tool call's id); "" for a message."""
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    position: int
+    sentence: str
+    score: float
+    key: str
+    """Sentences with the same key state the same thing; only the latest is kept."""
+
+
+def digest(
+    texts: Sequence[SpanText],
+    query: str,
+    budget: int,
+    count: Callable[[str], int],
+    resources: Sequence[str] = (),
+) -> str:
+    """The digest of `texts` (in span order) within `budget` tokens (`count` counts a text):
+    a line of `resources` touched (files, urls, ids the tools were called with), then the kept
+    sentences as bullets. "" when nothing is worth keeping or nothing fits."""
+    header = _resources_line(resources)
+    spent = count(header) if header else 0
+    if spent > budget:
+        header, spent = "", 0
+    kept: list[_Candidate] = []
+    for candidate in _ranked(texts, _query_words(query)):
+        line = f"- {candidate.sentence}"
+        cost = count(line) + 1
+        if spent + cost > budget:
+            continue
+        kept.append(candidate)
+        spent += cost
+    lines = [f"- {c.sentence}" for c in sorted(kept, key=lambda c: c.position)]
+    return "\n".join(([header] if header else []) + lines)
+
+
+def resources(call: str, exclude: Sequence[str] = ()) -> list[str]:
+    """The paths and identifiers a tool call's text names (its own call ids excluded)."""
+    found = [m.group(0) for m in _PATH.finditer(call)]
+    found += [m.group(0) for m in _RESOURCE_ID.finditer(call)]
+    return [r for r in dict.fromkeys(found) if r not in exclude]
+
+
+def _resources_line(resources: Sequence[str]) -> str:
+    unique = list(dict.fromkeys(r for r in resources if r))
+    if not unique:
+        return ""
+    shown = unique[-MAX_RESOURCES:]
+    more = f" (+{len(unique) - len(shown)} more)" if len(unique) > len(shown) else ""
+    return "Touched: " + ", ".join(shown) + more
+
+
+def _query_words(query: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(query) if w.lower() not in _STOP)
+
+
+def _ranked(texts: Sequence[SpanText], query: frozenset[str]) -> list[_Candidate]:
+    """The candidates worth keeping, latest of each key only, best first (later on ties)."""
+    latest: dict[str, _Candidate] = {}
+    position = 0
+    for item in texts:
+        for sentence in sentences(item.text):
+            position += 1
+            candidate = _candidate(position, sentence, item.source, query)
+            if candidate is not None:
+                latest[candidate.key] = candidate
+    return sorted(latest.values(), key=lambda c: (-c.score, -c.position))
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut into sentences (and lines), whitespace collapsed, long ones shortened."""
+    out = []
+    for part in _SPLIT.split(text):
+        sentence = " ".join(part.split())
+        if len(sentence) > MAX_SENTENCE_CHARS:
+            sentence = sentence[: MAX_SENTENCE_CHARS - 3] + "..."
+        if sentence:
+            out.append(sentence)
+    return out
+
+
+def _candidate(
+    position: int, sentence: str, source: str, query: frozenset[str]
+) -> _Candidate | None:
+    error = bool(_ERROR.search(sentence))
+    paths = len(_PATH.findall(sentence))
+    idents = len(_IDENT.findall(sentence))
+    numbers = bool(_NUMBER.search(sentence))
+    names = bool(_NAME.search(sentence))
+    if not (error or paths or idents or numbers or names):
+        return None
+    words = {w.lower() for w in _WORD.findall(sentence)}
+    overlap = len(words & query)
+    fact = bool(_FACT.search(sentence)) and (numbers or names or idents > 0 or paths > 0)
+    score = (
+        4.0 * error
+        + 3.0 * fact
+        + 2.0 * bool(_CORRECTION.search(sentence))
+        + 1.5 * min(paths, 2)
+        + 1.0 * min(idents, 3)
+        + 0.5 * numbers
+        + 0.5 * names
+        + 2.0 * min(overlap, 4)
+    )
+    text = f"[{source}] {sentence}" if source else sentence
+    return _Candidate(position, text, score, _key(sentence))
+
+
+def _key(sentence: str) -> str:
+    """The sentence with its values blanked: a later sentence that says the same with other
+    values (a number, a date, an id updated) replaces it."""
+    return _VALUE.sub("#", sentence.lower())
