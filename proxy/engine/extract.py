@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 MAX_SENTENCE_CHARS = 400
 """A longer sentence is cut to this many characters (with an ellipsis) before it is scored."""
+RARE = 3
+"""A query word found in more sentences of the span than this counts for less (RARE / n)."""
 MAX_RESOURCES = 40
 """Files and resources listed at most (the archive holds the rest)."""
 
@@ -39,6 +41,7 @@ _FACT = re.compile(r"\b(?:is|are|was|were|equals|set to|changed to|use|now)\b|[:
                    re.IGNORECASE)
 _CORRECTION = re.compile(r"\b(?:correction|changed|instead|from now on|out of date|no longer|"
                          r"update[ds]?|actually)\b", re.IGNORECASE)
+_STATES = re.compile(r"\s(?:is|are|was|were|equals|set to|changed to)\s|[:=]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _VALUE = re.compile(r"\S*\d\S*")
 _STOP = frozenset(
@@ -79,10 +82,8 @@ def digest(
     """The digest of `texts` (in span order) within `budget` tokens (`count` counts a text):
     a line of `resources` touched (files, urls, ids the tools were called with), then the kept
     sentences as bullets. "" when nothing is worth keeping or nothing fits."""
-    header = _resources_line(resources)
+    header = _resources_line(resources, count, budget // 4)
     spent = count(header) if header else 0
-    if spent > budget:
-        header, spent = "", 0
     kept: list[_Candidate] = []
     for candidate in _ranked(texts, _query_words(query)):
         line = f"- {candidate.sentence}"
@@ -102,13 +103,17 @@ def resources(call: str, exclude: Sequence[str] = ()) -> list[str]:
     return [r for r in dict.fromkeys(found) if r not in exclude]
 
 
-def _resources_line(resources: Sequence[str]) -> str:
-    unique = list(dict.fromkeys(r for r in resources if r))
-    if not unique:
-        return ""
-    shown = unique[-MAX_RESOURCES:]
-    more = f" (+{len(unique) - len(shown)} more)" if len(unique) > len(shown) else ""
-    return "Touched: " + ", ".join(shown) + more
+def _resources_line(resources: Sequence[str], count: Callable[[str], int], budget: int) -> str:
+    """`Touched: a, b, ...`: the latest resources (each named once) within `budget` tokens."""
+    unique = list(dict.fromkeys(r for r in reversed(resources) if r))[:MAX_RESOURCES]
+    while unique:
+        more = f" (+{len(set(resources)) - len(unique)} more)" if len(unique) < len(
+            set(resources)) else ""
+        line = "Touched: " + ", ".join(reversed(unique)) + more
+        if count(line) <= budget:
+            return line
+        unique.pop()
+    return ""
 
 
 def _query_words(query: str) -> frozenset[str]:
@@ -116,15 +121,23 @@ def _query_words(query: str) -> frozenset[str]:
 
 
 def _ranked(texts: Sequence[SpanText], query: frozenset[str]) -> list[_Candidate]:
-    """The candidates worth keeping, latest of each key only, best first (later on ties)."""
+    """The candidates worth keeping, latest of each key only, best first (later on ties).
+
+    A query word counts by its rarity in the span: one that many sentences share (`step` in
+    "Next step 7, please") says little about which of them is asked for."""
+    cut = [(item.source, sentence) for item in texts for sentence in sentences(item.text)]
+    words = [{w.lower() for w in _WORD.findall(sentence)} for _, sentence in cut]
+    frequency: dict[str, int] = {}
+    for found in words:
+        for word in found & query:
+            frequency[word] = frequency.get(word, 0) + 1
+    weight = {word: min(1.0, RARE / n) for word, n in frequency.items()}
     latest: dict[str, _Candidate] = {}
-    position = 0
-    for item in texts:
-        for sentence in sentences(item.text):
-            position += 1
-            candidate = _candidate(position, sentence, item.source, query)
-            if candidate is not None:
-                latest[candidate.key] = candidate
+    for position, ((source, sentence), found) in enumerate(zip(cut, words, strict=True)):
+        overlap = sum(weight[w] for w in found & query)
+        candidate = _candidate(position, sentence, source, overlap)
+        if candidate is not None:
+            latest[candidate.key] = candidate
     return sorted(latest.values(), key=lambda c: (-c.score, -c.position))
 
 
@@ -141,7 +154,7 @@ def sentences(text: str) -> list[str]:
 
 
 def _candidate(
-    position: int, sentence: str, source: str, query: frozenset[str]
+    position: int, sentence: str, source: str, overlap: float
 ) -> _Candidate | None:
     error = bool(_ERROR.search(sentence))
     paths = len(_PATH.findall(sentence))
@@ -150,8 +163,6 @@ def _candidate(
     names = bool(_NAME.search(sentence))
     if not (error or paths or idents or numbers or names):
         return None
-    words = {w.lower() for w in _WORD.findall(sentence)}
-    overlap = len(words & query)
     fact = bool(_FACT.search(sentence)) and (numbers or names or idents > 0 or paths > 0)
     score = (
         4.0 * error
@@ -161,13 +172,19 @@ def _candidate(
         + 1.0 * min(idents, 3)
         + 0.5 * numbers
         + 0.5 * names
-        + 2.0 * min(overlap, 4)
+        + 2.0 * min(overlap, 4.0)
     )
     text = f"[{source}] {sentence}" if source else sentence
     return _Candidate(position, text, score, _key(sentence))
 
 
 def _key(sentence: str) -> str:
-    """The sentence with its values blanked: a later sentence that says the same with other
-    values (a number, a date, an id updated) replaces it."""
-    return _VALUE.sub("#", sentence.lower())
+    """A sentence that states a value (`... is X`, `key: X`, `key = X`) keys by its words up
+    to the value, the value blanked: a later sentence that says the same of the same subject
+    with another value (a number, a date, an id updated) replaces it. Other sentences key by
+    themselves (a repeat keeps only its latest place)."""
+    lowered = sentence.lower()
+    found = _STATES.search(lowered)
+    if found is None:
+        return lowered
+    return lowered[: found.end()] + _VALUE.sub("#", lowered[found.end() :])

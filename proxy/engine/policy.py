@@ -134,7 +134,7 @@ def _as_summarize(entry: Any) -> Any:
     if isinstance(entry, StepConfig):
         if entry.kind != "drop_turns":
             return entry
-        entry = entry.model_dump(exclude_unset=True)
+        entry = entry.model_dump()
     if isinstance(entry, dict) and entry.get("kind") == "drop_turns":
         return {**entry, "kind": "summarize"}
     return entry

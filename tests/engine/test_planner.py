@@ -294,3 +294,26 @@ def test_prefix_replay_is_stable_with_growth_sizing(
     seen = [plan(m) for m in range(1, n + 1)]
     for earlier, later in itertools.pairwise(seen):
         assert all(a <= b for a, b in zip(earlier, later, strict=True))
+
+
+def test_moved_at_is_the_time_point_of_each_horizons_last_cut() -> None:
+    kwargs = {"base": 50, "reduced_base": 60, "trigger": 1000, "target": 700}
+    idle = StepPlan(costs=[100] * 30, limits=[0] * 30)  # never allowed to move
+    history: list[tuple[int, int]] = []
+    for n in range(10, 30):
+        moved_at = [-1, -1]
+        horizons = plan_horizons([100] * n, [idle, drop_step(n)], moved_at=moved_at, **kwargs)
+        assert moved_at[0] == -1 and horizons[0] == 0
+        history.append((horizons[1], moved_at[1]))
+        # the cut happened at the last crossing: replaying up to that unit gives the same horizon
+        at = moved_at[1]
+        assert 0 <= at < n
+        assert plan_horizons([100] * (at + 1), [idle, drop_step(at + 1)], **kwargs) == horizons
+        if at > 0:
+            assert plan_horizons([100] * at, [idle, drop_step(at)], **kwargs) != horizons
+    # a horizon that stays keeps its time point (the next request reproduces it)
+    for (h1, t1), (h2, t2) in itertools.pairwise(history):
+        assert (h1 == h2) == (t1 == t2)
+    nothing = [-1]
+    plan_horizons([100] * 5, [drop_step(5)], moved_at=nothing, **kwargs)
+    assert nothing == [-1]

@@ -212,7 +212,7 @@ def test_policy_check_prints_the_warnings_and_succeeds(tmp_path: Path) -> None:
         "steps[kind=offload_tool_results].preview_tail_chars instead "
         "(the value is carried over for now)"
     )
-    assert ok.startswith("ok: 7 policies: ")
+    assert ok.startswith("ok: 8 policies: ")
 
 
 def test_policy_check_prints_the_warnings_with_the_problems(tmp_path: Path) -> None:

@@ -20,7 +20,15 @@ from proxy.policy.store import (
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"
-PRESETS = ["coding-agent", "default", "example-acme", "inspect", "research-agent", "strict"]
+PRESETS = [
+    "coding-agent",
+    "compact",
+    "default",
+    "example-acme",
+    "inspect",
+    "research-agent",
+    "strict",
+]
 
 
 def write(directory: Path, filename: str, text: str) -> Path:

@@ -231,13 +231,13 @@ def _span_texts(
 
 
 def _listed(ctx: PrepareContext, named: list[_Named], budget: int) -> str:
-    """`call=artifact, ...` for the tool results (newest first) within half of `budget`."""
+    """`call=artifact, ...` for the tool results (newest first) within a third of `budget`."""
     listed: list[str] = []
     spent = 0
     for label, artifact_id, _ in named:
         entry = f"{label}={artifact_id}"
         cost = ctx.counter.count_text(entry + ", ")
-        if spent + cost > budget // 2:
+        if spent + cost > budget // 3:
             break
         listed.append(entry)
         spent += cost
