@@ -15,9 +15,9 @@ same history sends the same bytes. It changes only where a drop would change its
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
@@ -63,6 +63,25 @@ class SummarizeConfig(TurnsConfig):
     kind: Literal["summarize"] = "summarize"
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
+    _header_only: bool = PrivateAttr(default=False)
+    relax_note: ClassVar[str] = (
+        "last resort before refusing: the summary of the dropped turns was left out (its "
+        "header still names the archive)"
+    )
+
+    def relaxed(self, level: int = 1) -> Self | None:
+        """The last resort before a refusal: the summary shrinks to its header (as much as a
+        drop notice), the digest and the list of tool results left out."""
+        if self._header_only:
+            return None
+        relaxed = self.model_copy()
+        relaxed._header_only = True
+        return relaxed
+
+    @property
+    def header_only(self) -> bool:
+        return self._header_only
+
 
 def summary_text(
     read_tool: bool, turns: int, tokens: int, archive_id: str, results: str, body: str,
@@ -97,6 +116,8 @@ class Summarize(Step[SummarizeConfig]):
         """Where the summary came from: cache or fresh."""
 
     def budget(self, ctx: PrepareContext) -> int:
+        if self.config.header_only:
+            return 0
         return scaled(self.config.summarizer.max_summary_tokens, ctx.allowance)
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
@@ -108,7 +129,7 @@ class Summarize(Step[SummarizeConfig]):
         self, ctx: PrepareContext, units: list[int], services: StepServices, cut_at: int
     ) -> None:
         dropped = self._dropped(ctx, units)
-        if not dropped:
+        if not dropped or self.config.header_only:
             return
         items = [ctx.messages[i] for u in dropped for i in ctx.units[u].indices]
         query = self._query(ctx, cut_at)
@@ -242,6 +263,8 @@ def _listed(ctx: PrepareContext, named: list[_Named], budget: int) -> str:
         listed.append(entry)
         spent += cost
     more = len(named) - len(listed)
+    if not listed:
+        return ""
     return ", ".join(listed) + (f" (+{more} more in the archive)" if more else "")
 
 

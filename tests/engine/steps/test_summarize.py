@@ -161,3 +161,17 @@ def test_summary_text_says_how_to_reach_the_originals(read_tool: bool) -> None:
     assert "summarized by gpt-x" in text and "tool results: c1=art_y" in text
     how = "search_context_artifact" if read_tool else "artifact endpoint"
     assert how in text and text.endswith("]\n- a fact")
+
+
+def test_the_last_resort_leaves_only_the_header() -> None:
+    config = SummarizeConfig()
+    relaxed = config.relaxed(1)
+    assert relaxed is not None and relaxed.header_only and not config.header_only
+    assert relaxed.relaxed(2) is None and config.relaxed(2) is not None
+    ctx, step = summarize_ctx()
+    short = Summarize(relaxed, ctx)
+    assert short.budget(ctx) == 0
+    assert short.plan(ctx).extra_cost < step.plan(ctx).extra_cost
+    run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), 7))
+    text = short.rewrite(ctx, [1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert text.endswith("to look things up.]") and "tool results" not in text
