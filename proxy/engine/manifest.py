@@ -62,6 +62,9 @@ class Action:
     number of messages it changed."""
     unit: str = "items"
     """What `count` counts: the format's items (`messages` in OpenAI chat) or the step's own."""
+    detail: dict[str, Any] | None = None
+    """What else the step reports (`summarize`: the span, kind, model, tokens, where the summary
+    came from, the summarizer's failure, seconds and usage)."""
 
     def __post_init__(self) -> None:
         if self.count is None:
@@ -102,7 +105,11 @@ class Manifest:
             self.notes.append(text)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for action in data["actions"]:  # only the steps that report more carry a detail
+            if action["detail"] is None:
+                del action["detail"]
+        return data
 
     def action_summary(self) -> str:
         steps = [f"{a.step}:{a.count}" for a in self.actions]

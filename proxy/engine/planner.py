@@ -98,15 +98,15 @@ def plan_horizons(
     trigger: int,
     target: int,
     growth: GrowthSizing | None = None,
-    moved_at: list[int] | None = None,
+    cuts: list[list[tuple[int, int]]] | None = None,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
     With `growth`, a cut goes below the target when that is needed to leave room for
-    `growth.turns` steps of the growth observed so far under the trigger. `moved_at`, when
-    given (one entry per step, -1 each), receives the time point (unit index) at which each
-    horizon was last advanced by a cut (a `when_seen` move is not a cut): a function of the
-    units up to that point, like the horizons."""
+    `growth.turns` steps of the growth observed so far under the trigger. `cuts`, when
+    given (one empty list per step), receives each step's cuts in order: (the time point, a
+    unit index, at which its horizon was advanced, the horizon it moved to); a `when_seen` move
+    is not a cut. Like the horizons, each is a function of the units up to its time point."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
@@ -123,9 +123,10 @@ def plan_horizons(
         if meter is not None and trigger - meter.room() < target:
             goals.insert(0, max(trigger - meter.room(), 0))
         cut = _cut(totals, t, horizons, goals, trigger)
-        if moved_at is not None:
-            moved_at[:] = [t if new != old else m for new, old, m in zip(
-                cut, horizons, moved_at, strict=True)]
+        if cuts is not None:
+            for k, (new, old) in enumerate(zip(cut, horizons, strict=True)):
+                if new != old:
+                    cuts[k].append((t, new))
         horizons = cut
         running = totals.total(t, horizons)
     return horizons

@@ -29,6 +29,7 @@ from proxy.engine.reducer import (
 )
 from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
+from proxy.engine.summarizer import Summarizer
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
@@ -77,6 +78,7 @@ class _Request:
     manifest: Manifest
     carries_tools: bool = False
     """The working set put exchanges back, and the body carries the synthetic tools."""
+    summarizer: Summarizer | None = None
 
     @property
     def tokens(self) -> int:
@@ -146,13 +148,16 @@ class Preparer:
         windows: UpstreamWindows | None = None,
         *,
         call: CallOptions | None = None,
+        summarizer: Summarizer | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
         store and the artifact store are only ever used on this loop. `windows`: what the
         upstream knows of the model's window (asked only for models the map does not know).
 
-        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`)."""
+        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`);
+        `summarizer` writes the summaries of a `summarize` step with a model (none: its
+        `on_error` applies)."""
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
@@ -165,9 +170,11 @@ class Preparer:
             learned = await windows.window(model, ask=unknown)
         args = (body, raw, wire, policy, manifest, learned, tenant)
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(*args, self._store, call)
-        store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
-        return await self._workers.run(lambda: self._prepare(*args, store, call))
+            return await self._prepare(*args, summarizer, self._store, call)
+        loop = asyncio.get_running_loop()  # the store's and the summarizer's connections' loop
+        store = cast(ArtifactStore, OnLoop(self._store, loop))
+        there = cast(Summarizer, OnLoop(summarizer, loop)) if summarizer else None
+        return await self._workers.run(lambda: self._prepare(*args, there, store, call))
 
     def close(self) -> None:
         """Stop the worker threads (preparations still waiting for one are dropped)."""
@@ -182,6 +189,7 @@ class Preparer:
         manifest: Manifest,
         learned: LearnedWindow | None,
         tenant: Requester,
+        summarizer: Summarizer | None,
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
@@ -197,6 +205,7 @@ class Preparer:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
+        request.summarizer = summarizer
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
@@ -322,7 +331,8 @@ class Preparer:
 
         limits = policy.artifacts
         services = StepServices(
-            store, tenant.scope, counter, limits.ttl_seconds, limits.max_per_scope
+            store, tenant.scope, counter, limits.ttl_seconds, limits.max_per_scope,
+            request.summarizer,
         )
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:

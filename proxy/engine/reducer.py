@@ -171,10 +171,10 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    moved_at = [-1] * len(steps)
+    cuts: list[list[tuple[int, int]]] = [[] for _ in steps]
     horizons = plan_horizons(
         full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
-        moved_at=moved_at, **kwargs
+        cuts=cuts, **kwargs
     )
     assigned: list[list[int]] = [[] for _ in steps]
     cost = list(full)
@@ -183,9 +183,9 @@ async def plan_reduction(
         if k >= 0:
             assigned[k].append(u)
             cost[u] = plans[k].costs[u]
-    for step, units, at in zip(steps, assigned, moved_at, strict=True):
+    for step, units, made in zip(steps, assigned, cuts, strict=True):
         if units:
-            await step.settle(ctx, units, services, at)
+            await step.settle(ctx, units, services, made)
     outputs = [
         (step, _merged(prefix.get(id(step)), step.rewrite(ctx, units) if units else None))
         for step, units in zip(steps, assigned, strict=True)
@@ -249,7 +249,8 @@ async def store_and_apply(
         count = out.count if own and out.count is not None else len(indices)
         unit = step.counts if own and step.counts is not None else ctx.wire.items_param
         reason = out.reason or "over trigger: reduced toward target"
-        reduction.actions.append(Action(step.name, reason, indices, freed, ids, count, unit))
+        action = Action(step.name, reason, indices, freed, ids, count, unit, out.detail)
+        reduction.actions.append(action)
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` (archives of dropped turns; texts are stored truncated)
     # were never sent: kept by policy, not a store failure.

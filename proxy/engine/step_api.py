@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
+    from proxy.engine.summarizer import Summarizer
     from proxy.engine.wire import WireFormat
     from proxy.tokens.counters import TokenCounter
 
@@ -50,6 +51,8 @@ class StepOutput:
     count: int | None = None
     """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
     the items it changes. Only a step whose edits stand or fall together may set it."""
+    detail: dict[str, Any] | None = None
+    """What else the manifest reports of this action (e.g. a summary's source and usage)."""
 
 
 @dataclass
@@ -103,7 +106,13 @@ class StepServices:
     ttl_seconds: int = 86_400
     """How long what a step keeps in the store lives (the policy's `artifacts.ttl_seconds`)."""
     max_per_scope: int = 10_000
+    summarizer: Summarizer | None = None
+    """Writes summaries through an upstream, with the tenant's credentials (None: no model is
+    available to this request, e.g. a dry run)."""
 
+
+Cut = tuple[int, int]
+"""(the time point, a unit index, at which a step's horizon was advanced; the new horizon)."""
 
 ConfigT = TypeVar("ConfigT", bound=StepConfig)
 
@@ -132,11 +141,11 @@ class Step(ABC, Generic[ConfigT]):
     def plan(self, ctx: PrepareContext) -> StepPlan: ...
 
     async def settle(
-        self, ctx: PrepareContext, units: list[int], services: StepServices, cut_at: int
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
     ) -> None:
         """Optional I/O once the planner has chosen the `units` this step reduces, before
-        `rewrite` (e.g. a summary of them looked up, or written); `cut_at` is the time point (a
-        unit index) at which its horizon was last cut, -1 when it never was. None by default."""
+        `rewrite` (e.g. a summary of them looked up, or written). `cuts`: the step's cuts as
+        the planner's replay made them, in order (`Cut`). None by default."""
 
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...

@@ -15,6 +15,7 @@ from proxy.completion.reply import relayed
 from proxy.completion.retry import PrepareAgain
 from proxy.completion.round_fit import Refit
 from proxy.completion.run import CompletionContext, run_completion
+from proxy.completion.summarizer import UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
@@ -84,15 +85,20 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
     windows = _request_windows(request, services, tenant, request_model(body))
+    summarizer = _summarizer(request, services, tenant, windows, request_model(body))
     preparer = services.started_preparer()
-    prepared = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    prepared = await preparer.prepare(
+        body, raw, tenant, OPENAI_CHAT, windows, summarizer=summarizer
+    )
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
 
     async def prepare_again(window: int) -> Prepared | None:
         """The upstream stated `window` in an overflow error: remember it, prepare again."""
         windows.record_stated(prepared.manifest.model, window)
-        again = await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows)
+        again = await preparer.prepare(
+            body, raw, tenant, OPENAI_CHAT, windows, summarizer=summarizer
+        )
         if again.body == prepared.body:
             return None
         again.manifest.note(
@@ -106,7 +112,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
         """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
-        return await preparer.prepare(body, raw, tenant, OPENAI_CHAT, windows, call=call)
+        return await preparer.prepare(
+            body, raw, tenant, OPENAI_CHAT, windows, call=call, summarizer=summarizer
+        )
 
     context = _completion_context(
         request, services, tenant, windows.upstream, windows.headers, prepare_again, refit
@@ -123,6 +131,22 @@ def _request_windows(
         request.headers, tenant.upstream_authorization(upstream.settings)
     )
     return services.windows.for_request(upstream, headers)
+
+
+def _summarizer(
+    request: web.Request, services: Services, tenant: Tenant, windows: RequestWindows,
+    model: str,
+) -> UpstreamSummarizer:
+    """The request's summarizer: its own upstream and credentials by default; another upstream
+    (a policy's `summarizer.upstream`) with the tenant's credentials for that one."""
+
+    def headers_for(upstream: Upstream) -> CIMultiDict[str]:
+        if upstream is windows.upstream:
+            return CIMultiDict(windows.headers)
+        authorization = tenant.upstream_authorization(upstream.settings)
+        return forward_request_headers(request.headers, authorization)
+
+    return UpstreamSummarizer(windows.upstream, services.upstreams, headers_for, model)
 
 
 def _completion_context(
@@ -163,7 +187,10 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
     windows = _request_windows(request, services, tenant, request_model(body))
-    prepared = await services.started_preparer().prepare(body, raw, tenant, OPENAI_CHAT, windows)
+    summarizer = _summarizer(request, services, tenant, windows, request_model(body))
+    prepared = await services.started_preparer().prepare(
+        body, raw, tenant, OPENAI_CHAT, windows, summarizer=summarizer
+    )
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (

@@ -296,24 +296,24 @@ def test_prefix_replay_is_stable_with_growth_sizing(
         assert all(a <= b for a, b in zip(earlier, later, strict=True))
 
 
-def test_moved_at_is_the_time_point_of_each_horizons_last_cut() -> None:
+def test_cuts_are_the_time_points_and_horizons_of_each_steps_cuts() -> None:
     kwargs = {"base": 50, "reduced_base": 60, "trigger": 1000, "target": 700}
     idle = StepPlan(costs=[100] * 30, limits=[0] * 30)  # never allowed to move
-    history: list[tuple[int, int]] = []
+    previous: list[tuple[int, int]] = []
     for n in range(10, 30):
-        moved_at = [-1, -1]
-        horizons = plan_horizons([100] * n, [idle, drop_step(n)], moved_at=moved_at, **kwargs)
-        assert moved_at[0] == -1 and horizons[0] == 0
-        history.append((horizons[1], moved_at[1]))
-        # the cut happened at the last crossing: replaying up to that unit gives the same horizon
-        at = moved_at[1]
-        assert 0 <= at < n
-        assert plan_horizons([100] * (at + 1), [idle, drop_step(at + 1)], **kwargs) == horizons
-        if at > 0:
-            assert plan_horizons([100] * at, [idle, drop_step(at)], **kwargs) != horizons
-    # a horizon that stays keeps its time point (the next request reproduces it)
-    for (h1, t1), (h2, t2) in itertools.pairwise(history):
-        assert (h1 == h2) == (t1 == t2)
-    nothing = [-1]
-    plan_horizons([100] * 5, [drop_step(5)], moved_at=nothing, **kwargs)
-    assert nothing == [-1]
+        cuts: list[list[tuple[int, int]]] = [[], []]
+        horizons = plan_horizons([100] * n, [idle, drop_step(n)], cuts=cuts, **kwargs)
+        assert cuts[0] == [] and horizons[0] == 0
+        assert cuts[1] and cuts[1][-1][1] == horizons[1]
+        assert [t for t, _ in cuts[1]] == sorted({t for t, _ in cuts[1]})
+        assert [h for _, h in cuts[1]] == sorted({h for _, h in cuts[1]})
+        # each cut is what the replay of the units up to its time point gives there
+        for t, h in cuts[1]:
+            assert plan_horizons([100] * (t + 1), [idle, drop_step(t + 1)], **kwargs)[1] == h
+            assert plan_horizons([100] * t, [idle, drop_step(t)], **kwargs)[1] != h
+        # the next request (one more unit) reproduces the cuts of the old part
+        assert cuts[1][: len(previous)] == previous
+        previous = cuts[1]
+    nothing: list[list[tuple[int, int]]] = [[]]
+    plan_horizons([100] * 5, [drop_step(5)], cuts=nothing, **kwargs)
+    assert nothing == [[]]

@@ -21,12 +21,14 @@ from pydantic import Field, PrivateAttr
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
-from proxy.engine import extract, summary_cache
+from proxy.engine import compaction, extract, summary_cache
 from proxy.engine.budget import scaled
+from proxy.engine.compaction import Obtained
 from proxy.engine.config_base import StrictModel
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
     MARKER,
+    Cut,
     Edit,
     OwnTextMac,
     PrepareContext,
@@ -36,7 +38,9 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
 from proxy.engine.steps.result_rewrites import stored_text
+from proxy.engine.summarizer import SummarizerError
 from proxy.engine.tool_text import is_proxy_text, signed
+from proxy.errors import ErrorCode, ProxyError, RefusalReason
 
 EXTRACT = "extract"
 _VERSION = "v1"
@@ -48,14 +52,31 @@ _Named = tuple[str, str, NewArtifact]
 class SummarizerConfig(StrictModel):
     """Who writes the summary of the dropped turns."""
 
-    kind: Literal["extract"] = Field(
+    kind: Literal["extract", "llm"] = Field(
         default="extract",
-        description="extract = a deterministic digest of the span, no model.",
+        description="extract = a deterministic digest of the span, no model; llm = a summary "
+        "written by a model through an upstream (`model`, `upstream`).",
     )
     max_summary_tokens: Annotated[float, Field(gt=0)] = Field(
         default=0.15,
         description="The summary's size at most (fraction of the allowance when <= 1, else "
         "tokens), the list of tool results it names included.",
+    )
+    model: str | None = Field(default=None, description="llm: the model (default: the request's).")
+    upstream: str | None = Field(
+        default=None, description="llm: an upstream by name (default: the request's route)."
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = Field(
+        default=10.0, description="llm: a summary not written within this is a failure."
+    )
+    on_error: Literal["extract", "drop", "refuse"] = Field(
+        default="extract",
+        description="llm: when the summarizer fails (error, timeout, an answer of the wrong "
+        "shape): use the extract, drop the turns behind a bare notice, or refuse the request.",
+    )
+    batch_tokens: Annotated[int, Field(gt=0)] | None = Field(
+        default=None,
+        description="llm: transcript tokens per summarizer call (default: the allowance).",
     )
 
 
@@ -93,7 +114,9 @@ def summary_text(
         if read_tool
         else "the operator's artifact endpoint"
     )
-    what = "extracted without a model" if by == EXTRACT else f"summarized by {by}"
+    what = {EXTRACT: "extracted without a model", "none": "no summary"}.get(
+        by, f"summarized by {by}"
+    )
     named = f"; tool results: {results}" if results else ""
     header = (
         f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were compacted to fit the context "
@@ -111,9 +134,8 @@ class Summarize(Step[SummarizeConfig]):
 
     def __init__(self, config: SummarizeConfig, ctx: PrepareContext) -> None:
         super().__init__(config, ctx)
-        self.summary: summary_cache.Summary | None = None
-        self.source = ""
-        """Where the summary came from: cache or fresh."""
+        self.obtained: Obtained | None = None
+        """The summary this request uses and where it came from (set by `settle`)."""
 
     def budget(self, ctx: PrepareContext) -> int:
         if self.config.header_only:
@@ -126,22 +148,55 @@ class Summarize(Step[SummarizeConfig]):
         return turns_plan(ctx, self.config, extra)
 
     async def settle(
-        self, ctx: PrepareContext, units: list[int], services: StepServices, cut_at: int
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
     ) -> None:
         dropped = self._dropped(ctx, units)
         if not dropped or self.config.header_only:
             return
+        if self.config.summarizer.kind == "llm":
+            await self._from_model(ctx, dropped, services, cuts)
+            return
         items = [ctx.messages[i] for u in dropped for i in ctx.units[u].indices]
-        query = self._query(ctx, cut_at)
+        query = self._query(ctx, cuts[-1][0] if cuts else -1)
         key = summary_cache.span_digest(ctx.wire, items, self._identity(ctx), query)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
-            self.summary, self.source = found, "cache"
+            self.obtained = Obtained(found, "cache")
             return
-        self.summary, self.source = self._extract(ctx, dropped, query), "fresh"
+        self.obtained = Obtained(self._extract(ctx, dropped, query), "fresh")
         await summary_cache.keep(
-            services.store, services.scope, key, self.summary,
+            services.store, services.scope, key, self.obtained.summary,  # type: ignore[arg-type]
             ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
+        )
+
+    async def _from_model(
+        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        before: list[int] = []
+        if len(cuts) > 1:  # the span of the previous cut, whose summary this one rolls up
+            before = [u for u in dropped if u < cuts[-2][1]]
+        settings = self.model_settings(ctx)
+        try:
+            self.obtained = await compaction.obtain(
+                ctx, services, settings, (dropped, before), ctx.counter.count_text
+            )
+        except SummarizerError as error:
+            self.obtained = self._fallback(ctx, dropped, error)
+
+    def _fallback(
+        self, ctx: PrepareContext, dropped: list[int], error: SummarizerError
+    ) -> Obtained:
+        on_error = self.config.summarizer.on_error
+        if on_error == "refuse":
+            raise summarizer_refusal(error)
+        summary = self._extract(ctx, dropped, "") if on_error == "extract" else None
+        return Obtained(summary, "fallback", failure=error.failure)
+
+    def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
+        config = self.config.summarizer
+        return compaction.ModelSettings(
+            config.model, config.upstream, self.budget(ctx), config.timeout_s,
+            config.batch_tokens or ctx.allowance,
         )
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
@@ -153,18 +208,41 @@ class Summarize(Step[SummarizeConfig]):
         turns = len({ctx.unit_turn[u] for u in dropped})
         out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
         out.artifacts[archive_id] = archive
+        obtained = self.obtained or Obtained(self._extract(ctx, dropped, ""), "fresh")
+        if self.config.header_only:
+            obtained = Obtained(None, "last_resort")
+        budget = self.budget(ctx) if obtained.summary is not None else 0
         named = self._results(ctx, dropped)
         for _, artifact_id, artifact in named:
             out.artifacts[artifact_id] = artifact
-        results = _listed(ctx, named, self.budget(ctx))
-        summary = self.summary or self._extract(ctx, dropped, "")
-        body = _trimmed(ctx, summary.body, self.budget(ctx) - ctx.counter.count_text(results))
-        item = self._item(ctx, turns, tokens, archive_id, results, body, summary.by)
+        results = _listed(ctx, named, budget)
+        body, by = "", "none"
+        if obtained.summary is not None:
+            by = obtained.summary.by
+            body = _trimmed(ctx, obtained.summary.body, budget - ctx.counter.count_text(results))
+        item = self._item(ctx, turns, tokens, archive_id, results, body, by)
         out.edits.append(Edit("insert_before", indices[0], item, archive_id))
         out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
         out.tokens_freed -= ctx.counter.count_message(item)
-        out.reason = f"over trigger: turns compacted ({summary.by}, {self.source or 'fresh'})"
+        out.reason = f"over trigger: turns compacted ({by}, {obtained.source})"
+        out.detail = self._detail(ctx, indices, obtained, item)
         return out
+
+    def _detail(
+        self, ctx: PrepareContext, indices: list[int], obtained: Obtained, item: Any
+    ) -> dict[str, Any]:
+        """What the manifest reports of the summary (and the metrics and the access line)."""
+        summary = obtained.summary
+        return {
+            "span": [indices[0], indices[-1] + 1],
+            "kind": self.config.summarizer.kind if summary is not None else "drop",
+            "by": summary.by if summary is not None else None,
+            "tokens": ctx.counter.count_message(item),
+            "source": obtained.source,
+            "failure": obtained.failure,
+            "seconds": round(obtained.seconds, 3),
+            "summarizer_usage": obtained.usage,
+        }
 
     def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:
         return [u for u in units if not ctx.is_protected(u)]
@@ -181,6 +259,7 @@ class Summarize(Step[SummarizeConfig]):
 
     def _identity(self, ctx: PrepareContext) -> str:
         return f"{EXTRACT}:{_VERSION}:{self.budget(ctx)}"
+
 
     def _query(self, ctx: PrepareContext, cut_at: int) -> str:
         """The user's message when the cut was made: the first item of that time's turn."""
@@ -275,3 +354,14 @@ def _trimmed(ctx: PrepareContext, body: str, budget: int) -> str:
     while lines and ctx.counter.count_text("\n".join(lines)) > budget:
         lines.pop()
     return "\n".join(lines)
+
+
+def summarizer_refusal(error: SummarizerError) -> ProxyError:
+    """`on_error: refuse`: the request is refused, typed, before any upstream call."""
+    return ProxyError(
+        ErrorCode.summarizer_unavailable,
+        f"The turns this request must drop could not be summarized ({error.failure}: {error}); "
+        "the policy refuses rather than drop them. Retry later.",
+        details={"reason": RefusalReason.summarizer_failed.value, "failure": error.failure},
+        reason=RefusalReason.summarizer_failed,
+    )

@@ -77,7 +77,7 @@ def test_the_span_is_archived_and_one_summary_names_the_archive_and_each_result(
     ctx, step = summarize_ctx()
     store = MemoryStore(b"k")
     units = [0, 1, 2, 3, 4]  # turns 0-1; u0 (the task) is protected and stays
-    run(step.settle(ctx, units, services(store), 7))
+    run(step.settle(ctx, units, services(store), [(7, 5)]))
     out = step.rewrite(ctx, units)
     assert out.units == [1, 2, 3, 4] and out.count == 2
     insert, *removes = out.edits
@@ -105,7 +105,7 @@ def test_the_span_is_archived_and_one_summary_names_the_archive_and_each_result(
 
 def test_protected_only_units_give_no_output() -> None:
     ctx, step = summarize_ctx()
-    run(step.settle(ctx, [0], services(MemoryStore(b"k")), 3))
+    run(step.settle(ctx, [0], services(MemoryStore(b"k")), [(3, 2)]))
     assert step.rewrite(ctx, [0]).edits == []
 
 
@@ -113,12 +113,13 @@ def test_the_summary_is_frozen_under_the_span_and_reused_from_the_store() -> Non
     ctx, step = summarize_ctx()
     store = MemoryStore(b"k")
     units = [0, 1, 2, 3, 4]
-    run(step.settle(ctx, units, services(store), 7))
+    run(step.settle(ctx, units, services(store), [(7, 5)]))
     first = step.rewrite(ctx, units).edits[0].message
-    assert step.source == "fresh"
+    assert step.obtained is not None and step.obtained.source == "fresh"
     again = Summarize(SummarizeConfig(), ctx)
-    run(again.settle(ctx, units, services(store), 7))
-    assert again.source == "cache" and again.rewrite(ctx, units).edits[0].message == first
+    run(again.settle(ctx, units, services(store), [(7, 5)]))
+    assert again.obtained is not None and again.obtained.source == "cache"
+    assert again.rewrite(ctx, units).edits[0].message == first
     # what the store holds is what is sent (frozen), even if the extract would now differ;
     # the key is the span, the query (the user's message when the cut was made) and identity
     items = history()[2:7]
@@ -128,7 +129,7 @@ def test_the_summary_is_frozen_under_the_span_and_reused_from_the_store() -> Non
     other = MemoryStore(b"k")
     run(summary_cache.keep(other, SCOPE, key, frozen, ttl_seconds=60, max_per_scope=100))
     third = Summarize(SummarizeConfig(), ctx)
-    run(third.settle(ctx, units, services(other), 7))
+    run(third.settle(ctx, units, services(other), [(7, 5)]))
     assert third.rewrite(ctx, units).edits[0].message["content"].endswith("\n- frozen line 42")
 
 
@@ -148,10 +149,10 @@ class DownStore(MemoryStore):
 def test_a_store_outage_makes_the_summary_again() -> None:
     ctx, step = summarize_ctx()
     store = MemoryStore(b"k")
-    run(step.settle(ctx, [1, 2], services(store), 7))
+    run(step.settle(ctx, [1, 2], services(store), [(7, 5)]))
     down = Summarize(SummarizeConfig(), ctx)
-    run(down.settle(ctx, [1, 2], services(DownStore(b"k")), 7))
-    assert down.source == "fresh"
+    run(down.settle(ctx, [1, 2], services(DownStore(b"k")), [(7, 5)]))
+    assert down.obtained is not None and down.obtained.source == "fresh"
     assert down.rewrite(ctx, [1, 2]).edits == step.rewrite(ctx, [1, 2]).edits
 
 
@@ -172,6 +173,6 @@ def test_the_last_resort_leaves_only_the_header() -> None:
     short = Summarize(relaxed, ctx)
     assert short.budget(ctx) == 0
     assert short.plan(ctx).extra_cost < step.plan(ctx).extra_cost
-    run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), 7))
+    run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
     text = short.rewrite(ctx, [1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     assert text.endswith("to look things up.]") and "tool results" not in text
