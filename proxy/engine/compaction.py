@@ -30,6 +30,11 @@ from proxy.engine.summarizer import (
 from proxy.engine.tool_text import is_proxy_text
 
 VERSION = "v1"
+POLL_S = 0.05
+"""How often a request waiting for another replica's summary looks in the store."""
+
+Spans = tuple[list[int], list[int]]
+"""(the units a summary covers, the units of the previous one it may roll up: a prefix)."""
 
 
 @dataclass(frozen=True)
@@ -149,3 +154,58 @@ async def obtain(
 def span_key(ctx: PrepareContext, settings: ModelSettings, units: Sequence[int]) -> str:
     items: list[Any] = [ctx.messages[i] for u in units for i in ctx.units[u].indices]
     return summary_cache.span_digest(ctx.wire, items, identity(settings), "")
+
+
+async def start_in_background(
+    ctx: PrepareContext,
+    services: StepServices,
+    settings: ModelSettings,
+    chain: list[Spans],
+    count: Callable[[str], int],
+) -> bool:
+    """Start the summaries of `chain` (in order, each rolling up the one before) in one task
+    that outlives the request, once this replica has claimed the first in the store (another
+    replica holding the claim makes it). False when it runs nowhere: no background, or the
+    tenant's background is full, or someone else's claim."""
+    background = services.background
+    if background is None or not chain:
+        return False
+    keys = [span_key(ctx, settings, units) for units, _ in chain]
+    if background.running(keys[-1]):
+        return True
+    claim = f"making:{keys[-1]}"  # the chain's newest span: earlier ones may be made already
+    ttl = int(settings.timeout_s) + 1
+    own = summary_cache.summaries_scope(services.scope)
+    if not await services.store.claim(own, claim, ttl_seconds=ttl):
+        return False
+
+    async def work() -> SummarizerError | None:
+        for spans in chain:
+            try:
+                await obtain(ctx, services, settings, spans, count)
+            except SummarizerError as error:
+                return error
+        return None
+
+    return background.start(keys, services.scope, work)
+
+
+async def wait_ready(
+    services: StepServices, key: str, timeout_s: float
+) -> summary_cache.Summary | SummarizerError:
+    """The frozen summary of `key` once the background (here, or another replica's) has made
+    it, waiting at most `timeout_s`; the failure otherwise (the work goes on)."""
+    deadline = time.monotonic() + timeout_s
+    background = services.background
+    if background is not None and background.running(key):
+        done, failed = await background.wait(key, timeout_s)
+        if done and isinstance(failed, SummarizerError):
+            return failed
+    while True:
+        found = await summary_cache.lookup(services.store, services.scope, key)
+        if found is not None:
+            return found
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return SummarizerError("timeout", f"no summary within {timeout_s:g}s")
+        await asyncio.sleep(min(POLL_S, left))

@@ -124,6 +124,11 @@ class Policy(StrictModel):
             data = {**data, "steps": [_as_summarize(entry) for entry in steps]}
         return data
 
+    def precompute_at(self) -> float | None:
+        """The lowest share of the trigger from which a step works ahead (None: none does)."""
+        shares = [at for step in self.steps if (at := step.precompute_at()) is not None]
+        return min(shares) if shares else None
+
     def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:
         """Whether some step reduces these items even under the trigger (a quick scan, no
         parse: `StepConfig.acts_under_trigger`); `chars` is the request's size."""

@@ -12,6 +12,7 @@ from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
+from proxy.engine.background import Background
 from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
@@ -138,6 +139,8 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
+        self.background = Background()
+        """Summaries made off the request path (`engine.background`)."""
 
     async def prepare(
         self,
@@ -158,6 +161,7 @@ class Preparer:
         `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`);
         `summarizer` writes the summaries of a `summarize` step with a model (none: its
         `on_error` applies)."""
+        self.background.bind(asyncio.get_running_loop())
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
@@ -177,8 +181,10 @@ class Preparer:
         return await self._workers.run(lambda: self._prepare(*args, there, store, call))
 
     def close(self) -> None:
-        """Stop the worker threads (preparations still waiting for one are dropped)."""
+        """Stop the worker threads (preparations still waiting for one are dropped) and the
+        background summaries."""
         self._workers.close()
+        self.background.close()
 
     async def _prepare(
         self,
@@ -251,6 +257,10 @@ class Preparer:
         if policy.mode == "inspect":
             return request.unchanged(Outcome.inspected)
         if not reduce and not over:
+            if self._near_trigger(request, call):  # the next cut's summaries, made ahead
+                parsed = conversation or wire.parse(request.messages)
+                if not parsed.problems:
+                    await self._reduce(request, parsed, tenant, store, call, precompute=True)
             return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
             if request.tokens <= request.budget.limit:
@@ -304,6 +314,11 @@ class Preparer:
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
         return request.unchanged(Outcome.invalid_forwarded)
 
+    def _near_trigger(self, request: _Request, call: CallOptions) -> bool:
+        at = request.policy.precompute_at() if request.policy.reduces else None
+        near = at is not None and request.tokens >= at * request.budget.trigger
+        return near and call.offer_tools and request.summarizer is not None
+
     async def _reduce(
         self,
         request: _Request,
@@ -311,6 +326,8 @@ class Preparer:
         tenant: Requester,
         store: ArtifactStore,
         call: CallOptions,
+        *,
+        precompute: bool = False,
     ) -> Prepared:
         policy, counter, wire = request.policy, request.counter, request.wire
         offered = policy.read_tool.enabled and call.offer_tools
@@ -332,7 +349,7 @@ class Preparer:
         limits = policy.artifacts
         services = StepServices(
             store, tenant.scope, counter, limits.ttl_seconds, limits.max_per_scope,
-            request.summarizer,
+            request.summarizer, self.background, precompute,
         )
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
@@ -350,6 +367,8 @@ class Preparer:
             return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
 
         ctx, planned = await plan(policy)
+        if precompute:  # summaries started ahead of time; nothing changes in this request
+            return request.unchanged(Outcome.within_trigger)
         for level in range(1, StepConfig.RELAX_LEVELS + 1):
             # The last resort (loosening what is protected) only to avoid a refusal.
             if planned.total <= request.budget.limit or not call.last_resort:

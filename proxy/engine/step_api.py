@@ -15,6 +15,7 @@ from proxy.engine.config_base import StepConfig
 
 if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
+    from proxy.engine.background import Background
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
     from proxy.engine.summarizer import Summarizer
@@ -108,7 +109,12 @@ class StepServices:
     max_per_scope: int = 10_000
     summarizer: Summarizer | None = None
     """Writes summaries through an upstream, with the tenant's credentials (None: no model is
-    available to this request, e.g. a dry run)."""
+    available to this request)."""
+    background: Background | None = None
+    """Work that outlives the request (summaries made ahead of time or not waited for)."""
+    precompute: bool = False
+    """The request is under its trigger but near it: the planner cuts as if it crossed it, and
+    the steps only `precompute` (nothing is rewritten)."""
 
 
 Cut = tuple[int, int]
@@ -149,6 +155,14 @@ class Step(ABC, Generic[ConfigT]):
 
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...
+
+    async def precompute(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        """Optional work started ahead of time for the `units` this step would reduce if the
+        request had crossed its trigger now (`StepServices.precompute`; the last of `cuts` is
+        that hypothetical cut when its time point is the last unit); called for every step,
+        `units` may be empty. It must not wait for the work. None by default."""
 
     def prefix_output(self, ctx: PrepareContext) -> StepOutput | None:
         """Edits of the system prefix (outside the units the planner replays), made whenever

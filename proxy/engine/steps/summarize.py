@@ -15,6 +15,8 @@ same history sends the same bytes. It changes only where a drop would change its
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, PrivateAttr
@@ -46,6 +48,8 @@ EXTRACT = "extract"
 _VERSION = "v1"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
 _WIDE = 10**9
+PRECOMPUTE_TURNS = 4
+"""Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""
 _Named = tuple[str, str, NewArtifact]
 
 
@@ -78,6 +82,17 @@ class SummarizerConfig(StrictModel):
         default=None,
         description="llm: transcript tokens per summarizer call (default: the allowance).",
     )
+    precompute_at: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=0.8,
+        description="llm: from this share of the trigger, the summaries the next cut will need "
+        "are made in the background, so that the request crossing the trigger finds them "
+        "ready (null: never ahead of time).",
+    )
+    background_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=120.0,
+        description="llm: how long a summary made in the background (ahead of time, or not "
+        "waited for past timeout_s) may take.",
+    )
 
 
 class SummarizeConfig(TurnsConfig):
@@ -102,6 +117,10 @@ class SummarizeConfig(TurnsConfig):
     @property
     def header_only(self) -> bool:
         return self._header_only
+
+    def precompute_at(self) -> float | None:
+        summarizer = self.summarizer
+        return summarizer.precompute_at if summarizer.kind == "llm" else None
 
 
 def summary_text(
@@ -172,16 +191,65 @@ class Summarize(Step[SummarizeConfig]):
     async def _from_model(
         self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
     ) -> None:
-        before: list[int] = []
-        if len(cuts) > 1:  # the span of the previous cut, whose summary this one rolls up
-            before = [u for u in dropped if u < cuts[-2][1]]
+        """The model's summary: frozen, or made in the background (ahead of time, or now and
+        waited for at most `timeout_s`: the request is never held longer), else the fallback."""
+        before = _before(dropped, cuts)
         settings = self.model_settings(ctx)
-        try:
-            self.obtained = await compaction.obtain(
-                ctx, services, settings, (dropped, before), ctx.counter.count_text
-            )
-        except SummarizerError as error:
-            self.obtained = self._fallback(ctx, dropped, error)
+        count = ctx.counter.count_text
+        if services.background is None:  # no background here: made while the request waits
+            try:
+                self.obtained = await compaction.obtain(
+                    ctx, services, settings, (dropped, before), count
+                )
+            except SummarizerError as error:
+                self.obtained = self._fallback(ctx, dropped, error)
+            return
+        key = compaction.span_key(ctx, settings, dropped)
+        found = await summary_cache.lookup(services.store, services.scope, key)
+        if found is not None:
+            self.obtained = Obtained(found, "cache")
+            return
+        ahead = services.background.running(key)
+        if not ahead:
+            made = self._in_background(settings)
+            await compaction.start_in_background(ctx, services, made, [(dropped, before)], count)
+        start = time.monotonic()
+        ready = await compaction.wait_ready(services, key, settings.timeout_s)
+        if isinstance(ready, SummarizerError):
+            self.obtained = self._fallback(ctx, dropped, ready)
+            return
+        source = "background" if ahead else "fresh"
+        self.obtained = Obtained(ready, source, seconds=time.monotonic() - start,
+                                 usage=ready.usage)
+
+    async def precompute(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        """Start, in the background, the summaries of the spans the next cut may remove (each
+        rolling up the one before), so that the request crossing the trigger finds its own
+        frozen: the cut a crossing would make now, and the deepest cuts the next turns allow
+        (the turns up to the current one; growth-sized cuts usually go that deep)."""
+        if self.config.summarizer.kind != "llm" or not ctx.turn_first_unit:
+            return
+        forced = bool(cuts) and cuts[-1][0] == len(ctx.units) - 1
+        real = cuts[:-1] if forced else cuts
+        current = real[-1][1] if real else 0
+        last = ctx.turn_first_unit[-1]
+        deepest = [h for h in ctx.turn_first_unit if current < h <= last][-PRECOMPUTE_TURNS:]
+        wanted = sorted({*deepest, *([cuts[-1][1]] if forced else [])})
+        chain: list[compaction.Spans] = []
+        before = [u for u in range(current) if not ctx.is_protected(u)]
+        for h in wanted:
+            span = [u for u in range(h) if not ctx.is_protected(u)]
+            if span:
+                chain.append((span, before))
+                before = span
+        made = self._in_background(self.model_settings(ctx))
+        await compaction.start_in_background(ctx, services, made, chain, ctx.counter.count_text)
+
+    def _in_background(self, settings: compaction.ModelSettings) -> compaction.ModelSettings:
+        timeout = self.config.summarizer.background_timeout_s
+        return dataclasses.replace(settings, timeout_s=timeout)
 
     def _fallback(
         self, ctx: PrepareContext, dropped: list[int], error: SummarizerError
@@ -296,6 +364,11 @@ class Summarize(Step[SummarizeConfig]):
                 artifact = NewArtifact(stored.content, "tool_result", meta)
                 named.append((label, stored.artifact_id, artifact))
         return named[::-1]
+
+
+def _before(dropped: list[int], cuts: list[Cut]) -> list[int]:
+    """The units of the previous cut (whose summary this one may roll up), or none."""
+    return [u for u in dropped if u < cuts[-2][1]] if len(cuts) > 1 else []
 
 
 def _label(call_ids: tuple[str, ...], k: int, tool: str | None) -> str:
