@@ -21,36 +21,29 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, PrivateAttr
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
-from proxy.artifacts.store import NewArtifact
 from proxy.engine import compaction, extract, summary_cache
 from proxy.engine.budget import scaled
 from proxy.engine.compaction import Obtained
 from proxy.engine.config_base import StrictModel
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
-    MARKER,
     Cut,
     Edit,
-    OwnTextMac,
     PrepareContext,
     Step,
     StepOutput,
     StepServices,
 )
+from proxy.engine.steps import summary_parts
 from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
-from proxy.engine.steps.result_rewrites import stored_text
+from proxy.engine.steps.summary_parts import EXTRACT
 from proxy.engine.summarizer import SummarizerError
-from proxy.engine.tool_text import is_proxy_text, signed
-from proxy.errors import ErrorCode, ProxyError, RefusalReason
 
-EXTRACT = "extract"
 _VERSION = "v1"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
 _WIDE = 10**9
 PRECOMPUTE_TURNS = 4
 """Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""
-_Named = tuple[str, str, NewArtifact]
 
 
 class SummarizerConfig(StrictModel):
@@ -121,28 +114,6 @@ class SummarizeConfig(TurnsConfig):
     def precompute_at(self) -> float | None:
         summarizer = self.summarizer
         return summarizer.precompute_at if summarizer.kind == "llm" else None
-
-
-def summary_text(
-    read_tool: bool, turns: int, tokens: int, archive_id: str, results: str, body: str,
-    by: str, mac: OwnTextMac,
-) -> str:
-    """The text of the one item that stands where summarized turns were."""
-    how = (
-        f"{SEARCH_TOOL} or {READ_TOOL} with these ids"
-        if read_tool
-        else "the operator's artifact endpoint"
-    )
-    what = {EXTRACT: "extracted without a model", "none": "no summary"}.get(
-        by, f"summarized by {by}"
-    )
-    named = f"; tool results: {results}" if results else ""
-    header = (
-        f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were compacted to fit the context "
-        f"window ({what}). The originals are archived as artifact {archive_id} (one JSON "
-        f"message per line){named}; use {how} to look things up.]"
-    )
-    return signed(f"{header}\n{body}" if body else header, mac)
 
 
 class Summarize(Step[SummarizeConfig]):
@@ -256,7 +227,7 @@ class Summarize(Step[SummarizeConfig]):
     ) -> Obtained:
         on_error = self.config.summarizer.on_error
         if on_error == "refuse":
-            raise summarizer_refusal(error)
+            raise summary_parts.summarizer_refusal(error)
         summary = self._extract(ctx, dropped, "") if on_error == "extract" else None
         return Obtained(summary, "fallback", failure=error.failure)
 
@@ -280,14 +251,15 @@ class Summarize(Step[SummarizeConfig]):
         if self.config.header_only:
             obtained = Obtained(None, "last_resort")
         budget = self.budget(ctx) if obtained.summary is not None else 0
-        named = self._results(ctx, dropped)
+        named = summary_parts.tool_results(ctx, dropped, self.name)
         for _, artifact_id, artifact in named:
             out.artifacts[artifact_id] = artifact
-        results = _listed(ctx, named, budget)
+        results = summary_parts.listed(ctx, named, budget)
         body, by = "", "none"
         if obtained.summary is not None:
             by = obtained.summary.by
-            body = _trimmed(ctx, obtained.summary.body, budget - ctx.counter.count_text(results))
+            left = budget - ctx.counter.count_text(results)
+            body = summary_parts.trimmed(ctx, obtained.summary.body, left)
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
         out.edits.append(Edit("insert_before", indices[0], item, archive_id))
         out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
@@ -319,7 +291,7 @@ class Summarize(Step[SummarizeConfig]):
         self, ctx: PrepareContext, turns: int, tokens: int, archive_id: str, results: str,
         body: str, by: str,
     ) -> Any:
-        text = summary_text(
+        text = summary_parts.summary_text(
             ctx.read_tool_enabled, turns, tokens, archive_id, results, body, by,
             ctx.own_text_mac,
         )
@@ -341,100 +313,14 @@ class Summarize(Step[SummarizeConfig]):
     ) -> summary_cache.Summary:
         """The digest of the span, within what the list of its tool results leaves."""
         budget = self.budget(ctx)
-        budget -= ctx.counter.count_text(_listed(ctx, self._results(ctx, dropped), budget))
-        texts, resources = _span_texts(ctx, dropped)
+        named = summary_parts.tool_results(ctx, dropped, self.name)
+        budget -= ctx.counter.count_text(summary_parts.listed(ctx, named, budget))
+        texts, resources = summary_parts.span_texts(ctx, dropped)
         body = extract.digest(texts, query, budget, ctx.counter.count_text, resources)
         return summary_cache.Summary(body, EXTRACT)
-
-    def _results(self, ctx: PrepareContext, dropped: list[int]) -> list[_Named]:
-        """(label, artifact id, artifact) of each tool result of the span, newest first; each
-        is stored as its own artifact (the id offload or clear gives it), so the read tool
-        reaches it alone."""
-        named: list[_Named] = []
-        for u in dropped:
-            unit = ctx.units[u]
-            for k, index in enumerate(unit.result_indices):
-                text = ctx.wire.result_text(ctx.messages[index])
-                if text is None or is_proxy_text(text, ctx.own_text_mac):
-                    continue
-                stored = stored_text(ctx, text)
-                meta = {"tool": ctx.result_names.get(index), **ctx.wire.result_meta(
-                    ctx.messages[index]), "step": self.name}
-                label = _label(unit.tool_call_ids, k, ctx.result_names.get(index))
-                artifact = NewArtifact(stored.content, "tool_result", meta)
-                named.append((label, stored.artifact_id, artifact))
-        return named[::-1]
-
 
 def _before(dropped: list[int], cuts: list[Cut]) -> list[int]:
     """The units of the previous cut (whose summary this one may roll up), or none."""
     return [u for u in dropped if u < cuts[-2][1]] if len(cuts) > 1 else []
 
 
-def _label(call_ids: tuple[str, ...], k: int, tool: str | None) -> str:
-    if k < len(call_ids):
-        return call_ids[k]
-    return tool or "result"
-
-
-def _span_texts(
-    ctx: PrepareContext, dropped: list[int]
-) -> tuple[list[extract.SpanText], list[str]]:
-    """The texts of the span (tool results labelled by their call) and the resources its tool
-    calls named."""
-    texts: list[extract.SpanText] = []
-    resources: list[str] = []
-    for u in dropped:
-        unit = ctx.units[u]
-        results = set(unit.result_indices)
-        for k, index in enumerate(unit.indices):
-            item = ctx.messages[index]
-            if index in results:
-                text = ctx.wire.result_text(item) or ""
-                label = _label(unit.tool_call_ids, index - unit.start - unit.call_items, None)
-                texts.append(extract.SpanText(text, label))
-                continue
-            text = ctx.wire.item_text(item) or ""
-            if text and not is_proxy_text(text, ctx.own_text_mac):
-                texts.append(extract.SpanText(text))
-            if unit.is_tool_exchange and k < unit.call_items:
-                call = ctx.wire.canonical(item).decode("utf-8", "replace")
-                resources.extend(extract.resources(call, unit.tool_call_ids))
-    return texts, resources
-
-
-def _listed(ctx: PrepareContext, named: list[_Named], budget: int) -> str:
-    """`call=artifact, ...` for the tool results (newest first) within a third of `budget`."""
-    listed: list[str] = []
-    spent = 0
-    for label, artifact_id, _ in named:
-        entry = f"{label}={artifact_id}"
-        cost = ctx.counter.count_text(entry + ", ")
-        if spent + cost > budget // 3:
-            break
-        listed.append(entry)
-        spent += cost
-    more = len(named) - len(listed)
-    if not listed:
-        return ""
-    return ", ".join(listed) + (f" (+{more} more in the archive)" if more else "")
-
-
-def _trimmed(ctx: PrepareContext, body: str, budget: int) -> str:
-    """`body` within `budget` tokens: its last lines go first (a frozen summary written under
-    other settings, or a summarizer's answer that ran long)."""
-    lines = body.splitlines()
-    while lines and ctx.counter.count_text("\n".join(lines)) > budget:
-        lines.pop()
-    return "\n".join(lines)
-
-
-def summarizer_refusal(error: SummarizerError) -> ProxyError:
-    """`on_error: refuse`: the request is refused, typed, before any upstream call."""
-    return ProxyError(
-        ErrorCode.summarizer_unavailable,
-        f"The turns this request must drop could not be summarized ({error.failure}: {error}); "
-        "the policy refuses rather than drop them. Retry later.",
-        details={"reason": RefusalReason.summarizer_failed.value, "failure": error.failure},
-        reason=RefusalReason.summarizer_failed,
-    )

@@ -7,7 +7,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from context_harness import (
     artifact_id,
     assistant,
@@ -25,7 +24,7 @@ from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
 from proxy.engine import summary_cache
 from proxy.engine.step_api import MARKER, PrepareContext, StepServices
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
-from proxy.engine.steps.summarize import Summarize, SummarizeConfig, summary_text
+from proxy.engine.steps.summarize import Summarize, SummarizeConfig
 from proxy.engine.tool_text import is_proxy_text
 
 SCOPE = "s"
@@ -154,14 +153,6 @@ def test_a_store_outage_makes_the_summary_again() -> None:
     run(down.settle(ctx, [1, 2], services(DownStore(b"k")), [(7, 5)]))
     assert down.obtained is not None and down.obtained.source == "fresh"
     assert down.rewrite(ctx, [1, 2]).edits == step.rewrite(ctx, [1, 2]).edits
-
-
-@pytest.mark.parametrize("read_tool", [True, False])
-def test_summary_text_says_how_to_reach_the_originals(read_tool: bool) -> None:
-    text = summary_text(read_tool, 3, 900, "art_x", "c1=art_y", "- a fact", "gpt-x", mac_for("s"))
-    assert "summarized by gpt-x" in text and "tool results: c1=art_y" in text
-    how = "search_context_artifact" if read_tool else "artifact endpoint"
-    assert how in text and text.endswith("]\n- a fact")
 
 
 def test_the_last_resort_leaves_only_the_header() -> None:
