@@ -126,6 +126,14 @@ def access_fields(
         "duration_ms": round(duration_s * 1000, 2),
         "upstream_ms": None if upstream is None else round(upstream * 1000, 2),
     }
+    summary = manifest.summary() if manifest is not None else None
+    if summary is not None:
+        fields["summary"] = manifest.summary_label() if manifest is not None else None
+        fields["summary_tokens"] = summary["tokens"]
+        usage = summary.get("summarizer_usage") or {}
+        if usage:
+            fields["summarizer_ms"] = round(summary.get("seconds", 0.0) * 1000, 2)
+            fields["summarizer_tokens"] = sum(v for k, v in usage.items() if k != "total_tokens")
     if stats.synthetic_rounds:
         fields["synthetic_rounds"] = stats.synthetic_rounds
         fields["artifact_reads"] = stats.artifact_reads

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.engine import summary_cache
+from proxy.engine.manifest import SummarySource
 from proxy.engine.step_api import PrepareContext, StepServices
 from proxy.engine.summarizer import (
     INSTRUCTIONS,
@@ -51,8 +52,7 @@ class Obtained:
     """What the step got, and how (the manifest and the metrics report it)."""
 
     summary: summary_cache.Summary | None
-    source: str
-    """cache | fresh | background | fallback"""
+    source: SummarySource
     failure: Failure | None = None
     seconds: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)
@@ -132,7 +132,7 @@ async def obtain(
     key = span_key(ctx, settings, units)
     found = await summary_cache.lookup(services.store, services.scope, key)
     if found is not None:
-        return Obtained(found, "cache")
+        return Obtained(found, SummarySource.cache)
     previous = None
     if before:
         previous = await summary_cache.lookup(
@@ -148,7 +148,7 @@ async def obtain(
         services.store, services.scope, key, made, ttl_seconds=services.ttl_seconds,
         max_per_scope=services.max_per_scope,
     )
-    return Obtained(made, "fresh", seconds=seconds, usage=made.usage)
+    return Obtained(made, SummarySource.fresh, seconds=seconds, usage=made.usage)
 
 
 def span_key(ctx: PrepareContext, settings: ModelSettings, units: Sequence[int]) -> str:

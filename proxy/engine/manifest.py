@@ -47,7 +47,24 @@ class NoteCode(StrEnum):
     """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
 
 
+class SummarySource(StrEnum):
+    """Where the summary standing for dropped turns came from (a `summarize` action's
+    `detail.source`; the `ctxproxy_summaries_total` outcome)."""
+
+    cache = "cache"
+    """Frozen in the store by an earlier request (the same bytes again)."""
+    fresh = "fresh"
+    """Made for this request (an extract, or a summarizer that answered within timeout_s)."""
+    background = "background"
+    """Made ahead of time (precomputed near the trigger) and found ready or waited for."""
+    fallback = "fallback"
+    """The summarizer failed or was late: the extract, or no summary (on_error)."""
+    last_resort = "last_resort"
+    """Left out to avoid a refusal (the header only)."""
+
+
 NOTES_HEADER = "x-ctxproxy-notes"
+SUMMARY_HEADER = "x-ctxproxy-summary"
 
 
 @dataclass
@@ -115,6 +132,21 @@ class Manifest:
         steps = [f"{a.step}:{a.count}" for a in self.actions]
         return ",".join(steps) or "none"
 
+    def summary(self) -> dict[str, Any] | None:
+        """The detail of the summary standing for dropped turns, if the request carries one."""
+        return next(
+            (a.detail for a in self.actions if a.detail is not None and "source" in a.detail),
+            None,
+        )
+
+    def summary_label(self) -> str | None:
+        """`kind:source[:failure]` of that summary (`x-ctxproxy-summary`, the access line)."""
+        detail = self.summary()
+        if detail is None:
+            return None
+        failure = detail.get("failure")
+        return ":".join([detail["kind"], detail["source"], *([failure] if failure else [])])
+
 
 @dataclass(frozen=True)
 class SyntheticTools:
@@ -148,4 +180,5 @@ class Prepared:
             "x-ctxproxy-tokens-after": str(m.tokens_after),
             "x-ctxproxy-actions": m.action_summary(),
             **({NOTES_HEADER: ",".join(m.note_codes)} if m.note_codes else {}),
+            **({SUMMARY_HEADER: label} if (label := m.summary_label()) else {}),
         }

@@ -85,11 +85,25 @@ async def proxies(
 
 
 async def _chat(proxy: RunningProxy, messages: list[Any]) -> tuple[int, dict[str, Any]]:
+    status, body, _ = await _chat_with_headers(proxy, messages)
+    return status, body
+
+
+async def _chat_with_headers(
+    proxy: RunningProxy, messages: list[Any]
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     async with aiohttp.ClientSession() as session, session.post(
         f"{proxy.base_url}/chat/completions", headers=HEADERS,
         json={"model": "gpt-4o", "messages": messages},
     ) as response:
-        return response.status, await response.json()
+        return response.status, await response.json(), dict(response.headers)
+
+
+async def _metrics(proxy: RunningProxy) -> str:
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{proxy.url}/metrics", headers=HEADERS
+    ) as response:
+        return await response.text()
 
 
 def _summary(messages: list[Any]) -> str:
@@ -105,8 +119,9 @@ async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call
 ) -> None:
     proxy = await proxies.start()
     messages = agent_history(24, result_chars=1200)
-    status, _ = await _chat(proxy, messages)
+    status, _, headers = await _chat_with_headers(proxy, messages)
     assert status == 200
+    assert headers["x-ctxproxy-summary"] == "llm:fresh"
     calls = summ.requests(CHAT)
     assert len(calls) >= 2  # the span is longer than one batch (the allowance): rolled up
     for k, call in enumerate(calls):
@@ -126,9 +141,16 @@ async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call
         "- audit every file in src/\nFiles/resources touched: src/f0.py, src/f1.py"
     )
     first = fake_upstream.last.body
-    status, _ = await _chat(proxy, messages)
+    status, _, headers = await _chat_with_headers(proxy, messages)
     assert status == 200 and fake_upstream.last.body == first  # byte for byte
     assert len(summ.requests(CHAT)) == len(calls)  # from the store: no summarizer call
+    assert headers["x-ctxproxy-summary"] == "llm:cache"
+    metrics = await _metrics(proxy)
+    assert 'ctxproxy_summaries_total{outcome="fresh"} 1.0' in metrics
+    assert 'ctxproxy_summaries_total{outcome="cache"} 1.0' in metrics
+    prompt = 900 * len(calls)  # the fake's usage, summed over the batches
+    assert f'ctxproxy_summarizer_tokens_total{{kind="prompt"}} {prompt}.0' in metrics
+    assert "ctxproxy_summarizer_seconds_count 1.0" in metrics
 
 
 @pytest.mark.parametrize(
@@ -147,8 +169,10 @@ async def test_a_failed_summary_falls_back_to_the_extract_and_the_request_answer
 ) -> None:
     proxy = await proxies.start("extract")
     summ.enqueue(failure())
-    status, body = await _chat(proxy, agent_history(24, result_chars=1200))
+    messages = agent_history(24, result_chars=1200)
+    status, body, headers = await _chat_with_headers(proxy, messages)
     assert status == 200 and body["choices"]
+    assert headers["x-ctxproxy-summary"].startswith("extract:fallback:")
     summary = _summary(fake_upstream.last.json()["messages"])
     assert "extracted without a model" in summary
     assert "- [call_0_" in summary  # the extract's lines
@@ -175,3 +199,4 @@ async def test_on_error_refuse_is_a_typed_refusal_before_any_upstream_call(
     assert body["error"]["code"] == "summarizer_unavailable"
     assert body["error"]["ctxproxy"]["reason"] == "summarizer_failed"
     assert fake_upstream.requests(CHAT) == []
+    assert 'ctxproxy_summaries_total{outcome="refused"} 1.0' in await _metrics(proxy)

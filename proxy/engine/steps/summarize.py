@@ -25,6 +25,7 @@ from proxy.engine import compaction, extract, summary_cache
 from proxy.engine.budget import scaled
 from proxy.engine.compaction import Obtained
 from proxy.engine.config_base import StrictModel
+from proxy.engine.manifest import SummarySource
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
     Cut,
@@ -151,9 +152,9 @@ class Summarize(Step[SummarizeConfig]):
         key = summary_cache.span_digest(ctx.wire, items, self._identity(ctx), query)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
-            self.obtained = Obtained(found, "cache")
+            self.obtained = Obtained(found, SummarySource.cache)
             return
-        self.obtained = Obtained(self._extract(ctx, dropped, query), "fresh")
+        self.obtained = Obtained(self._extract(ctx, dropped, query), SummarySource.fresh)
         await summary_cache.keep(
             services.store, services.scope, key, self.obtained.summary,  # type: ignore[arg-type]
             ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
@@ -178,7 +179,7 @@ class Summarize(Step[SummarizeConfig]):
         key = compaction.span_key(ctx, settings, dropped)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
-            self.obtained = Obtained(found, "cache")
+            self.obtained = Obtained(found, SummarySource.cache)
             return
         ahead = services.background.running(key)
         if not ahead:
@@ -189,7 +190,7 @@ class Summarize(Step[SummarizeConfig]):
         if isinstance(ready, SummarizerError):
             self.obtained = self._fallback(ctx, dropped, ready)
             return
-        source = "background" if ahead else "fresh"
+        source = SummarySource.background if ahead else SummarySource.fresh
         self.obtained = Obtained(ready, source, seconds=time.monotonic() - start,
                                  usage=ready.usage)
 
@@ -229,7 +230,7 @@ class Summarize(Step[SummarizeConfig]):
         if on_error == "refuse":
             raise summary_parts.summarizer_refusal(error)
         summary = self._extract(ctx, dropped, "") if on_error == "extract" else None
-        return Obtained(summary, "fallback", failure=error.failure)
+        return Obtained(summary, SummarySource.fallback, failure=error.failure)
 
     def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
         config = self.config.summarizer
@@ -247,9 +248,9 @@ class Summarize(Step[SummarizeConfig]):
         turns = len({ctx.unit_turn[u] for u in dropped})
         out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
         out.artifacts[archive_id] = archive
-        obtained = self.obtained or Obtained(self._extract(ctx, dropped, ""), "fresh")
+        obtained = self.obtained or Obtained(self._extract(ctx, dropped, ""), SummarySource.fresh)
         if self.config.header_only:
-            obtained = Obtained(None, "last_resort")
+            obtained = Obtained(None, SummarySource.last_resort)
         budget = self.budget(ctx) if obtained.summary is not None else 0
         named = summary_parts.tool_results(ctx, dropped, self.name)
         for _, artifact_id, artifact in named:
@@ -275,10 +276,10 @@ class Summarize(Step[SummarizeConfig]):
         summary = obtained.summary
         return {
             "span": [indices[0], indices[-1] + 1],
-            "kind": self.config.summarizer.kind if summary is not None else "drop",
+            "kind": "drop" if summary is None else EXTRACT if summary.by == EXTRACT else "llm",
             "by": summary.by if summary is not None else None,
             "tokens": ctx.counter.count_message(item),
-            "source": obtained.source,
+            "source": obtained.source.value,
             "failure": obtained.failure,
             "seconds": round(obtained.seconds, 3),
             "summarizer_usage": obtained.usage,
