@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 PER_SCOPE = 2
 """Background summaries running at once for one tenant scope; more are not started."""
+FAILURE_MEMORY_S = 60.0
+"""A span whose work failed is not retried, and not waited for, for this long."""
+MAX_FAILURES = 1024
 
 _log = logging.getLogger("ctxproxy.summaries")
 
@@ -27,6 +31,7 @@ class Background:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._scopes: dict[str, int] = {}
+        self._failures: dict[str, tuple[float, Exception]] = {}
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop the tasks run on (the app's); set by the first preparation."""
@@ -79,10 +84,25 @@ class Background:
             _log.info("a background summary failed", exc_info=True)
             return None
 
+    def recent_failure(self, key: str) -> Exception | None:
+        """What the work for `key` failed with (it returned an exception), if that was less
+        than `FAILURE_MEMORY_S` ago: such a span is neither waited for nor retried meanwhile."""
+        found = self._failures.get(key)
+        if found is None or found[0] < time.monotonic():
+            return None
+        return found[1]
+
     def _forget(self, keys: list[str], scope: str, task: asyncio.Task[Any]) -> None:
+        failed = None
+        if not task.cancelled() and isinstance(task.result(), Exception):
+            failed = task.result()
+        if len(self._failures) >= MAX_FAILURES:
+            self._failures.clear()
         for key in keys:
             if self._tasks.get(key) is task:
                 del self._tasks[key]
+            if failed is not None:
+                self._failures[key] = (time.monotonic() + FAILURE_MEMORY_S, failed)
         left = self._scopes.get(scope, 1) - 1
         if left:
             self._scopes[scope] = left

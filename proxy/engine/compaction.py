@@ -31,8 +31,6 @@ from proxy.engine.summarizer import (
 from proxy.engine.tool_text import is_proxy_text
 
 VERSION = "v1"
-POLL_S = 0.05
-"""How often a request waiting for another replica's summary looks in the store."""
 
 Spans = tuple[list[int], list[int]]
 """(the units a summary covers, the units of the previous one it may roll up: a prefix)."""
@@ -193,19 +191,16 @@ async def start_in_background(
 async def wait_ready(
     services: StepServices, key: str, timeout_s: float
 ) -> summary_cache.Summary | SummarizerError:
-    """The frozen summary of `key` once the background (here, or another replica's) has made
-    it, waiting at most `timeout_s`; the failure otherwise (the work goes on)."""
-    deadline = time.monotonic() + timeout_s
+    """The frozen summary of `key` once this replica's background work has made it, waiting at
+    most `timeout_s` for it; the failure otherwise (the work goes on and freezes it later)."""
     background = services.background
+    failed: SummarizerError | None = None
     if background is not None and background.running(key):
-        done, failed = await background.wait(key, timeout_s)
-        if done and isinstance(failed, SummarizerError):
-            return failed
-    while True:
-        found = await summary_cache.lookup(services.store, services.scope, key)
-        if found is not None:
-            return found
-        left = deadline - time.monotonic()
-        if left <= 0:
+        done, result = await background.wait(key, timeout_s)
+        if not done:
             return SummarizerError("timeout", f"no summary within {timeout_s:g}s")
-        await asyncio.sleep(min(POLL_S, left))
+        failed = result if isinstance(result, SummarizerError) else None
+    found = await summary_cache.lookup(services.store, services.scope, key)
+    if found is not None:
+        return found
+    return failed or SummarizerError("timeout", "the summary is being made elsewhere")

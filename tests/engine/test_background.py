@@ -74,3 +74,22 @@ async def test_started_from_a_worker_threads_loop_it_runs_on_the_apps_loop() -> 
     finally:
         workers.close()
     assert seen == [app_loop]
+
+
+async def test_a_failure_returned_by_the_work_is_remembered_for_its_spans() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    error = ValueError("summarizer down")
+
+    async def fails() -> Exception:
+        return error
+
+    async def works() -> str:
+        return "ok"
+
+    assert background.start(["a", "b"], "s", fails)
+    await background.drain()
+    assert background.recent_failure("a") is error and background.recent_failure("b") is error
+    assert background.start(["c"], "s", works)
+    await background.drain()
+    assert background.recent_failure("c") is None

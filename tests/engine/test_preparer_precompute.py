@@ -12,7 +12,7 @@ from typing import Any
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
 from proxy.engine.manifest import Prepared
-from proxy.engine.summarizer import SummaryCall, SummaryReply
+from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.tokens.counters import TokenCounters
@@ -115,5 +115,29 @@ async def test_a_slow_summary_is_not_waited_for_and_is_used_by_the_next_request(
         await h.preparer.background.drain()  # the summary goes on and is frozen
         again = summarized(await prepare(h, turns, summarizer))
         assert again is not None and again["source"] == "cache" and again["by"] == "sum-1"
+        return
+    raise AssertionError("the conversation never crossed its trigger")
+
+
+class Failing(Recording):
+    async def summarize(self, call: SummaryCall) -> SummaryReply:
+        self.calls.append(call)
+        raise SummarizerError("upstream", "down")
+
+
+async def test_a_span_that_just_failed_is_neither_retried_nor_waited_for(tmp_path: Path) -> None:
+    h, summarizer = harness(tmp_path, timeout=5, at="null"), Failing()
+    for turns in range(2, 60):
+        prepared = await prepare(h, turns, summarizer)
+        detail = summarized(prepared)
+        if detail is None:
+            continue
+        assert detail["source"] == "fallback" and detail["failure"] == "upstream"
+        calls = len(summarizer.calls)
+        started = asyncio.get_running_loop().time()
+        again = summarized(await prepare(h, turns, summarizer))
+        assert asyncio.get_running_loop().time() - started < 1  # not the 5 s timeout
+        assert again is not None and again["source"] == "fallback"
+        assert len(summarizer.calls) == calls  # not retried at once
         return
     raise AssertionError("the conversation never crossed its trigger")

@@ -182,9 +182,17 @@ class Summarize(Step[SummarizeConfig]):
             self.obtained = Obtained(found, SummarySource.cache)
             return
         ahead = services.background.running(key)
-        if not ahead:
+        if not ahead:  # a span that just failed, or that another replica makes: not waited for
+            failed = services.background.recent_failure(key)
             made = self._in_background(settings)
-            await compaction.start_in_background(ctx, services, made, [(dropped, before)], count)
+            if isinstance(failed, SummarizerError) or not await compaction.start_in_background(
+                ctx, services, made, [(dropped, before)], count
+            ):
+                pending = SummarizerError("timeout", "the summary is being made elsewhere")
+                self.obtained = self._fallback(
+                    ctx, dropped, failed if isinstance(failed, SummarizerError) else pending
+                )
+                return
         start = time.monotonic()
         ready = await compaction.wait_ready(services, key, settings.timeout_s)
         if isinstance(ready, SummarizerError):
