@@ -14,12 +14,15 @@ same bytes, which keeps the prompt prefix stable and lets a frozen summary be ch
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 MAX_SENTENCE_CHARS = 400
 """A longer sentence is cut to this many characters (with an ellipsis) before it is scored."""
+SUPERSEDED = 5.0
+"""How much lower a sentence ranks when a later correction names its value."""
 RARE = 3
 """A query word found in more sentences of the span than this counts for less (RARE / n)."""
 MAX_RESOURCES = 40
@@ -138,7 +141,34 @@ def _ranked(texts: Sequence[SpanText], query: frozenset[str]) -> list[_Candidate
         candidate = _candidate(position, sentence, source, overlap)
         if candidate is not None:
             latest[candidate.key] = candidate
-    return sorted(latest.values(), key=lambda c: (-c.score, -c.position))
+    ranked = _superseded(list(latest.values()))
+    return sorted(ranked, key=lambda c: (-c.score, -c.position))
+
+
+def _superseded(candidates: list[_Candidate]) -> list[_Candidate]:
+    """A sentence whose value a later correction names ("use 9090 ...; 8080 is out of date")
+    ranks below that correction, which then always comes first: a digest never shows an old
+    value without the sentence that replaced it (the correction names both)."""
+    by_value: dict[str, list[_Candidate]] = {}
+    for d in candidates:
+        if _CORRECTION.search(d.sentence):
+            for value in set(_VALUE.findall(d.sentence)):
+                by_value.setdefault(value, []).append(d)
+    lowered: dict[str, float] = {}
+    floor: dict[str, float] = {}
+    for c in candidates:
+        if _CORRECTION.search(c.sentence):
+            continue
+        later = {d.key: d for value in set(_VALUE.findall(c.sentence))
+                 for d in by_value.get(value, ()) if d.position > c.position}
+        if later:
+            lowered[c.key] = c.score - SUPERSEDED
+            for key in later:
+                floor[key] = max(floor.get(key, 0.0), c.score + 0.5)
+    return [
+        dataclasses.replace(c, score=lowered.get(c.key, max(c.score, floor.get(c.key, c.score))))
+        for c in candidates
+    ]
 
 
 def sentences(text: str) -> list[str]:

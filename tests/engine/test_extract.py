@@ -85,3 +85,14 @@ def test_deterministic_and_within_budget(parts: list[str], query: str, budget: i
     out = digest(texts, query, budget, count)
     assert out == digest(list(texts), query, budget, count)
     assert count(out) <= budget
+
+
+def test_a_corrected_value_never_shows_without_its_correction() -> None:
+    old = "For the record, the latency objective of KALOMIRA is 120 ms."
+    fix = "Please use 95 ms from now on; the earlier figure 120 ms is out of date."
+    texts = [SpanText(old), SpanText(PROSE), SpanText(fix)]
+    query = "the latency objective of KALOMIRA for the record"  # favours the old statement
+    one_line = count(f"- {fix}") + 1
+    assert digest(texts, query, one_line, count) == f"- {fix}"
+    both = digest(texts, query, 500, count)
+    assert both == f"- {old}\n- {fix}"
