@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 MAX_SENTENCE_CHARS = 400
 """A longer sentence is cut to this many characters (with an ellipsis) before it is scored."""
-SUPERSEDED = 5.0
-"""How much lower a sentence ranks when a later correction names its value."""
 RARE = 3
 """A query word found in more sentences of the span than this counts for less (RARE / n)."""
 MAX_RESOURCES = 40
@@ -73,6 +71,8 @@ class _Candidate:
     score: float
     key: str
     """Sentences with the same key state the same thing; only the latest is kept."""
+    superseded_by: frozenset[str] = frozenset()
+    """The keys of the later corrections that name one of its values."""
 
 
 def digest(
@@ -88,12 +88,16 @@ def digest(
     header = _resources_line(resources, count, budget // 4)
     spent = count(header) if header else 0
     kept: list[_Candidate] = []
+    chosen: set[str] = set()
     for candidate in _ranked(texts, _query_words(query)):
+        if candidate.superseded_by and not candidate.superseded_by & chosen:
+            continue  # never an old value without the correction that replaced it
         line = f"- {candidate.sentence}"
         cost = count(line) + 1
         if spent + cost > budget:
             continue
         kept.append(candidate)
+        chosen.add(candidate.key)
         spent += cost
     lines = [f"- {c.sentence}" for c in sorted(kept, key=lambda c: c.position)]
     return "\n".join(([header] if header else []) + lines)
@@ -147,28 +151,30 @@ def _ranked(texts: Sequence[SpanText], query: frozenset[str]) -> list[_Candidate
 
 def _superseded(candidates: list[_Candidate]) -> list[_Candidate]:
     """A sentence whose value a later correction names ("use 9090 ...; 8080 is out of date")
-    ranks below that correction, which then always comes first: a digest never shows an old
-    value without the sentence that replaced it (the correction names both)."""
+    is superseded: it ranks below every such correction (so each is decided first) and
+    `digest` keeps it only next to one of them (a correction names the old value too), so a
+    digest never shows a superseded value without what replaced it."""
     by_value: dict[str, list[_Candidate]] = {}
     for d in candidates:
         if _CORRECTION.search(d.sentence):
-            for value in set(_VALUE.findall(d.sentence)):
+            for value in _values(d.sentence):
                 by_value.setdefault(value, []).append(d)
-    lowered: dict[str, float] = {}
-    floor: dict[str, float] = {}
-    for c in candidates:
-        if _CORRECTION.search(c.sentence):
-            continue
-        later = {d.key: d for value in set(_VALUE.findall(c.sentence))
-                 for d in by_value.get(value, ()) if d.position > c.position}
-        if later:
-            lowered[c.key] = c.score - SUPERSEDED
-            for key in later:
-                floor[key] = max(floor.get(key, 0.0), c.score + 0.5)
-    return [
-        dataclasses.replace(c, score=lowered.get(c.key, max(c.score, floor.get(c.key, c.score))))
-        for c in candidates
-    ]
+    final: dict[str, float] = {}
+    out: list[_Candidate] = []
+    for c in sorted(candidates, key=lambda c: -c.position):  # the latest first
+        later = frozenset(
+            d.key for value in _values(c.sentence)
+            for d in by_value.get(value, ()) if d.position > c.position
+        )
+        score = min([c.score, *(final[key] - 0.5 for key in later)])
+        final[c.key] = score
+        out.append(dataclasses.replace(c, score=score, superseded_by=later))
+    return out
+
+
+def _values(sentence: str) -> set[str]:
+    """The tokens with a digit in them, without the punctuation around them."""
+    return {v.strip(".,;:!?()[]{}\"'`") for v in _VALUE.findall(sentence)}
 
 
 def sentences(text: str) -> list[str]:

@@ -96,3 +96,15 @@ def test_a_corrected_value_never_shows_without_its_correction() -> None:
     assert digest(texts, query, one_line, count) == f"- {fix}"
     both = digest(texts, query, 500, count)
     assert both == f"- {old}\n- {fix}"
+
+
+def test_a_correction_corrected_again_needs_the_later_one() -> None:
+    old = "For the record, the port of GATE is 8080."
+    fix = "Please use 9090 from now on; the earlier figure 8080 is out of date."
+    again = "Please use 7070 from now on; the earlier figure 9090 is out of date."
+    texts = [SpanText(t) for t in (old, fix, again)]
+    for budget in range(0, 80, 3):
+        lines = digest(texts, "port of GATE 8080 9090", budget, count).splitlines()
+        shown = " ".join(lines)
+        if "8080" in shown or "9090" in shown:
+            assert "7070" in shown, (budget, lines)
