@@ -145,62 +145,74 @@ class Summarize(Step[SummarizeConfig]):
         if not dropped or self.config.header_only:
             return
         if self.config.summarizer.kind == "llm":
-            await self._from_model(ctx, dropped, services, cuts)
-            return
+            self.obtained = await self._from_model(ctx, dropped, services, cuts)
+        else:
+            self.obtained = await self._from_extract(ctx, dropped, services, cuts)
+
+    async def _from_extract(
+        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+    ) -> Obtained:
+        """The digest: frozen under the span and the query, or made (a pure function) and
+        frozen."""
         items = [ctx.messages[i] for u in dropped for i in ctx.units[u].indices]
         query = self._query(ctx, cuts[-1][0] if cuts else -1)
         key = summary_cache.span_digest(ctx.wire, items, self._identity(ctx), query)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
-            self.obtained = Obtained(found, SummarySource.cache)
-            return
-        self.obtained = Obtained(self._extract(ctx, dropped, query), SummarySource.fresh)
+            return Obtained(found, SummarySource.cache)
+        made = self._extract(ctx, dropped, query)
         await summary_cache.keep(
-            services.store, services.scope, key, self.obtained.summary,  # type: ignore[arg-type]
+            services.store, services.scope, key, made,
             ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
         )
+        return Obtained(made, SummarySource.fresh)
 
     async def _from_model(
         self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
-    ) -> None:
+    ) -> Obtained:
         """The model's summary: frozen, or made in the background (ahead of time, or now and
         waited for at most `timeout_s`: the request is never held longer), else the fallback."""
-        before = _before(dropped, cuts)
+        spans = (dropped, _before(dropped, cuts))
         settings = self.model_settings(ctx)
-        count = ctx.counter.count_text
         if services.background is None:  # no background here: made while the request waits
             try:
-                self.obtained = await compaction.obtain(
-                    ctx, services, settings, (dropped, before), count
+                return await compaction.obtain(
+                    ctx, services, settings, spans, ctx.counter.count_text
                 )
             except SummarizerError as error:
-                self.obtained = self._fallback(ctx, dropped, error)
-            return
+                return self._fallback(ctx, dropped, error)
         key = compaction.span_key(ctx, settings, dropped)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
-            self.obtained = Obtained(found, SummarySource.cache)
-            return
+            return Obtained(found, SummarySource.cache)
         ahead = services.background.running(key)
-        if not ahead:  # a span that just failed, or that another replica makes: not waited for
-            failed = services.background.recent_failure(key)
-            made = self._in_background(settings)
-            if isinstance(failed, SummarizerError) or not await compaction.start_in_background(
-                ctx, services, made, [(dropped, before)], count
-            ):
-                pending = SummarizerError("timeout", "the summary is being made elsewhere")
-                self.obtained = self._fallback(
-                    ctx, dropped, failed if isinstance(failed, SummarizerError) else pending
-                )
-                return
+        if not ahead:
+            refused = await self._start(ctx, services, settings, spans, key)
+            if refused is not None:
+                return self._fallback(ctx, dropped, refused)
         start = time.monotonic()
         ready = await compaction.wait_ready(services, key, settings.timeout_s)
         if isinstance(ready, SummarizerError):
-            self.obtained = self._fallback(ctx, dropped, ready)
-            return
+            return self._fallback(ctx, dropped, ready)
         source = SummarySource.background if ahead else SummarySource.fresh
-        self.obtained = Obtained(ready, source, seconds=time.monotonic() - start,
-                                 usage=ready.usage)
+        return Obtained(ready, source, seconds=time.monotonic() - start, usage=ready.usage)
+
+    async def _start(
+        self, ctx: PrepareContext, services: StepServices, settings: compaction.ModelSettings,
+        spans: compaction.Spans, key: str,
+    ) -> SummarizerError | None:
+        """Start making the summary of `spans` in the background; the reason not to wait for
+        it when it is not started: it just failed, or another replica (or this tenant's
+        bounded background) is busy with it."""
+        assert services.background is not None
+        failed = services.background.recent_failure(key)
+        if isinstance(failed, SummarizerError):
+            return failed
+        made = self._in_background(settings)
+        count = ctx.counter.count_text
+        if await compaction.start_in_background(ctx, services, made, [spans], count):
+            return None
+        return SummarizerError("timeout", "the summary is being made elsewhere")
 
     async def precompute(
         self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
