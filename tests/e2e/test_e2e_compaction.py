@@ -81,6 +81,7 @@ async def test_the_summary_replaces_the_span_names_the_archive_and_is_reused(
     status, headers = await _chat(compact_proxy, messages)
     assert status == 200
     assert "summarize:" in headers["x-ctxproxy-actions"]
+    assert headers["x-ctxproxy-summary"] == "extract:fresh"
     sent = fake_upstream.last.json()["messages"]
     assert parse_conversation(sent).problems == ()
     summary = _summary(sent)
@@ -100,8 +101,9 @@ async def test_the_summary_replaces_the_span_names_the_archive_and_is_reused(
     assert all(line in by_call[call] for call, line in quoted)
     # the same history again: the same bytes upstream (the summary frozen under the span)
     first = fake_upstream.last.body
-    status, _ = await _chat(compact_proxy, messages)
+    status, headers = await _chat(compact_proxy, messages)
     assert status == 200 and fake_upstream.last.body == first
+    assert headers["x-ctxproxy-summary"] == "extract:cache"  # frozen: the same bytes
     # one more turn that stays under the trigger: the old prompt is a prefix of the new one
     grown = [*messages, {"role": "assistant", "content": "Done."},
              {"role": "user", "content": "Thanks."}]
