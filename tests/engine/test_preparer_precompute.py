@@ -102,14 +102,14 @@ async def test_without_precompute_the_crossing_request_calls_the_summarizer(
 async def test_a_slow_summary_is_not_waited_for_and_is_used_by_the_next_request(
     tmp_path: Path,
 ) -> None:
-    h, summarizer = harness(tmp_path, timeout=0.05, at="null"), Recording(delay=0.5)
+    h, summarizer = harness(tmp_path, timeout=0.05, at="null"), Recording(delay=2.0)
     for turns in range(2, 60):
         started = asyncio.get_running_loop().time()
         prepared = await prepare(h, turns, summarizer)
         detail = summarized(prepared)
         if detail is None:
             continue
-        assert asyncio.get_running_loop().time() - started < 0.45  # not held for the summary
+        assert asyncio.get_running_loop().time() - started < 1.5  # not held for the summary
         assert detail["source"] == "fallback" and detail["failure"] == "timeout"
         assert detail["by"] == "extract"
         await h.preparer.background.drain()  # the summary goes on and is frozen
