@@ -22,6 +22,7 @@ from unittest.mock import patch
 import orjson
 
 from bench.quality_eval import Result
+from bench.quality_summarizer import ScriptedSummarizer
 from bench.quality_text import MODEL
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.budget import BudgetPolicy, compute_budget
@@ -250,11 +251,14 @@ class _Proxy:
     tenant: Tenant
     max_page_chars: int
     requests: int = 0
+    summarizer: ScriptedSummarizer | None = None
 
     async def prepare(self, body: dict[str, Any]) -> Result:
         self.requests += 1
         try:
-            prepared = await self.preparer.prepare(body, dumps(body), self.tenant, OPENAI_CHAT)
+            prepared = await self.preparer.prepare(
+                body, dumps(body), self.tenant, OPENAI_CHAT, summarizer=self.summarizer
+            )
         except ProxyError as exc:
             if exc.code not in (
                 ErrorCode.context_length_exceeded,
@@ -298,7 +302,10 @@ class Preset:
             policies=self.policies, counters=self.counters, catalog=self.catalog, store=store
         )
         tenant = Tenant("bench", policy_name, "bench", None, False)
-        return _Proxy(preparer, store, tenant, policy.read_tool.max_page_chars)
+        # a preset named `*-scripted` summarizes with the scripted stand-in for a model
+        scripted = ScriptedSummarizer() if self.preset.endswith("-scripted") else None
+        return _Proxy(preparer, store, tenant, policy.read_tool.max_page_chars,
+                      summarizer=scripted)
 
 
 def derived_name(preset: str, budget: int) -> str:

@@ -24,6 +24,7 @@ class ErrorCode(Enum):
     upstream_invalid_response = ("upstream_invalid_response", 502, "api_error")
     upstream_response_too_large = ("upstream_response_too_large", 502, "api_error")
     artifact_store_unavailable = ("artifact_store_unavailable", 503, "api_error")
+    summarizer_unavailable = ("summarizer_unavailable", 503, "api_error")
     upstream_timeout = ("upstream_timeout", 504, "api_error")
     internal_error = ("internal_error", 500, "api_error")
 
@@ -45,6 +46,7 @@ class RefusalReason(StrEnum):
     policy_steps_exhausted = "policy_steps_exhausted"
     artifact_store_unavailable = "artifact_store_unavailable"
     invalid_messages = "invalid_messages"
+    summarizer_failed = "summarizer_failed"
 
 
 class ProxyError(Exception):

@@ -130,6 +130,14 @@ def access_fields(
     }
     if stats.cached_tokens is not None:
         fields["cached_tokens"] = stats.cached_tokens
+    summary = manifest.summary() if manifest is not None else None
+    if summary is not None:
+        fields["summary"] = manifest.summary_label() if manifest is not None else None
+        fields["summary_tokens"] = summary["tokens"]
+        usage = summary.get("summarizer_usage") or {}
+        if usage:
+            fields["summarizer_ms"] = round(summary.get("seconds", 0.0) * 1000, 2)
+            fields["summarizer_tokens"] = sum(v for k, v in usage.items() if k != "total_tokens")
     if stats.synthetic_rounds:
         fields["synthetic_rounds"] = stats.synthetic_rounds
         fields["artifact_reads"] = stats.artifact_reads

@@ -23,7 +23,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from proxy.artifacts.read_tool import ReadStatus
-from proxy.engine.manifest import Manifest
+from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
 from proxy.tokens.calibration import ModelCalibration
@@ -184,6 +184,19 @@ class Metrics:
             ["upstream"],
             registry=r,
         )
+        self.summaries = Counter(
+            "ctxproxy_summaries", "Summaries standing for dropped turns, by where they came "
+            "from (cache, fresh, background, fallback, last_resort) or refused.", ["outcome"],
+            registry=r,
+        )
+        self.summarizer_seconds = Histogram(
+            "ctxproxy_summarizer_seconds", "Time a request spent on a summary it got from the "
+            "summarizer (made for it, or waited for).", buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.summarizer_tokens = Counter(
+            "ctxproxy_summarizer_tokens", "Tokens of the summarizer calls a request waited for, "
+            "by kind (prompt, completion).", ["kind"], registry=r,
+        )
         self.synthetic_rounds = Counter(
             "ctxproxy_synthetic_rounds",
             "Rounds of synthetic read-tool calls executed.",
@@ -246,9 +259,24 @@ class Metrics:
         for action in manifest.actions:
             self._child(self.actions, action.step).inc()
             self._child(self.tokens_freed, action.step).inc(max(0, action.tokens_freed))
+        summary = manifest.summary()
+        if summary is not None:
+            self._record_summary(summary)
+
+    def _record_summary(self, summary: dict[str, Any]) -> None:
+        self._child(self.summaries, SummarySource(summary["source"]).value).inc()
+        usage = summary.get("summarizer_usage") or {}
+        if usage:
+            self.summarizer_seconds.observe(summary.get("seconds", 0.0))
+        for kind in ("prompt", "completion"):
+            tokens = usage.get(f"{kind}_tokens")
+            if isinstance(tokens, int) and tokens > 0:
+                self._child(self.summarizer_tokens, kind).inc(tokens)
 
     def record_refusal(self, reason: RefusalReason) -> None:
         self.refusals.labels(reason).inc()
+        if reason is RefusalReason.summarizer_failed:
+            self._child(self.summaries, "refused").inc()
 
     def record_round(self, statuses: list[ReadStatus]) -> None:
         """One executed round of synthetic calls and each call's result status."""

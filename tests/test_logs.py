@@ -209,3 +209,23 @@ def test_access_lines_are_gathered_only_when_they_would_be_written(
         assert access_logged("/readyz", 503) is failed_probe
     finally:
         access.setLevel(before)
+
+
+def test_the_access_line_carries_the_summary() -> None:
+    from proxy.engine.manifest import Action, Manifest
+    from proxy.logs import access_fields
+    from proxy.stats import RequestStats
+
+    detail = {"span": [2, 9], "kind": "llm", "by": "m", "tokens": 300, "source": "fresh",
+              "failure": None, "seconds": 0.5,
+              "summarizer_usage": {"prompt_tokens": 90, "completion_tokens": 10,
+                                   "total_tokens": 100}}
+    manifest = Manifest(policy="p", model="m", mode="compact")
+    manifest.actions = [Action("summarize", "r", [2], 100, ["a"], 1, "turns", detail)]
+    stats = RequestStats()
+    stats.manifest = manifest
+    fields = access_fields("r1", "POST", "/v1/chat/completions", 200, stats, 1.0)
+    assert (fields["summary"], fields["summary_tokens"]) == ("llm:fresh", 300)
+    assert (fields["summarizer_ms"], fields["summarizer_tokens"]) == (500.0, 100)
+    stats.manifest = Manifest(policy="p", model="m", mode="window")
+    assert "summary" not in access_fields("r2", "POST", "/x", 200, stats, 1.0)

@@ -192,3 +192,27 @@ async def test_store_errors_are_read_at_scrape_time() -> None:
         assert value(metrics, "ctxproxy_store_errors_total") == 2
     finally:
         await store.close()
+
+
+def _summarized(source: str, usage: dict[str, int] | None = None) -> Manifest:
+    detail = {"span": [2, 9], "kind": "llm", "by": "m", "tokens": 300, "source": source,
+              "failure": None, "seconds": 0.25, "summarizer_usage": usage or {}}
+    action = Action("summarize", "r", [2], 100, ["a"], 1, "turns", detail)
+    return manifest(actions=[action])
+
+
+def test_summaries_by_outcome_with_the_summarizers_time_and_tokens() -> None:
+    metrics = Metrics()
+    metrics.record_preparation(_summarized("fresh", {"prompt_tokens": 900,
+                                                     "completion_tokens": 60,
+                                                     "total_tokens": 960}))
+    metrics.record_preparation(_summarized("cache"))
+    metrics.record_preparation(_summarized("cache"))
+    metrics.record_refusal(RefusalReason.summarizer_failed)
+    assert value(metrics, "ctxproxy_summaries_total", outcome="fresh") == 1
+    assert value(metrics, "ctxproxy_summaries_total", outcome="cache") == 2
+    assert value(metrics, "ctxproxy_summaries_total", outcome="refused") == 1
+    assert value(metrics, "ctxproxy_summarizer_seconds_count") == 1  # only a summary waited for
+    assert value(metrics, "ctxproxy_summarizer_seconds_sum") == 0.25
+    assert value(metrics, "ctxproxy_summarizer_tokens_total", kind="prompt") == 900
+    assert value(metrics, "ctxproxy_summarizer_tokens_total", kind="completion") == 60

@@ -218,6 +218,17 @@ class RedisStore(_Ids):
             stored = {}
         return {aid for aid in items if existing[aid] or stored.get(aid, False)}
 
+    async def claim(self, scope: str, key: str, *, ttl_seconds: int) -> bool:
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        name = f"{self._prefix}{{{self._tag(scope)}}}:claim:{digest}"
+        try:
+            taken = await self._redis.set(name, b"1", nx=True, ex=max(ttl_seconds, 1))
+        except _FAILURES as exc:
+            self._failed(exc)
+            return False
+        self._recovered()
+        return bool(taken)
+
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
             return None

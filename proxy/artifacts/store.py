@@ -86,6 +86,12 @@ class ArtifactStore(Protocol):
         """The artifacts of `scope` among `artifact_ids` that exist (one round trip)."""
         ...
 
+    async def claim(self, scope: str, key: str, *, ttl_seconds: int) -> bool:
+        """Take `key` of `scope` for `ttl_seconds` unless someone (this replica or another)
+        holds it: True when taken (a SET NX lease, e.g. for work only one replica should do).
+        False also when the store does not answer."""
+        ...
+
     async def ping(self) -> bool: ...
 
     async def close(self) -> None: ...
@@ -153,6 +159,10 @@ def _held_size(item: NewArtifact) -> int:
     return sys.getsizeof(item.content) + _ENTRY_OVERHEAD_BYTES
 
 
+MAX_CLAIMS = 100_000
+"""Claims the memory store holds at most (expired ones are dropped when it is reached)."""
+
+
 class MemoryStore(_Ids):
     """Per-process store: a dict of scopes, each an LRU (by last reference) of entries, plus one
     LRU over all scopes for the byte budget.
@@ -185,6 +195,7 @@ class MemoryStore(_Ids):
         self._recency: OrderedDict[PinKey, None] = OrderedDict()
         self._held_bytes = 0
         self._leases = Leases(on_release=lambda: self._trim_budget(set()))
+        self._claims: dict[tuple[str, str], float] = {}
 
     @property
     def held_bytes(self) -> int:
@@ -193,6 +204,16 @@ class MemoryStore(_Ids):
 
     def lease(self) -> contextlib.AbstractContextManager[None]:
         return self._leases.lease()
+
+    async def claim(self, scope: str, key: str, *, ttl_seconds: int) -> bool:
+        now = self._clock()
+        held = self._claims.get((scope, key))
+        if held is not None and held > now:
+            return False
+        if len(self._claims) >= MAX_CLAIMS:  # expired ones go first
+            self._claims = {k: t for k, t in self._claims.items() if t > now}
+        self._claims[(scope, key)] = now + ttl_seconds
+        return True
 
     async def put_many(
         self,

@@ -41,3 +41,8 @@ class StepConfig(StrictModel):
         parse, so that requests with nothing to do stay cheap; `chars` is the request's size
         (no text in it is longer). False by default: steps act only over the trigger."""
         return False
+
+    def precompute_at(self) -> float | None:
+        """From which share of the trigger this step has work to start ahead of time (e.g. a
+        summary made in the background); None (the default): never."""
+        return None

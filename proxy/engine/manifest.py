@@ -49,7 +49,24 @@ class NoteCode(StrEnum):
     """Not prepared: the request continues history the provider holds (the proxy cannot see it)."""
 
 
+class SummarySource(StrEnum):
+    """Where the summary standing for dropped turns came from (a `summarize` action's
+    `detail.source`; the `ctxproxy_summaries_total` outcome)."""
+
+    cache = "cache"
+    """Frozen in the store by an earlier request (the same bytes again)."""
+    fresh = "fresh"
+    """Made for this request (an extract, or a summarizer that answered within timeout_s)."""
+    background = "background"
+    """Made ahead of time (precomputed near the trigger) and found ready or waited for."""
+    fallback = "fallback"
+    """The summarizer failed or was late: the extract, or no summary (on_error)."""
+    last_resort = "last_resort"
+    """Left out to avoid a refusal (the header only)."""
+
+
 NOTES_HEADER = "x-ctxproxy-notes"
+SUMMARY_HEADER = "x-ctxproxy-summary"
 
 
 @dataclass
@@ -64,6 +81,9 @@ class Action:
     number of messages it changed."""
     unit: str = "items"
     """What `count` counts: the format's items (`messages` in OpenAI chat) or the step's own."""
+    detail: dict[str, Any] | None = None
+    """What else the step reports (`summarize`: the span, kind, model, tokens, where the summary
+    came from, the summarizer's failure, seconds and usage)."""
 
     def __post_init__(self) -> None:
         if self.count is None:
@@ -104,11 +124,30 @@ class Manifest:
             self.notes.append(text)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for action in data["actions"]:  # only the steps that report more carry a detail
+            if action["detail"] is None:
+                del action["detail"]
+        return data
 
     def action_summary(self) -> str:
         steps = [f"{a.step}:{a.count}" for a in self.actions]
         return ",".join(steps) or "none"
+
+    def summary(self) -> dict[str, Any] | None:
+        """The detail of the summary standing for dropped turns, if the request carries one."""
+        return next(
+            (a.detail for a in self.actions if a.detail is not None and "source" in a.detail),
+            None,
+        )
+
+    def summary_label(self) -> str | None:
+        """`kind:source[:failure]` of that summary (`x-ctxproxy-summary`, the access line)."""
+        detail = self.summary()
+        if detail is None:
+            return None
+        failure = detail.get("failure")
+        return ":".join([detail["kind"], detail["source"], *([failure] if failure else [])])
 
 
 @dataclass(frozen=True)
@@ -143,4 +182,5 @@ class Prepared:
             "x-ctxproxy-tokens-after": str(m.tokens_after),
             "x-ctxproxy-actions": m.action_summary(),
             **({NOTES_HEADER: ",".join(m.note_codes)} if m.note_codes else {}),
+            **({SUMMARY_HEADER: label} if (label := m.summary_label()) else {}),
         }

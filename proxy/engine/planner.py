@@ -98,11 +98,18 @@ def plan_horizons(
     trigger: int,
     target: int,
     growth: GrowthSizing | None = None,
+    cuts: list[list[tuple[int, int]]] | None = None,
+    cut_last: bool = False,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
     With `growth`, a cut goes below the target when that is needed to leave room for
-    `growth.turns` steps of the growth observed so far under the trigger."""
+    `growth.turns` steps of the growth observed so far under the trigger. `cuts`, when
+    given (one empty list per step), receives each step's cuts in order: (the time point, a
+    unit index, at which its horizon was advanced, the horizon it moved to); a `when_seen` move
+    is not a cut. Like the horizons, each is a function of the units up to its time point.
+    `cut_last`: the last unit acts as if it crossed the trigger (the cut the next request
+    would make if it crossed it: what a background summary may be made for ahead of time)."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
@@ -113,12 +120,17 @@ def plan_horizons(
         running = totals.total(t, horizons) if moved else running + arrived
         if meter is not None:
             meter.arrive(t, arrived)
-        if running <= trigger:
+        if running <= trigger and not (cut_last and t == len(full) - 1):
             continue
         goals = [target]
         if meter is not None and trigger - meter.room() < target:
             goals.insert(0, max(trigger - meter.room(), 0))
-        horizons = _cut(totals, t, horizons, goals, trigger)
+        cut = _cut(totals, t, horizons, goals, trigger)
+        if cuts is not None:
+            for k, (new, old) in enumerate(zip(cut, horizons, strict=True)):
+                if new != old:
+                    cuts[k].append((t, new))
+        horizons = cut
         running = totals.total(t, horizons)
     return horizons
 

@@ -12,17 +12,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from proxy.engine.budget import BudgetPolicy
-from proxy.engine.config_base import StrictModel
+from proxy.engine.config_base import StepConfig, StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
 from proxy.tokens.counters import check_hf_tokenizer_file, resolve_tokenizer
 
 if TYPE_CHECKING:
     from proxy.engine.wire import WireFormat
 
-Mode = Literal["off", "inspect", "reject", "window"]
+Mode = Literal["off", "inspect", "reject", "window", "compact"]
+REDUCING_MODES = ("window", "compact")
+"""Modes that run the steps (`compact` = `window` with `summarize` in place of `drop_turns`)."""
 
 
 class PinRule(StrictModel):
@@ -103,7 +105,41 @@ class Policy(StrictModel):
         "-> partial policy, deep-merged over this one (first matching glob wins).",
     )
 
+    @property
+    def reduces(self) -> bool:
+        """Whether this policy's mode runs the steps."""
+        return self.mode in REDUCING_MODES
+
+    @model_validator(mode="before")
+    @classmethod
+    def _compact(cls, data: Any) -> Any:
+        """`mode: compact`: each `drop_turns` entry becomes a `summarize` entry with the same
+        settings (the built-in steps when none are written)."""
+        if not isinstance(data, dict) or data.get("mode") != "compact":
+            return data
+        steps = data.get("steps")
+        if steps is None:
+            steps = [{"kind": config.kind} for config in default_step_configs()]
+        if isinstance(steps, list):
+            data = {**data, "steps": [_as_summarize(entry) for entry in steps]}
+        return data
+
+    def precompute_at(self) -> float | None:
+        """The lowest share of the trigger from which a step works ahead (None: none does)."""
+        shares = [at for step in self.steps if (at := step.precompute_at()) is not None]
+        return min(shares) if shares else None
+
     def acts_under_trigger(self, wire: WireFormat, items: Sequence[Any], chars: int) -> bool:
         """Whether some step reduces these items even under the trigger (a quick scan, no
         parse: `StepConfig.acts_under_trigger`); `chars` is the request's size."""
         return any(step.acts_under_trigger(wire, items, chars) for step in self.steps)
+
+
+def _as_summarize(entry: Any) -> Any:
+    if isinstance(entry, StepConfig):
+        if entry.kind != "drop_turns":
+            return entry
+        entry = entry.model_dump()
+    if isinstance(entry, dict) and entry.get("kind") == "drop_turns":
+        return {**entry, "kind": "summarize"}
+    return entry

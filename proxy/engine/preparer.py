@@ -12,6 +12,7 @@ from typing import Any, Protocol, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
+from proxy.engine.background import Background
 from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
@@ -27,11 +28,13 @@ from proxy.engine.reducer import (
     relaxed_policy,
     store_and_apply,
 )
+from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
+from proxy.engine.summarizer import Summarizer
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
-from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.errors import ProxyError, RefusalReason
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounter, TokenCounters
@@ -76,6 +79,7 @@ class _Request:
     manifest: Manifest
     carries_tools: bool = False
     """The working set put exchanges back, and the body carries the synthetic tools."""
+    summarizer: Summarizer | None = None
 
     @property
     def tokens(self) -> int:
@@ -135,6 +139,8 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
+        self.background = Background()
+        """Summaries made off the request path (`engine.background`)."""
 
     async def prepare(
         self,
@@ -145,13 +151,17 @@ class Preparer:
         windows: UpstreamWindows | None = None,
         *,
         call: CallOptions | None = None,
+        summarizer: Summarizer | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
         A large request is counted and planned in a worker thread (`engine.offload`); the policy
         store and the artifact store are only ever used on this loop. `windows`: what the
         upstream knows of the model's window (asked only for models the map does not know).
 
-        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`)."""
+        `call` prepares a follow-up call of the synthetic loop instead (see `CallOptions`);
+        `summarizer` writes the summaries of a `summarize` step with a model (none: its
+        `on_error` applies)."""
+        self.background.bind(asyncio.get_running_loop())
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
@@ -164,9 +174,11 @@ class Preparer:
             learned = await windows.window(model, ask=unknown)
         args = (body, raw, wire, policy, manifest, learned, tenant)
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(*args, self._store, call)
-        store = cast(ArtifactStore, OnLoop(self._store, asyncio.get_running_loop()))
-        return await self._workers.run(lambda: self._prepare(*args, store, call))
+            return await self._prepare(*args, summarizer, self._store, call)
+        loop = asyncio.get_running_loop()  # the store's and the summarizer's connections' loop
+        store = cast(ArtifactStore, OnLoop(self._store, loop))
+        there = cast(Summarizer, OnLoop(summarizer, loop)) if summarizer else None
+        return await self._workers.run(lambda: self._prepare(*args, there, store, call))
 
     def unprepared(
         self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat, why: str
@@ -180,8 +192,10 @@ class Preparer:
         return Prepared(raw, False, manifest, body)
 
     def close(self) -> None:
-        """Stop the worker threads (preparations still waiting for one are dropped)."""
+        """Stop the worker threads (preparations still waiting for one are dropped) and the
+        background summaries."""
         self._workers.close()
+        self.background.close()
 
     async def _prepare(
         self,
@@ -192,6 +206,7 @@ class Preparer:
         manifest: Manifest,
         learned: LearnedWindow | None,
         tenant: Requester,
+        summarizer: Summarizer | None,
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
@@ -207,6 +222,7 @@ class Preparer:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
+        request.summarizer = summarizer
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
@@ -226,7 +242,7 @@ class Preparer:
         """Where this request's read rounds are kept, when the policy keeps them, and where
         earlier ones may go back (`working_set.answer_anchors`)."""
         read = policy.read_tool
-        if not (call.offer_tools and policy.mode == "window" and read.enabled and read.working_set):
+        if not (call.offer_tools and policy.reduces and read.enabled and read.working_set):
             return None, {}
         anchors, digest = history_digests(wire, wire.items(body))
         limits = policy.artifacts
@@ -241,7 +257,7 @@ class Preparer:
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
         seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
-        reduce = policy.mode == "window" and (over or seen)
+        reduce = policy.reduces and (over or seen)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
@@ -252,12 +268,16 @@ class Preparer:
         if policy.mode == "inspect":
             return request.unchanged(Outcome.inspected)
         if not reduce and not over:
+            if self._near_trigger(request, call):  # the next cut's summaries, made ahead
+                parsed = conversation or wire.parse(request.messages)
+                if not parsed.problems:
+                    await self._reduce(request, parsed, tenant, store, call, precompute=True)
             return request.unchanged(Outcome.within_trigger)
         if policy.mode == "reject":
             if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
-            raise self._refusal(request, request.tokens, request.tokens)
-        assert conversation is not None  # window mode parses whenever it reduces
+            raise _refusal(request, request.tokens, request.tokens)
+        assert conversation is not None  # a reducing mode parses whenever it reduces
         prepared = await self._reduce(request, conversation, tenant, store, call)
         if not over and not prepared.changed:
             prepared.manifest.outcome = Outcome.within_trigger
@@ -305,6 +325,11 @@ class Preparer:
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
         return request.unchanged(Outcome.invalid_forwarded)
 
+    def _near_trigger(self, request: _Request, call: CallOptions) -> bool:
+        at = request.policy.precompute_at() if request.policy.reduces else None
+        near = at is not None and request.tokens >= at * request.budget.trigger
+        return near and call.offer_tools and request.summarizer is not None
+
     async def _reduce(
         self,
         request: _Request,
@@ -312,6 +337,8 @@ class Preparer:
         tenant: Requester,
         store: ArtifactStore,
         call: CallOptions,
+        *,
+        precompute: bool = False,
     ) -> Prepared:
         policy, counter, wire = request.policy, request.counter, request.wire
         offered = policy.read_tool.enabled and call.offer_tools
@@ -330,7 +357,11 @@ class Preparer:
         def own_text_mac(text: str) -> str:
             return store.artifact_id(own_text_scope(tenant.scope), text)
 
-        services = StepServices(store=store, scope=tenant.scope, counter=counter)
+        limits = policy.artifacts
+        services = StepServices(
+            store, tenant.scope, counter, limits.ttl_seconds, limits.max_per_scope,
+            request.summarizer, self.background, precompute,
+        )
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
@@ -347,6 +378,8 @@ class Preparer:
             return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
 
         ctx, planned = await plan(policy)
+        if precompute:  # summaries started ahead of time; nothing changes in this request
+            return request.unchanged(Outcome.within_trigger)
         for level in range(1, StepConfig.RELAX_LEVELS + 1):
             # The last resort (loosening what is protected) only to avoid a refusal.
             if planned.total <= request.budget.limit or not call.last_resort:
@@ -386,7 +419,7 @@ class Preparer:
             manifest.notes.append("the reduced request would not fit: forwarded unchanged")
             return request.unchanged(Outcome.within_allowance)
         if after > request.budget.limit:
-            raise self._refusal(
+            raise _refusal(
                 request,
                 after,
                 manifest.protected_tokens,
@@ -404,55 +437,16 @@ class Preparer:
             wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
         )
 
-    def _refusal(
-        self,
-        request: _Request,
-        final: int,
-        protected: int,
-        *,
-        store_failed: bool = False,
-    ) -> ProxyError:
-        budget, manifest = request.budget, request.manifest
-        manifest.outcome = Outcome.refused
-        if store_failed:
-            reason = RefusalReason.artifact_store_unavailable
-        elif request.policy.mode != "window":
-            reason = RefusalReason.input_exceeds_allowance
-        elif protected > budget.limit:
-            reason = RefusalReason.protected_content_exceeds_allowance
-        else:
-            reason = RefusalReason.policy_steps_exhausted
-        details = {
-            "reason": reason.value,
-            "allowance_tokens": budget.allowance,
-            "refusal_limit_tokens": budget.limit,
-            "final_tokens": final,
-            "protected_tokens": protected,
-            "reserved_output_tokens": budget.reserved_output,
-            "policy": request.policy.name,
-            "context_window_source": budget.window_source.value,
-        }
-        kept = budget.context_window - budget.limit - budget.safety_margin
-        message = (
-            f"This model's maximum context length is {budget.context_window} tokens. However, "
-            f"your messages resulted in {final} tokens after context preparation "
-            f"({kept} tokens are kept for the completion, policy "
-            f"'{request.policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
-            "the messages. (context_length_exceeded)"
-        )
-        if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
-            outage = (
-                "The artifact store did not confirm the writes this request needs to fit the "
-                f"context window ({final} tokens after preparation, {budget.limit} allowed); "
-                "nothing was removed. Retry later."
-            )
-            return ProxyError(
-                ErrorCode.artifact_store_unavailable, outage, details=details, reason=reason
-            )
-        return ProxyError(
-            ErrorCode.context_length_exceeded,
-            message,
-            param=request.wire.items_param,
-            details=details,
-            reason=reason,
-        )
+
+def _refusal(
+    request: _Request, final: int, protected: int, *, store_failed: bool = False
+) -> ProxyError:
+    request.manifest.outcome = Outcome.refused
+    return refusal(
+        request.budget,
+        request.policy,
+        request.wire.items_param,
+        final,
+        protected,
+        store_failed=store_failed,
+    )

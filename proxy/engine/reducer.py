@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from proxy.engine.manifest import Action
 from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import (
+    Cut,
     Edit,
     OwnTextMac,
     PrepareContext,
@@ -171,24 +173,66 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    horizons = plan_horizons(
-        full, plans, trigger=budget.trigger, target=budget.target, growth=growth, **kwargs
-    )
-    assigned: list[list[int]] = [[] for _ in steps]
-    cost = list(full)
-    for u in range(len(ctx.units)):
-        k = applying_step(horizons, u)
-        if k >= 0:
-            assigned[k].append(u)
-            cost[u] = plans[k].costs[u]
+    def replay(cut_last: bool) -> tuple[list[int], list[list[Cut]]]:
+        cuts: list[list[Cut]] = [[] for _ in steps]
+        horizons = plan_horizons(
+            full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
+            cuts=cuts, cut_last=cut_last, **kwargs
+        )
+        return horizons, cuts
+
+    horizons, cuts = replay(services.precompute)
+    assigned = _assigned(horizons, len(steps))
+    if services.precompute:
+        await _precompute(steps, ctx, services, assigned, cuts)
+        return Plan([], 0, 0)
+    for step, units, made in zip(steps, assigned, cuts, strict=True):
+        if units:
+            await step.settle(ctx, units, services, made)
+    total = total_after(full, plans, horizons, **kwargs)
+    if _near_trigger(ctx, services, total, budget.trigger):
+        # the next cut's work (summaries), started now in the background
+        ahead, ahead_cuts = replay(True)
+        await _precompute(steps, ctx, services, _assigned(ahead, len(steps)), ahead_cuts)
+    cost = [
+        full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
+        for u in range(len(full))
+    ]
     outputs = [
         (step, _merged(prefix.get(id(step)), step.rewrite(ctx, units) if units else None))
         for step, units in zip(steps, assigned, strict=True)
         if units or id(step) in prefix
     ]
-    total = total_after(full, plans, horizons, **kwargs)
     fixed = total - sum(cost)  # base (or reduced base) plus notices
     return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
+
+
+def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
+    """The units each step reduces (the last one whose horizon covers a unit)."""
+    assigned: list[list[int]] = [[] for _ in range(steps)]
+    for u in range(max(horizons, default=0)):
+        assigned[applying_step(horizons, u)].append(u)
+    return assigned
+
+
+def _near_trigger(
+    ctx: ReductionContext, services: StepServices, total: int, trigger: int
+) -> bool:
+    at = ctx.policy.precompute_at()
+    ready = services.background is not None and services.summarizer is not None
+    return at is not None and ready and total >= at * trigger
+
+
+async def _precompute(
+    steps: list[Step[Any]],
+    ctx: ReductionContext,
+    services: StepServices,
+    assigned: list[list[int]],
+    cuts: list[list[Cut]],
+) -> None:
+    ahead = dataclasses.replace(services, precompute=True)
+    for step, units, made in zip(steps, assigned, cuts, strict=True):
+        await step.precompute(ctx, units, ahead, made)
 
 
 def _prefix_output(step: Step[Any], ctx: ReductionContext) -> StepOutput | None:
@@ -244,7 +288,8 @@ async def store_and_apply(
         count = out.count if own and out.count is not None else len(indices)
         unit = step.counts if own and step.counts is not None else ctx.wire.items_param
         reason = out.reason or "over trigger: reduced toward target"
-        reduction.actions.append(Action(step.name, reason, indices, freed, ids, count, unit))
+        action = Action(step.name, reason, indices, freed, ids, count, unit, out.detail)
+        reduction.actions.append(action)
         reduction.referenced.extend(ids)
     # Contents over `artifacts.max_chars` (archives of dropped turns; texts are stored truncated)
     # were never sent: kept by policy, not a store failure.

@@ -15,8 +15,10 @@ from proxy.engine.config_base import StepConfig
 
 if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
+    from proxy.engine.background import Background
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
+    from proxy.engine.summarizer import Summarizer
     from proxy.engine.wire import WireFormat
     from proxy.tokens.counters import TokenCounter
 
@@ -50,6 +52,8 @@ class StepOutput:
     count: int | None = None
     """How many things, in the step's `counts` (turns for drop_turns), the output acts on; None:
     the items it changes. Only a step whose edits stand or fall together may set it."""
+    detail: dict[str, Any] | None = None
+    """What else the manifest reports of this action (e.g. a summary's source and usage)."""
 
 
 @dataclass
@@ -93,14 +97,28 @@ class PrepareContext:
 
 @dataclass(frozen=True)
 class StepServices:
-    """What a step may use for I/O in `gather`; assembled by the preparer per request.
-    (A summarizer joins these when a step needs one.)"""
+    """What a step may use for I/O in `gather` and `settle`; assembled by the preparer per
+    request."""
 
     store: ArtifactStore
     scope: str
     """The requester's artifact scope: every store call of this request uses it."""
     counter: TokenCounter
+    ttl_seconds: int = 86_400
+    """How long what a step keeps in the store lives (the policy's `artifacts.ttl_seconds`)."""
+    max_per_scope: int = 10_000
+    summarizer: Summarizer | None = None
+    """Writes summaries through an upstream, with the tenant's credentials (None: no model is
+    available to this request)."""
+    background: Background | None = None
+    """Work that outlives the request (summaries made ahead of time or not waited for)."""
+    precompute: bool = False
+    """The request is under its trigger but near it: the planner cuts as if it crossed it, and
+    the steps only `precompute` (nothing is rewritten)."""
 
+
+Cut = tuple[int, int]
+"""(the time point, a unit index, at which a step's horizon was advanced; the new horizon)."""
 
 ConfigT = TypeVar("ConfigT", bound=StepConfig)
 
@@ -128,8 +146,23 @@ class Step(ABC, Generic[ConfigT]):
     @abstractmethod
     def plan(self, ctx: PrepareContext) -> StepPlan: ...
 
+    async def settle(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        """Optional I/O once the planner has chosen the `units` this step reduces, before
+        `rewrite` (e.g. a summary of them looked up, or written). `cuts`: the step's cuts as
+        the planner's replay made them, in order (`Cut`). None by default."""
+
     @abstractmethod
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...
+
+    async def precompute(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        """Optional work started ahead of time for the `units` this step would reduce if the
+        request had crossed its trigger now (`StepServices.precompute`; the last of `cuts` is
+        that hypothetical cut when its time point is the last unit); called for every step,
+        `units` may be empty. It must not wait for the work. None by default."""
 
     def prefix_output(self, ctx: PrepareContext) -> StepOutput | None:
         """Edits of the system prefix (outside the units the planner replays), made whenever

@@ -15,6 +15,7 @@ from proxy.completion.reply import relayed
 from proxy.completion.retry import PrepareAgain
 from proxy.completion.round_fit import Refit
 from proxy.completion.run import CompletionContext, run_completion
+from proxy.completion.summarizer import UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
@@ -124,20 +125,23 @@ async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamRespons
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
     windows = _request_windows(request, services, tenant, wire.model(body))
+    summarizer = _summarizer(request, services, tenant, windows, wire.model(body))
     preparer = services.started_preparer()
     held = provider_history(body) if wire is OPENAI_RESPONSES else None
     if held is not None:
         why = f"not prepared: '{held}' continues history the provider holds, forwarded unchanged"
         prepared = preparer.unprepared(body, raw, tenant, wire, why)
     else:
-        prepared = await preparer.prepare(body, raw, tenant, wire, windows)
+        prepared = await preparer.prepare(body, raw, tenant, wire, windows, summarizer=summarizer)
     _note_prepared(request, prepared)
     services.metrics.record_preparation(prepared.manifest)
 
     async def prepare_again(window: int) -> Prepared | None:
         """The upstream stated `window` in an overflow error: remember it, prepare again."""
         windows.record_stated(prepared.manifest.model, window)
-        again = await preparer.prepare(body, raw, tenant, wire, windows)
+        again = await preparer.prepare(
+            body, raw, tenant, wire, windows, summarizer=summarizer
+        )
         if again.body == prepared.body:
             return None
         again.manifest.note(
@@ -151,7 +155,9 @@ async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamRespons
     async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
         """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
-        return await preparer.prepare(body, raw, tenant, wire, windows, call=call)
+        return await preparer.prepare(
+            body, raw, tenant, wire, windows, call=call, summarizer=summarizer
+        )
 
     context = _completion_context(
         request,
@@ -181,6 +187,22 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
         tenant.upstream_authorization(upstream.settings),
         api_key_header=upstream.settings.kind == "anthropic",
     )
+
+
+def _summarizer(
+    request: web.Request, services: Services, tenant: Tenant, windows: RequestWindows,
+    model: str,
+) -> UpstreamSummarizer:
+    """The request's summarizer: its own upstream and credentials by default; another upstream
+    (a policy's `summarizer.upstream`) with the tenant's credentials for that one."""
+
+    def headers_for(upstream: Upstream) -> CIMultiDict[str]:
+        if upstream is windows.upstream:
+            return CIMultiDict(windows.headers)
+        authorization = tenant.upstream_authorization(upstream.settings)
+        return forward_request_headers(request.headers, authorization)
+
+    return UpstreamSummarizer(windows.upstream, services.upstreams, headers_for, model)
 
 
 def _completion_context(
@@ -225,7 +247,10 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     tenant: Tenant = request[TENANT].in_body_session(body)
     wire = _dry_run_format(request)
     windows = _request_windows(request, services, tenant, wire.model(body))
-    prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
+    summarizer = _summarizer(request, services, tenant, windows, wire.model(body))
+    prepared = await services.started_preparer().prepare(
+        body, raw, tenant, wire, windows, summarizer=summarizer
+    )
     _note_prepared(request, prepared)
     large = len(raw) >= _LARGE_BODY_BYTES
     answer = (

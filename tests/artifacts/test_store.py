@@ -585,3 +585,13 @@ def test_redis_store_rejects_brace_in_prefix() -> None:
 def test_stores_never_show_their_secret() -> None:
     assert repr(MemoryStore(SECRET)) == "MemoryStore(...)"
     assert repr(RedisStore(REDIS_URL, SECRET)) == "RedisStore(...)"
+
+
+async def test_a_claim_is_taken_once_per_scope_and_key_until_it_expires(harness: Harness) -> None:
+    store = harness.store
+    assert await store.claim("t1", "making:a", ttl_seconds=2)
+    assert not await store.claim("t1", "making:a", ttl_seconds=2)  # held (another replica)
+    assert await store.claim("t1", "making:b", ttl_seconds=2)
+    assert await store.claim("t2", "making:a", ttl_seconds=2)
+    await harness.age(3)
+    assert await store.claim("t1", "making:a", ttl_seconds=2)  # expired: taken again

@@ -109,3 +109,22 @@ def test_notes_header_lists_fixed_codes_once_each() -> None:
     headers = Prepared(b"{}", False, m, {}).headers()
     assert headers["x-ctxproxy-notes"] == "window_fallback,estimated_tokens"
     assert len(m.notes) == 2 and "secret-model" not in headers["x-ctxproxy-notes"]
+
+
+def test_a_summary_is_reported_in_its_header_and_the_dict_form() -> None:
+    detail = {"span": [2, 9], "kind": "extract", "by": "extract", "tokens": 210,
+              "source": "fallback", "failure": "timeout", "seconds": 1.0,
+              "summarizer_usage": {}}
+    summarize = Action("summarize", "r", [2, 3], 700, ["a4"], 2, "turns", detail)
+    m = manifest(OFFLOAD, summarize)
+    assert m.summary() == detail
+    assert m.summary_label() == "extract:fallback:timeout"
+    headers = Prepared(b"{}", True, m, {}).headers()
+    assert headers["x-ctxproxy-summary"] == "extract:fallback:timeout"
+    assert [a.get("detail") for a in m.as_dict()["actions"]] == [None, detail]
+    fresh = manifest(Action("summarize", "r", [2], 1, [], 1, "turns", {**detail,
+                                                                      "source": "cache",
+                                                                      "failure": None}))
+    assert fresh.summary_label() == "extract:cache"
+    assert "x-ctxproxy-summary" not in Prepared(b"{}", True, manifest(DROP), {}).headers()
+    assert manifest(DROP).summary() is None and manifest(DROP).summary_label() is None

@@ -323,3 +323,26 @@ def test_prefix_replay_is_stable_with_growth_sizing(
     seen = [plan(m) for m in range(1, n + 1)]
     for earlier, later in itertools.pairwise(seen):
         assert all(a <= b for a, b in zip(earlier, later, strict=True))
+
+
+def test_cuts_are_the_time_points_and_horizons_of_each_steps_cuts() -> None:
+    kwargs = {"base": 50, "reduced_base": 60, "trigger": 1000, "target": 700}
+    idle = StepPlan(costs=[100] * 30, limits=[0] * 30)  # never allowed to move
+    previous: list[tuple[int, int]] = []
+    for n in range(10, 30):
+        cuts: list[list[tuple[int, int]]] = [[], []]
+        horizons = plan_horizons([100] * n, [idle, drop_step(n)], cuts=cuts, **kwargs)
+        assert cuts[0] == [] and horizons[0] == 0
+        assert cuts[1] and cuts[1][-1][1] == horizons[1]
+        assert [t for t, _ in cuts[1]] == sorted({t for t, _ in cuts[1]})
+        assert [h for _, h in cuts[1]] == sorted({h for _, h in cuts[1]})
+        # each cut is what the replay of the units up to its time point gives there
+        for t, h in cuts[1]:
+            assert plan_horizons([100] * (t + 1), [idle, drop_step(t + 1)], **kwargs)[1] == h
+            assert plan_horizons([100] * t, [idle, drop_step(t)], **kwargs)[1] != h
+        # the next request (one more unit) reproduces the cuts of the old part
+        assert cuts[1][: len(previous)] == previous
+        previous = cuts[1]
+    nothing: list[list[tuple[int, int]]] = [[]]
+    plan_horizons([100] * 5, [drop_step(5)], cuts=nothing, **kwargs)
+    assert nothing == [[]]

@@ -17,12 +17,21 @@ from proxy.engine.policy import Policy, ProtectPolicy
 from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
 from proxy.engine.steps.drop_turns import DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
+from proxy.engine.steps.summarize import SummarizeConfig
 from proxy.policy.cli import render_schema
 from proxy.policy.store import PolicyStore, bundled_policies_dir, export_schema
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"
-PRESETS = ["coding-agent", "default", "example-acme", "inspect", "research-agent", "strict"]
+PRESETS = [
+    "coding-agent",
+    "compact",
+    "default",
+    "example-acme",
+    "inspect",
+    "research-agent",
+    "strict",
+]
 
 
 def _errors(data: dict[str, Any]) -> list[tuple[tuple[int | str, ...], str]]:
@@ -102,7 +111,9 @@ def test_steps_are_a_union_keyed_by_kind() -> None:
     assert _errors({"steps": [{}]}) == [(("steps", 0), "union_tag_not_found")]
 
 
-@pytest.mark.parametrize("kind", ["offload_tool_results", "clear_tool_results", "drop_turns"])
+@pytest.mark.parametrize(
+    "kind", ["offload_tool_results", "clear_tool_results", "drop_turns", "summarize"]
+)
 def test_step_configs_share_the_strict_base(kind: str) -> None:
     assert _errors({"steps": [{"kind": kind, "keep": 1}]}) == [
         (("steps", 0, kind, "keep"), "extra_forbidden")
@@ -127,6 +138,29 @@ def test_only_protections_every_step_honours_stay_in_protect() -> None:
 def test_read_tool_page_size_is_capped() -> None:
     assert _errors({"read_tool": {"max_page_chars": 20_001}}) == [
         (("read_tool", "max_page_chars"), "less_than_equal")
+    ]
+
+
+def test_compact_mode_puts_summarize_in_place_of_drop_turns() -> None:
+    policy = Policy.model_validate({"mode": "compact"})
+    assert policy.reduces and policy.mode == "compact"
+    assert [type(s) for s in policy.steps] == [
+        OffloadToolResultsConfig,
+        ClearToolResultsConfig,
+        SummarizeConfig,
+    ]
+    written = Policy.model_validate(
+        {"mode": "compact", "steps": [{"kind": "drop_turns", "keep_recent_turns": 4}]}
+    )
+    assert written.steps == [SummarizeConfig(keep_recent_turns=4)]
+    both = Policy.model_validate(
+        {"mode": "compact", "steps": [{"kind": "summarize", "target": 0.4}, DropTurnsConfig()]}
+    )
+    assert both.steps == [SummarizeConfig(target=0.4), SummarizeConfig()]
+    assert Policy.model_validate({"steps": [{"kind": "drop_turns"}]}).steps == [DropTurnsConfig()]
+    assert not Policy(mode="reject").reduces and Policy().reduces
+    assert _errors({"mode": "compact", "steps": [{"kind": "drop_turns", "x": 1}]}) == [
+        (("steps", 0, "summarize", "x"), "extra_forbidden")
     ]
 
 

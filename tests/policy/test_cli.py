@@ -17,7 +17,7 @@ def test_check_ok_counts_policies_including_bundled_presets(tmp_path: Path) -> N
     out = io.StringIO()
     assert check(tmp_path, out) == EXIT_OK
     (line,) = out.getvalue().splitlines()
-    assert line.startswith("ok: 7 policies: ")
+    assert line.startswith("ok: 8 policies: ")
     assert "acme" in line.split(": ", 2)[2].split(", ")
 
 
@@ -25,7 +25,8 @@ def test_check_the_shipped_presets() -> None:
     out = io.StringIO()
     assert check(REPO / "policies", out) == EXIT_OK
     assert out.getvalue() == (
-        "ok: 6 policies: coding-agent, default, example-acme, inspect, research-agent, strict\n"
+        "ok: 7 policies: coding-agent, compact, default, example-acme, inspect, research-agent, "
+        "strict\n"
     )
 
 

@@ -212,11 +212,11 @@ def test_policy_check_prints_the_warnings_and_succeeds(tmp_path: Path) -> None:
         "steps[kind=offload_tool_results].preview_tail_chars instead "
         "(the value is carried over for now)"
     )
-    assert ok.startswith("ok: 7 policies: ")
+    assert ok.startswith("ok: 8 policies: ")
 
 
 def test_policy_check_prints_the_warnings_with_the_problems(tmp_path: Path) -> None:
-    write_policy(tmp_path, "protect: {recent_turns: 1}\nmode: compact\n", "acme")
+    write_policy(tmp_path, "protect: {recent_turns: 1}\nmode: squash\n", "acme")
     out = io.StringIO()
     assert check(tmp_path, out) == EXIT_PROBLEMS
     warning, problem = out.getvalue().splitlines()

@@ -20,7 +20,15 @@ from proxy.policy.store import (
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"
-PRESETS = ["coding-agent", "default", "example-acme", "inspect", "research-agent", "strict"]
+PRESETS = [
+    "coding-agent",
+    "compact",
+    "default",
+    "example-acme",
+    "inspect",
+    "research-agent",
+    "strict",
+]
 
 
 def write(directory: Path, filename: str, text: str) -> Path:
@@ -95,8 +103,8 @@ def test_unknown_policy_is_a_clear_error_not_a_key_error(tmp_path: Path) -> None
             "unable to parse string as an integer",
         ),
         (
-            "mode: compact\n",
-            "acme.yaml: mode: Input should be 'off', 'inspect', 'reject' or 'window'",
+            "mode: squash\n",
+            "acme.yaml: mode: Input should be 'off', 'inspect', 'reject', 'window' or 'compact'",
         ),
         (
             "budget:\n  trigger: 0.5\n  target: 0.8\n",
@@ -110,7 +118,8 @@ def test_unknown_policy_is_a_clear_error_not_a_key_error(tmp_path: Path) -> None
         (
             "steps:\n  - kind: offload_tool_results\n  - kind: shrink\n",
             "acme.yaml: steps[1]: unknown step kind 'shrink' (expected one of "
-            "'offload_tool_results', 'offload_messages', 'clear_tool_results', 'drop_turns')",
+            "'offload_tool_results', 'offload_messages', 'clear_tool_results', 'drop_turns', "
+            "'summarize')",
         ),
         (
             "steps:\n  - kind: drop_turns\n    keep: 3\n",

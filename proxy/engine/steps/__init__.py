@@ -18,12 +18,14 @@ from proxy.engine.steps.clear_tool_results import ClearToolResults
 from proxy.engine.steps.drop_turns import DropTurns
 from proxy.engine.steps.offload_messages import OffloadMessages
 from proxy.engine.steps.offload_tool_results import OffloadToolResults
+from proxy.engine.steps.summarize import Summarize
 
 _STEPS: tuple[type[Step[Any]], ...] = (
     OffloadToolResults,
     OffloadMessages,
     ClearToolResults,
     DropTurns,
+    Summarize,
 )
 REGISTRY: Mapping[str, type[Step[Any]]] = MappingProxyType({s.name: s for s in _STEPS})
 

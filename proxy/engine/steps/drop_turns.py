@@ -38,8 +38,9 @@ def notice_text(read_tool: bool, turns: int, tokens: int, artifact_id: str, mac:
     return signed(body, mac)
 
 
-class DropTurnsConfig(StepConfig):
-    kind: Literal["drop_turns"] = "drop_turns"
+class TurnsConfig(StepConfig):
+    """The settings of a step that removes whole turns (drop_turns, summarize)."""
+
     keep_recent_turns: Annotated[int, Field(ge=0)] = Field(
         default=2,
         description="The most recent N turns are never dropped (the current one always is kept).",
@@ -55,32 +56,47 @@ class DropTurnsConfig(StepConfig):
     )
 
 
+class DropTurnsConfig(TurnsConfig):
+    kind: Literal["drop_turns"] = "drop_turns"
+
+
+def turns_plan(ctx: PrepareContext, config: TurnsConfig, extra: int) -> StepPlan:
+    """The plan of a step that replaces the oldest whole turns by one item costing `extra`:
+    cuts at turn starts only, never into the recent turns or the protected units."""
+    n = len(ctx.units)
+    keep = max(config.keep_recent_turns, 1)
+    costs = [ctx.unit_cost(u) if ctx.is_protected(u) else 0 for u in range(n)]
+    limits = [ctx.turn_first_unit[max(ctx.unit_turn[t] - keep + 1, 0)] for t in range(n)]
+    cuts = sorted(set(ctx.turn_first_unit[1:]))
+    target = None
+    if config.target is not None:
+        target = scaled(config.target, ctx.allowance)
+    turns = len(ctx.turn_first_unit)
+    keeps_from = ctx.turn_first_unit[turns - keep] if turns > keep else 0
+    return StepPlan(
+        costs=costs, limits=limits, cuts=cuts, extra_cost=extra, target=target,
+        keeps_from=keeps_from,
+    )
+
+
+def archived(ctx: PrepareContext, dropped: list[int]) -> tuple[list[int], str, NewArtifact]:
+    """(the items of the `dropped` units, the archive's id, the archive): one JSON item per
+    line."""
+    indices = [i for u in dropped for i in ctx.units[u].indices]
+    archive = b"\n".join(dumps(ctx.messages[i]) for i in indices).decode()
+    turns = len({ctx.unit_turn[u] for u in dropped})
+    meta = {"turns": turns, ctx.wire.items_param: len(indices), "first_index": indices[0]}
+    return indices, ctx.artifact_id(archive), NewArtifact(archive, "dropped_turns", meta)
+
+
 class DropTurns(Step[DropTurnsConfig]):
     name = "drop_turns"
     config_model = DropTurnsConfig
     counts = "turns"
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
-        n = len(ctx.units)
-        keep = max(self.config.keep_recent_turns, 1)
-        costs = [ctx.unit_cost(u) if ctx.is_protected(u) else 0 for u in range(n)]
-        limits = [ctx.turn_first_unit[max(ctx.unit_turn[t] - keep + 1, 0)] for t in range(n)]
-        cuts = sorted(set(ctx.turn_first_unit[1:]))
         sized = self._notice(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"))
-        extra = ctx.counter.count_message(sized)
-        target = None
-        if self.config.target is not None:
-            target = scaled(self.config.target, ctx.allowance)
-        turns = len(ctx.turn_first_unit)
-        keeps_from = ctx.turn_first_unit[turns - keep] if turns > keep else 0
-        return StepPlan(
-            costs=costs,
-            limits=limits,
-            cuts=cuts,
-            extra_cost=extra,
-            target=target,
-            keeps_from=keeps_from,
-        )
+        return turns_plan(ctx, self.config, ctx.counter.count_message(sized))
 
     def _notice(self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str) -> Any:
         text = notice_text(ctx.read_tool_enabled, turns, tokens, artifact_id, ctx.own_text_mac)
@@ -90,14 +106,11 @@ class DropTurns(Step[DropTurnsConfig]):
         dropped = [u for u in units if not ctx.is_protected(u)]
         if not dropped:
             return StepOutput()
-        indices = [i for u in dropped for i in ctx.units[u].indices]
-        archive = b"\n".join(dumps(ctx.messages[i]) for i in indices).decode()
-        artifact_id = ctx.artifact_id(archive)
+        indices, artifact_id, archive = archived(ctx, dropped)
         tokens = sum(ctx.message_costs[i] for i in indices)
         turns = len({ctx.unit_turn[u] for u in dropped})
         out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
-        meta = {"turns": turns, ctx.wire.items_param: len(indices), "first_index": indices[0]}
-        out.artifacts[artifact_id] = NewArtifact(content=archive, kind="dropped_turns", meta=meta)
+        out.artifacts[artifact_id] = archive
         notice = self._notice(ctx, turns, tokens, artifact_id)
         out.edits.append(Edit("insert_before", indices[0], notice, artifact_id))
         out.edits.extend(Edit("remove", i, None, artifact_id) for i in indices)

@@ -15,7 +15,13 @@ from proxy.engine.steps import REGISTRY, StepConfigs, build_steps, default_step_
 
 
 def test_registry_and_build_steps_follow_policy_order() -> None:
-    names = ["offload_tool_results", "offload_messages", "clear_tool_results", "drop_turns"]
+    names = [
+        "offload_tool_results",
+        "offload_messages",
+        "clear_tool_results",
+        "drop_turns",
+        "summarize",
+    ]
     assert list(REGISTRY) == names
     ctx = make_ctx(tool_history())
     configs = list(reversed(Policy(steps=[{"kind": name} for name in names]).steps))
@@ -39,4 +45,5 @@ def test_the_policy_union_and_defaults_are_derived_from_the_registry() -> None:
     defaults = [name for name, step in REGISTRY.items() if step.in_default_policy]
     assert [c.kind for c in default_step_configs()] == defaults
     assert "offload_messages" not in defaults  # opt-in
+    assert "summarize" not in defaults  # `mode: compact` puts it in place of drop_turns
     assert Policy().steps == default_step_configs()

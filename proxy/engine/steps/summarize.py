@@ -1,0 +1,347 @@
+"""Step: replace the oldest whole turns by one summary naming their archive (compaction).
+
+It removes what `drop_turns` would (whole turns, oldest first, never the recent ones or the
+protected units, cut where drop's hysteresis cuts), archives them the same way, and puts one
+message in their place that names the archive and the artifact of every tool result it covers
+(so the read and search tools reach each original) and carries a digest of the span: an
+extract (`summarizer.kind: extract`, no model: facts with their latest values, identifiers,
+paths, numbers, error lines, query-aware against the user's message when the cut was made).
+
+Prefix stable: the digest is a pure function of the span, that query and the settings, and it
+is frozen in the store under their digest (`engine.summary_cache`): the next request with the
+same history sends the same bytes. It changes only where a drop would change its notice.
+`mode: compact` is `window` with this step in place of `drop_turns`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Annotated, Any, ClassVar, Literal, Self
+
+from pydantic import Field, PrivateAttr
+
+from proxy.engine import compaction, extract, summary_cache
+from proxy.engine.budget import scaled
+from proxy.engine.compaction import Obtained
+from proxy.engine.config_base import StrictModel
+from proxy.engine.manifest import SummarySource
+from proxy.engine.planner import StepPlan
+from proxy.engine.step_api import (
+    Cut,
+    Edit,
+    PrepareContext,
+    Step,
+    StepOutput,
+    StepServices,
+)
+from proxy.engine.steps import summary_parts
+from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
+from proxy.engine.steps.summary_parts import EXTRACT
+from proxy.engine.summarizer import SummarizerError
+
+_VERSION = "v1"
+"""Part of every summary's identity: a change of what the digest keeps changes it."""
+_WIDE = 10**9
+PRECOMPUTE_TURNS = 4
+"""Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""
+
+
+class SummarizerConfig(StrictModel):
+    """Who writes the summary of the dropped turns."""
+
+    kind: Literal["extract", "llm"] = Field(
+        default="extract",
+        description="extract = a deterministic digest of the span, no model; llm = a summary "
+        "written by a model through an upstream (`model`, `upstream`).",
+    )
+    max_summary_tokens: Annotated[float, Field(gt=0)] = Field(
+        default=0.15,
+        description="The summary's size at most (fraction of the allowance when <= 1, else "
+        "tokens), the list of tool results it names included.",
+    )
+    model: str | None = Field(default=None, description="llm: the model (default: the request's).")
+    upstream: str | None = Field(
+        default=None, description="llm: an upstream by name (default: the request's route)."
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = Field(
+        default=10.0, description="llm: a summary not written within this is a failure."
+    )
+    on_error: Literal["extract", "drop", "refuse"] = Field(
+        default="extract",
+        description="llm: when the summarizer fails (error, timeout, an answer of the wrong "
+        "shape): use the extract, drop the turns behind a bare notice, or refuse the request.",
+    )
+    batch_tokens: Annotated[int, Field(gt=0)] | None = Field(
+        default=None,
+        description="llm: transcript tokens per summarizer call (default: the allowance).",
+    )
+    precompute_at: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=0.8,
+        description="llm: from this share of the trigger, the summaries the next cut will need "
+        "are made in the background, so that the request crossing the trigger finds them "
+        "ready (null: never ahead of time).",
+    )
+    background_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=120.0,
+        description="llm: how long a summary made in the background (ahead of time, or not "
+        "waited for past timeout_s) may take.",
+    )
+
+
+class SummarizeConfig(TurnsConfig):
+    kind: Literal["summarize"] = "summarize"
+    summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+
+    _header_only: bool = PrivateAttr(default=False)
+    relax_note: ClassVar[str] = (
+        "last resort before refusing: the summary of the dropped turns was left out (its "
+        "header still names the archive)"
+    )
+
+    def relaxed(self, level: int = 1) -> Self | None:
+        """The last resort before a refusal: the summary shrinks to its header (as much as a
+        drop notice), the digest and the list of tool results left out."""
+        if self._header_only:
+            return None
+        relaxed = self.model_copy()
+        relaxed._header_only = True
+        return relaxed
+
+    @property
+    def header_only(self) -> bool:
+        return self._header_only
+
+    def precompute_at(self) -> float | None:
+        summarizer = self.summarizer
+        return summarizer.precompute_at if summarizer.kind == "llm" else None
+
+
+class Summarize(Step[SummarizeConfig]):
+    name = "summarize"
+    config_model = SummarizeConfig
+    in_default_policy = False
+    counts = "turns"
+
+    def __init__(self, config: SummarizeConfig, ctx: PrepareContext) -> None:
+        super().__init__(config, ctx)
+        self.obtained: Obtained | None = None
+        """The summary this request uses and where it came from (set by `settle`)."""
+
+    def budget(self, ctx: PrepareContext) -> int:
+        if self.config.header_only:
+            return 0
+        return scaled(self.config.summarizer.max_summary_tokens, ctx.allowance)
+
+    def plan(self, ctx: PrepareContext) -> StepPlan:
+        sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
+        extra = ctx.counter.count_message(sized) + self.budget(ctx)
+        return turns_plan(ctx, self.config, extra)
+
+    async def settle(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        dropped = self._dropped(ctx, units)
+        if not dropped or self.config.header_only:
+            return
+        if self.config.summarizer.kind == "llm":
+            self.obtained = await self._from_model(ctx, dropped, services, cuts)
+        else:
+            self.obtained = await self._from_extract(ctx, dropped, services, cuts)
+
+    async def _from_extract(
+        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+    ) -> Obtained:
+        """The digest: frozen under the span and the query, or made (a pure function) and
+        frozen."""
+        items = [ctx.messages[i] for u in dropped for i in ctx.units[u].indices]
+        query = self._query(ctx, cuts[-1][0] if cuts else -1)
+        key = summary_cache.span_digest(ctx.wire, items, self._identity(ctx), query)
+        found = await summary_cache.lookup(services.store, services.scope, key)
+        if found is not None:
+            return Obtained(found, SummarySource.cache)
+        made = self._extract(ctx, dropped, query)
+        await summary_cache.keep(
+            services.store, services.scope, key, made,
+            ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
+        )
+        return Obtained(made, SummarySource.fresh)
+
+    async def _from_model(
+        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+    ) -> Obtained:
+        """The model's summary: frozen, or made in the background (ahead of time, or now and
+        waited for at most `timeout_s`: the request is never held longer), else the fallback."""
+        spans = (dropped, _before(dropped, cuts))
+        settings = self.model_settings(ctx)
+        if services.background is None:  # no background here: made while the request waits
+            try:
+                return await compaction.obtain(
+                    ctx, services, settings, spans, ctx.counter.count_text
+                )
+            except SummarizerError as error:
+                return self._fallback(ctx, dropped, error)
+        key = compaction.span_key(ctx, settings, dropped)
+        found = await summary_cache.lookup(services.store, services.scope, key)
+        if found is not None:
+            return Obtained(found, SummarySource.cache)
+        ahead = services.background.running(key)
+        if not ahead:
+            refused = await self._start(ctx, services, settings, spans, key)
+            if refused is not None:
+                return self._fallback(ctx, dropped, refused)
+        start = time.monotonic()
+        ready = await compaction.wait_ready(services, key, settings.timeout_s)
+        if isinstance(ready, SummarizerError):
+            return self._fallback(ctx, dropped, ready)
+        source = SummarySource.background if ahead else SummarySource.fresh
+        return Obtained(ready, source, seconds=time.monotonic() - start, usage=ready.usage)
+
+    async def _start(
+        self, ctx: PrepareContext, services: StepServices, settings: compaction.ModelSettings,
+        spans: compaction.Spans, key: str,
+    ) -> SummarizerError | None:
+        """Start making the summary of `spans` in the background; the reason not to wait for
+        it when it is not started: it just failed, or another replica (or this tenant's
+        bounded background) is busy with it."""
+        assert services.background is not None
+        failed = services.background.recent_failure(key)
+        if isinstance(failed, SummarizerError):
+            return failed
+        made = self._in_background(settings)
+        count = ctx.counter.count_text
+        if await compaction.start_in_background(ctx, services, made, [spans], count):
+            return None
+        return SummarizerError("timeout", "the summary is being made elsewhere")
+
+    async def precompute(
+        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+    ) -> None:
+        """Start, in the background, the summaries of the spans the next cut may remove (each
+        rolling up the one before), so that the request crossing the trigger finds its own
+        frozen: the cut a crossing would make now, and the deepest cuts the next turns allow
+        (the turns up to the current one; growth-sized cuts usually go that deep)."""
+        if self.config.summarizer.kind != "llm" or not ctx.turn_first_unit:
+            return
+        forced = bool(cuts) and cuts[-1][0] == len(ctx.units) - 1
+        real = cuts[:-1] if forced else cuts
+        current = real[-1][1] if real else 0
+        last = ctx.turn_first_unit[-1]
+        deepest = [h for h in ctx.turn_first_unit if current < h <= last][-PRECOMPUTE_TURNS:]
+        wanted = sorted({*deepest, *([cuts[-1][1]] if forced else [])})
+        chain: list[compaction.Spans] = []
+        before = [u for u in range(current) if not ctx.is_protected(u)]
+        for h in wanted:
+            span = [u for u in range(h) if not ctx.is_protected(u)]
+            if span:
+                chain.append((span, before))
+                before = span
+        made = self._in_background(self.model_settings(ctx))
+        await compaction.start_in_background(ctx, services, made, chain, ctx.counter.count_text)
+
+    def _in_background(self, settings: compaction.ModelSettings) -> compaction.ModelSettings:
+        timeout = self.config.summarizer.background_timeout_s
+        return dataclasses.replace(settings, timeout_s=timeout)
+
+    def _fallback(
+        self, ctx: PrepareContext, dropped: list[int], error: SummarizerError
+    ) -> Obtained:
+        on_error = self.config.summarizer.on_error
+        if on_error == "refuse":
+            raise summary_parts.summarizer_refusal(error)
+        summary = self._extract(ctx, dropped, "") if on_error == "extract" else None
+        return Obtained(summary, SummarySource.fallback, failure=error.failure)
+
+    def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
+        config = self.config.summarizer
+        return compaction.ModelSettings(
+            config.model, config.upstream, self.budget(ctx), config.timeout_s,
+            config.batch_tokens or ctx.allowance,
+        )
+
+    def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
+        dropped = self._dropped(ctx, units)
+        if not dropped:
+            return StepOutput()
+        indices, archive_id, archive = archived(ctx, dropped)
+        tokens = sum(ctx.message_costs[i] for i in indices)
+        turns = len({ctx.unit_turn[u] for u in dropped})
+        out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
+        out.artifacts[archive_id] = archive
+        obtained = self.obtained or Obtained(self._extract(ctx, dropped, ""), SummarySource.fresh)
+        if self.config.header_only:
+            obtained = Obtained(None, SummarySource.last_resort)
+        budget = self.budget(ctx) if obtained.summary is not None else 0
+        named = summary_parts.tool_results(ctx, dropped, self.name)
+        for _, artifact_id, artifact in named:
+            out.artifacts[artifact_id] = artifact
+        results = summary_parts.listed(ctx, named, budget)
+        body, by = "", "none"
+        if obtained.summary is not None:
+            by = obtained.summary.by
+            left = budget - ctx.counter.count_text(results)
+            body = summary_parts.trimmed(ctx, obtained.summary.body, left)
+        item = self._item(ctx, turns, tokens, archive_id, results, body, by)
+        out.edits.append(Edit("insert_before", indices[0], item, archive_id))
+        out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
+        out.tokens_freed -= ctx.counter.count_message(item)
+        out.reason = f"over trigger: turns compacted ({by}, {obtained.source})"
+        out.detail = self._detail(ctx, indices, obtained, item)
+        return out
+
+    def _detail(
+        self, ctx: PrepareContext, indices: list[int], obtained: Obtained, item: Any
+    ) -> dict[str, Any]:
+        """What the manifest reports of the summary (and the metrics and the access line)."""
+        summary = obtained.summary
+        return {
+            "span": [indices[0], indices[-1] + 1],
+            "kind": "drop" if summary is None else EXTRACT if summary.by == EXTRACT else "llm",
+            "by": summary.by if summary is not None else None,
+            "tokens": ctx.counter.count_message(item),
+            "source": obtained.source.value,
+            "failure": obtained.failure,
+            "seconds": round(obtained.seconds, 3),
+            "summarizer_usage": obtained.usage,
+        }
+
+    def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:
+        return [u for u in units if not ctx.is_protected(u)]
+
+    def _item(
+        self, ctx: PrepareContext, turns: int, tokens: int, archive_id: str, results: str,
+        body: str, by: str,
+    ) -> Any:
+        text = summary_parts.summary_text(
+            ctx.read_tool_enabled, turns, tokens, archive_id, results, body, by,
+            ctx.own_text_mac,
+        )
+        return ctx.wire.notice_item(self.config.notice_role, text)
+
+    def _identity(self, ctx: PrepareContext) -> str:
+        return f"{EXTRACT}:{_VERSION}:{self.budget(ctx)}"
+
+
+    def _query(self, ctx: PrepareContext, cut_at: int) -> str:
+        """The user's message when the cut was made: the first item of that time's turn."""
+        if cut_at < 0 or not ctx.units:
+            return ""
+        first = ctx.turn_first_unit[ctx.unit_turn[min(cut_at, len(ctx.units) - 1)]]
+        return ctx.wire.item_text(ctx.messages[ctx.units[first].start]) or ""
+
+    def _extract(
+        self, ctx: PrepareContext, dropped: list[int], query: str
+    ) -> summary_cache.Summary:
+        """The digest of the span, within what the list of its tool results leaves."""
+        budget = self.budget(ctx)
+        named = summary_parts.tool_results(ctx, dropped, self.name)
+        budget -= ctx.counter.count_text(summary_parts.listed(ctx, named, budget))
+        texts, resources = summary_parts.span_texts(ctx, dropped)
+        body = extract.digest(texts, query, budget, ctx.counter.count_text, resources)
+        return summary_cache.Summary(body, EXTRACT)
+
+def _before(dropped: list[int], cuts: list[Cut]) -> list[int]:
+    """The units of the previous cut (whose summary this one may roll up), or none."""
+    return [u for u in dropped if u < cuts[-2][1]] if len(cuts) > 1 else []
+
+

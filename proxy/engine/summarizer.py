@@ -1,0 +1,133 @@
+"""The summarizer seam: what the `summarize` step asks of a model, and what it accepts back.
+
+The step hands a `Summarizer` (`StepServices.summarizer`, assembled per request at the edge: an
+`Upstream` with the tenant's credentials, `completion.summarizer`) a `SummaryCall`: fixed
+instructions, the previous summary when rolling up, and a plain transcript of the turns to fold
+in. The answer must be one JSON object of `SummaryShape` (facts with their current values,
+decisions, open questions, files and resources touched, errors seen): anything else is a
+failure (`SummarizerError("invalid")`), like a transport error or a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Protocol
+
+from pydantic import Field, ValidationError
+
+from proxy.engine.config_base import StrictModel
+
+Failure = Literal["upstream", "timeout", "invalid"]
+
+INSTRUCTIONS = (
+    "You compact the older part of a conversation so that an assistant can go on without it. "
+    "Answer with one JSON object and nothing else, with exactly these keys: "
+    '"facts": a list of {"name": ..., "value": ...} with the CURRENT value of every fact, '
+    "figure, id, date, owner or setting stated (a later correction replaces an earlier "
+    'value); "decisions": a list of strings; "open_questions": a list of strings; '
+    '"resources": the files, urls and ids that were read or changed; "errors": the error '
+    "messages seen, verbatim. Keep every value exact. If a previous summary is given, fold it "
+    "in: keep what still holds, update what changed."
+)
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+class SummarizerError(Exception):
+    def __init__(self, failure: Failure, message: str) -> None:
+        super().__init__(message)
+        self.failure: Failure = failure
+
+
+@dataclass(frozen=True)
+class SummaryCall:
+    instructions: str
+    previous: str
+    """The summary being rolled up ("" for a first summary)."""
+    transcript: str
+    max_tokens: int
+    model: str | None
+    """None: the request's model."""
+    upstream: str | None
+    """An upstream by name; None: the one serving the request."""
+
+
+@dataclass(frozen=True)
+class SummaryReply:
+    answer: str
+    model: str
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class Summarizer(Protocol):
+    async def summarize(self, call: SummaryCall) -> SummaryReply:
+        """The model's answer; raises `SummarizerError` on any failure."""
+        ...
+
+
+Line = Annotated[str, Field(max_length=2000)]
+
+
+class Fact(StrictModel):
+    name: Line
+    value: Line
+
+
+class SummaryShape(StrictModel):
+    facts: list[Fact]
+    decisions: list[Line]
+    open_questions: list[Line]
+    resources: list[Line]
+    errors: list[Line]
+
+
+def parse_summary(answer: str) -> SummaryShape:
+    """The answer as a `SummaryShape` (a ```json fence around it is allowed), or
+    `SummarizerError("invalid")`."""
+    fenced = _FENCE.match(answer)
+    try:
+        return SummaryShape.model_validate(json.loads(fenced.group(1) if fenced else answer))
+    except (ValueError, ValidationError) as error:
+        raise SummarizerError("invalid", f"the summary is not the expected JSON: {error}") from None
+
+
+def render(shape: SummaryShape) -> str:
+    """The summary as the model will read it (the body under the summary's header)."""
+    parts: list[str] = []
+    if shape.facts:
+        parts.append("Facts (current values):")
+        parts += [f"- {fact.name}: {fact.value}" for fact in shape.facts]
+    for title, lines in (
+        ("Decisions:", shape.decisions),
+        ("Open questions:", shape.open_questions),
+        ("Errors seen:", shape.errors),
+    ):
+        if lines:
+            parts.append(title)
+            parts += [f"- {line}" for line in lines]
+    if shape.resources:
+        parts.append("Files/resources touched: " + ", ".join(shape.resources))
+    return "\n".join(parts)
+
+
+def batches(entries: Sequence[str], limit: int, count: Callable[[str], int]) -> list[str]:
+    """`entries` (transcript lines) joined into batches of at most `limit` tokens each; an
+    entry longer than that is cut to fit."""
+    out: list[str] = []
+    current: list[str] = []
+    spent = 0
+    for entry in entries:
+        cost = count(entry) + 1
+        if cost > limit:
+            entry = entry[: max(limit * 3, 1)] + " ...[cut]"
+            cost = min(count(entry) + 1, limit)
+        if current and spent + cost > limit:
+            out.append("\n".join(current))
+            current, spent = [], 0
+        current.append(entry)
+        spent += cost
+    if current:
+        out.append("\n".join(current))
+    return out

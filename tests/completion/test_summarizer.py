@@ -1,0 +1,76 @@
+"""completion/summarizer.py: the summarizer over the Upstream seam (an in-memory upstream)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from multidict import CIMultiDict
+from upstream_double import FakeUpstream, broken, json_answer
+
+from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
+from proxy.engine.summarizer import SummarizerError, SummaryCall
+from proxy.upstream.base import Upstream
+
+CALL = SummaryCall("instructions", "", "user: hi", 200, None, None)
+ANSWER = {"model": "m-2024", "choices": [{"message": {"role": "assistant", "content": "{}"}}],
+          "usage": {"prompt_tokens": 12, "completion_tokens": 3, "cached": "x"}}
+
+
+def summarizer(route: FakeUpstream, **others: FakeUpstream) -> UpstreamSummarizer:
+    def headers_for(upstream: Upstream) -> CIMultiDict[str]:
+        return CIMultiDict({"Authorization": f"Bearer key-of-{upstream.name}"})
+
+    return UpstreamSummarizer(route, {"route": route, **others}, headers_for, "req-model")
+
+
+def test_one_call_with_the_requests_model_and_route_by_default() -> None:
+    route = FakeUpstream(json_answer(ANSWER))
+    reply = asyncio.run(summarizer(route).summarize(CALL))
+    assert (reply.answer, reply.model) == ("{}", "m-2024")
+    assert reply.usage == {"prompt_tokens": 12, "completion_tokens": 3}
+    [call] = route.calls
+    body = call.json()
+    assert body["model"] == "req-model" and body["max_tokens"] == 200
+    assert body["stream"] is False and body["temperature"] == 0
+    assert body["messages"][0] == {"role": "system", "content": "instructions"}
+    assert body["messages"][1]["content"] == "Turns to fold in:\nuser: hi"
+    assert call.headers["Authorization"] == "Bearer key-of-fake"
+    assert call.headers["Content-Type"] == "application/json"
+    assert route.all_closed
+
+
+def test_a_named_upstream_and_model_and_the_previous_summary() -> None:
+    route, other = FakeUpstream(), FakeUpstream(json_answer(ANSWER), name="cheap")
+    call = SummaryCall("i", "Facts:\n- a: 1", "user: hi", 50, "tiny", "cheap")
+    asyncio.run(summarizer(route, cheap=other).summarize(call))
+    assert route.calls == [] and other.calls[0].json()["model"] == "tiny"
+    assert other.calls[0].headers["Authorization"] == "Bearer key-of-cheap"
+    assert other.calls[0].json()["messages"][1]["content"].startswith(
+        "Previous summary (JSON-rendered):\nFacts:\n- a: 1\n\nTurns to fold in:"
+    )
+
+
+@pytest.mark.parametrize(
+    ("scripted", "failure"),
+    [
+        (broken(), "upstream"),
+        (json_answer({"error": {"message": "no"}}, status=500), "upstream"),
+        (json_answer(b"not json"), "invalid"),
+        (json_answer({"choices": []}), "invalid"),
+        (json_answer(b" " * (MAX_ANSWER_BYTES + 1)), "invalid"),
+    ],
+)
+def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> None:
+    route = FakeUpstream(scripted)  # type: ignore[arg-type]
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(route).summarize(CALL))
+    assert caught.value.failure == failure
+    assert route.all_closed
+
+
+def test_an_unknown_upstream_name_is_a_failure() -> None:
+    call = SummaryCall("i", "", "t", 5, None, "nowhere")
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(FakeUpstream()).summarize(call))
+    assert caught.value.failure == "upstream"

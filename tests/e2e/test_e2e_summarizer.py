@@ -1,0 +1,202 @@
+"""Compaction by a model through the real server, with a fake summarizer upstream on loopback:
+the summary replaces the span and names the archive; the same history reuses it byte for byte
+without a summarizer call; an error, a timeout or an invalid answer falls back (the request still
+answers), or refuses with `on_error: refuse`."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from fakes import FakeUpstream, completion, error_reply, slow_reply
+from fakes.replies import Reply
+from pipeline_harness import agent_history, write_policy
+from proxy_harness import RunningProxy, make_settings, start_proxy
+
+from proxy.formats.openai_chat.conversation import parse_conversation
+
+CHAT = "/v1/chat/completions"
+POLICY = """
+mode: compact
+budget: {{context_window: 6000, reserved_output: 1000, safety_margin: 0}}
+steps:
+  - {{kind: offload_tool_results, threshold_chars: 3000}}
+  - {{kind: clear_tool_results}}
+  - kind: summarize
+    summarizer: {{kind: llm, upstream: summ, model: tiny-sum, max_summary_tokens: 400,
+                 timeout_s: 1, on_error: {on_error}}}
+"""
+SUMMARY = {
+    "facts": [{"name": "file 3 value at line 2", "value": "15843"}],
+    "decisions": ["audit every file in src/"],
+    "open_questions": [],
+    "resources": ["src/f0.py", "src/f1.py"],
+    "errors": [],
+}
+ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
+HEADERS = {"Authorization": "Bearer k"}
+
+
+class Proxies:
+    def __init__(self, main: FakeUpstream, summ: FakeUpstream, tmp_path: Path) -> None:
+        self.main, self.summ, self.tmp_path = main, summ, tmp_path
+        self.running: list[RunningProxy] = []
+
+    async def start(self, on_error: str = "extract") -> RunningProxy:
+        directory = self.tmp_path / f"p{len(self.running)}"
+        write_policy(directory, POLICY.format(on_error=on_error), name="default")
+        upstreams = [
+            {"name": "main", "base_url": self.main.base_url},
+            {"name": "summ", "base_url": self.summ.base_url, "api_key": "summ-key"},
+        ]
+        settings = make_settings(
+            self.main.base_url, policies_dir=str(directory), upstreams=upstreams,
+            auth={"mode": "keys"}, tenants=[{"name": "acme", "keys": ["k"]}],
+        )
+        proxy = await start_proxy(settings)
+        self.running.append(proxy)
+        return proxy
+
+
+@pytest.fixture
+async def summ() -> AsyncIterator[FakeUpstream]:
+    def answer(_: Any) -> Reply:
+        return completion(json.dumps(SUMMARY), model="tiny-sum-0001",
+                          usage={"prompt_tokens": 900, "completion_tokens": 60,
+                                 "total_tokens": 960})
+
+    async with FakeUpstream(default=answer) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def proxies(
+    fake_upstream: FakeUpstream, summ: FakeUpstream, tmp_path: Path
+) -> AsyncIterator[Proxies]:
+    started = Proxies(fake_upstream, summ, tmp_path)
+    yield started
+    for proxy in started.running:
+        await proxy.stop()
+
+
+async def _chat(proxy: RunningProxy, messages: list[Any]) -> tuple[int, dict[str, Any]]:
+    status, body, _ = await _chat_with_headers(proxy, messages)
+    return status, body
+
+
+async def _chat_with_headers(
+    proxy: RunningProxy, messages: list[Any]
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{proxy.base_url}/chat/completions", headers=HEADERS,
+        json={"model": "gpt-4o", "messages": messages},
+    ) as response:
+        return response.status, await response.json(), dict(response.headers)
+
+
+async def _metrics(proxy: RunningProxy) -> str:
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{proxy.url}/metrics", headers=HEADERS
+    ) as response:
+        return await response.text()
+
+
+def _summary(messages: list[Any]) -> str:
+    [summary] = [
+        m["content"] for m in messages
+        if isinstance(m.get("content"), str) and "were compacted" in m["content"]
+    ]
+    return str(summary)
+
+
+async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call(
+    proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
+) -> None:
+    proxy = await proxies.start()
+    messages = agent_history(24, result_chars=1200)
+    status, _, headers = await _chat_with_headers(proxy, messages)
+    assert status == 200
+    assert headers["x-ctxproxy-summary"] == "llm:fresh"
+    calls = summ.requests(CHAT)
+    assert len(calls) >= 2  # the span is longer than one batch (the allowance): rolled up
+    for k, call in enumerate(calls):
+        assert call.headers["Authorization"] == "Bearer summ-key"  # the named upstream's key
+        asked = call.json()
+        assert asked["model"] == "tiny-sum" and asked["stream"] is False
+        prompt = asked["messages"][1]["content"]
+        assert prompt.startswith("Previous summary") == (k > 0)  # each folds in the one before
+    assert "src/f0.py" in calls[0].json()["messages"][1]["content"]  # the span's transcript
+    sent = fake_upstream.last.json()["messages"]
+    assert parse_conversation(sent).problems == ()
+    summary = _summary(sent)
+    assert "summarized by tiny-sum-0001" in summary
+    assert ARTIFACT.search(summary) is not None  # the archive's id
+    assert summary.endswith(
+        "Facts (current values):\n- file 3 value at line 2: 15843\nDecisions:\n"
+        "- audit every file in src/\nFiles/resources touched: src/f0.py, src/f1.py"
+    )
+    first = fake_upstream.last.body
+    status, _, headers = await _chat_with_headers(proxy, messages)
+    assert status == 200 and fake_upstream.last.body == first  # byte for byte
+    assert len(summ.requests(CHAT)) == len(calls)  # from the store: no summarizer call
+    assert headers["x-ctxproxy-summary"] == "llm:cache"
+    metrics = await _metrics(proxy)
+    assert 'ctxproxy_summaries_total{outcome="fresh"} 1.0' in metrics
+    assert 'ctxproxy_summaries_total{outcome="cache"} 1.0' in metrics
+    prompt = 900 * len(calls)  # the fake's usage, summed over the batches
+    assert f'ctxproxy_summarizer_tokens_total{{kind="prompt"}} {prompt}.0' in metrics
+    assert "ctxproxy_summarizer_seconds_count 1.0" in metrics
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        lambda: error_reply(500),
+        lambda: slow_reply(3.0),
+        lambda: completion("Here is a summary: the files look fine."),
+        lambda: completion(json.dumps({**SUMMARY, "mood": "good"})),
+    ],
+    ids=["error", "timeout", "not-json", "wrong-shape"],
+)
+async def test_a_failed_summary_falls_back_to_the_extract_and_the_request_answers(
+    proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream,
+    failure: Callable[[], Reply],
+) -> None:
+    proxy = await proxies.start("extract")
+    summ.enqueue(failure())
+    messages = agent_history(24, result_chars=1200)
+    status, body, headers = await _chat_with_headers(proxy, messages)
+    assert status == 200 and body["choices"]
+    assert headers["x-ctxproxy-summary"].startswith("extract:fallback:")
+    summary = _summary(fake_upstream.last.json()["messages"])
+    assert "extracted without a model" in summary
+    assert "- [call_0_" in summary  # the extract's lines
+
+
+async def test_on_error_drop_leaves_the_archive_notice_only(
+    proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
+) -> None:
+    proxy = await proxies.start("drop")
+    summ.enqueue(error_reply(503))
+    status, _ = await _chat(proxy, agent_history(24, result_chars=1200))
+    assert status == 200
+    summary = _summary(fake_upstream.last.json()["messages"])
+    assert "(no summary)" in summary and summary.endswith("to look things up.]")
+
+
+async def test_on_error_refuse_is_a_typed_refusal_before_any_upstream_call(
+    proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
+) -> None:
+    proxy = await proxies.start("refuse")
+    summ.enqueue(error_reply(500))
+    status, body = await _chat(proxy, agent_history(24, result_chars=1200))
+    assert status == 503
+    assert body["error"]["code"] == "summarizer_unavailable"
+    assert body["error"]["ctxproxy"]["reason"] == "summarizer_failed"
+    assert fake_upstream.requests(CHAT) == []
+    assert 'ctxproxy_summaries_total{outcome="refused"} 1.0' in await _metrics(proxy)

@@ -1,0 +1,169 @@
+"""summarize: the oldest whole turns go, archived, behind one summary naming the archive and the
+artifact of every tool result it covers; the digest is frozen in the store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from context_harness import (
+    artifact_id,
+    assistant,
+    call,
+    counter,
+    mac_for,
+    make_ctx,
+    policy,
+    result,
+    system,
+    user,
+)
+
+from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
+from proxy.engine import summary_cache
+from proxy.engine.step_api import MARKER, PrepareContext, StepServices
+from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
+from proxy.engine.steps.summarize import Summarize, SummarizeConfig
+from proxy.engine.tool_text import is_proxy_text
+
+SCOPE = "s"
+
+
+def history() -> list[dict[str, Any]]:
+    """Four turns; turn_first_unit = [0, 2, 5, 7]."""
+    return [
+        system(),  # 0
+        user("Task: fix the failing build."),  # 1  u0 (first user: protected)
+        assistant("Starting with the config in conf/app.yaml."),  # 2  u1
+        user("Check the tests, the release is REL-4711."),  # 3  u2 turn 1
+        call("d1", "run_tests", '{"path": "tests/test_core.py"}'),  # 4  u3 (4-5)
+        result("d1", "FAILED tests/test_core.py::test_merge - AssertionError: 3 != 4"),  # 5
+        assistant("The merge test fails: expected 4, got 3."),  # 6  u4
+        user("Fix it."),  # 7  u5 turn 2
+        assistant("Fixed in src/merge.py."),  # 8  u6
+        user("What was the failing test again?"),  # 9  u7 turn 3
+        assistant("Let me look."),  # 10 u8
+    ]
+
+
+def summarize_ctx(**settings: Any) -> tuple[PrepareContext, Summarize]:
+    ctx = make_ctx(history(), policy(), allowance=10_000)
+    return ctx, Summarize(SummarizeConfig(**settings), ctx)
+
+
+def services(store: Any) -> StepServices:
+    return StepServices(store, SCOPE, counter())
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_config_defaults_and_the_plan_of_drop_turns() -> None:
+    config = SummarizeConfig()
+    assert (config.keep_recent_turns, config.notice_role, config.target) == (2, "user", 0.5)
+    assert (config.summarizer.kind, config.summarizer.max_summary_tokens) == ("extract", 0.15)
+    ctx, step = summarize_ctx()
+    plan, drop = step.plan(ctx), DropTurns(DropTurnsConfig(), ctx).plan(ctx)
+    assert (plan.costs, plan.limits, plan.cuts, plan.target, plan.keeps_from) == (
+        drop.costs, drop.limits, drop.cuts, drop.target, drop.keeps_from
+    )
+    assert plan.extra_cost >= step.budget(ctx) == 1_500  # 0.15 of the allowance, plus the header
+
+
+def test_the_span_is_archived_and_one_summary_names_the_archive_and_each_result() -> None:
+    ctx, step = summarize_ctx()
+    store = MemoryStore(b"k")
+    units = [0, 1, 2, 3, 4]  # turns 0-1; u0 (the task) is protected and stays
+    run(step.settle(ctx, units, services(store), [(7, 5)]))
+    out = step.rewrite(ctx, units)
+    assert out.units == [1, 2, 3, 4] and out.count == 2
+    insert, *removes = out.edits
+    assert (insert.kind, insert.index) == ("insert_before", 2)
+    assert [(e.kind, e.index) for e in removes] == [("remove", i) for i in range(2, 7)]
+    archive_id = insert.artifact_id
+    assert {e.artifact_id for e in out.edits} == {archive_id}
+    archive = out.artifacts[archive_id]
+    assert archive.kind == "dropped_turns"
+    assert [json.loads(line) for line in archive.content.split("\n")] == history()[2:7]
+    result_id = artifact_id(history()[5]["content"])
+    assert out.artifacts[result_id].content == history()[5]["content"]
+    text = insert.message["content"]  # type: ignore[index]
+    assert is_proxy_text(text, mac_for(SCOPE)) and text.startswith(f"{MARKER}#")
+    assert f"artifact {archive_id}" in text and f"d1={result_id}" in text
+    assert "2 earlier turn(s)" in text and "extracted without a model" in text
+    body = text.split("]\n", 1)[1]
+    assert "REL-4711" in body and "FAILED tests/test_core.py::test_merge" in body
+    assert "Touched: tests/test_core.py" in body
+    assert counter().count_message(insert.message) <= step.plan(ctx).extra_cost
+    assert out.tokens_freed == sum(ctx.message_costs[2:7]) - counter().count_message(
+        insert.message
+    )
+
+
+def test_protected_only_units_give_no_output() -> None:
+    ctx, step = summarize_ctx()
+    run(step.settle(ctx, [0], services(MemoryStore(b"k")), [(3, 2)]))
+    assert step.rewrite(ctx, [0]).edits == []
+
+
+def test_the_summary_is_frozen_under_the_span_and_reused_from_the_store() -> None:
+    ctx, step = summarize_ctx()
+    store = MemoryStore(b"k")
+    units = [0, 1, 2, 3, 4]
+    run(step.settle(ctx, units, services(store), [(7, 5)]))
+    first = step.rewrite(ctx, units).edits[0].message
+    assert step.obtained is not None and step.obtained.source == "fresh"
+    again = Summarize(SummarizeConfig(), ctx)
+    run(again.settle(ctx, units, services(store), [(7, 5)]))
+    assert again.obtained is not None and again.obtained.source == "cache"
+    assert again.rewrite(ctx, units).edits[0].message == first
+    # what the store holds is what is sent (frozen), even if the extract would now differ;
+    # the key is the span, the query (the user's message when the cut was made) and identity
+    items = history()[2:7]
+    query = "What was the failing test again?"
+    key = summary_cache.span_digest(ctx.wire, items, again._identity(ctx), query)
+    frozen = summary_cache.Summary("- frozen line 42", "extract")
+    other = MemoryStore(b"k")
+    run(summary_cache.keep(other, SCOPE, key, frozen, ttl_seconds=60, max_per_scope=100))
+    third = Summarize(SummarizeConfig(), ctx)
+    run(third.settle(ctx, units, services(other), [(7, 5)]))
+    assert third.rewrite(ctx, units).edits[0].message["content"].endswith("\n- frozen line 42")
+
+
+def test_the_query_is_the_users_message_when_the_cut_was_made() -> None:
+    ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
+    cases = {7: "What was the failing test again?", 5: "Fix it.", 2: "Check the tests"}
+    for cut_at, start in cases.items():
+        assert step._query(ctx, cut_at).startswith(start)
+    assert step._query(ctx, -1) == ""
+
+
+class DownStore(MemoryStore):
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        raise StoreUnavailable("down")
+
+
+def test_a_store_outage_makes_the_summary_again() -> None:
+    ctx, step = summarize_ctx()
+    store = MemoryStore(b"k")
+    run(step.settle(ctx, [1, 2], services(store), [(7, 5)]))
+    down = Summarize(SummarizeConfig(), ctx)
+    run(down.settle(ctx, [1, 2], services(DownStore(b"k")), [(7, 5)]))
+    assert down.obtained is not None and down.obtained.source == "fresh"
+    assert down.rewrite(ctx, [1, 2]).edits == step.rewrite(ctx, [1, 2]).edits
+
+
+def test_the_last_resort_leaves_only_the_header() -> None:
+    config = SummarizeConfig()
+    relaxed = config.relaxed(1)
+    assert relaxed is not None and relaxed.header_only and not config.header_only
+    assert relaxed.relaxed(2) is None and config.relaxed(2) is not None
+    ctx, step = summarize_ctx()
+    short = Summarize(relaxed, ctx)
+    assert short.budget(ctx) == 0
+    assert short.plan(ctx).extra_cost < step.plan(ctx).extra_cost
+    run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
+    text = short.rewrite(ctx, [1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert text.endswith("to look things up.]") and "tool results" not in text

@@ -1,0 +1,45 @@
+"""steps/summary_parts.py: the summary item's text and its parts."""
+
+from __future__ import annotations
+
+import pytest
+from context_harness import counter, mac_for, make_ctx
+
+from proxy.engine.step_api import MARKER
+from proxy.engine.steps.summary_parts import listed, summary_text, tool_results, trimmed
+from proxy.engine.tool_text import is_proxy_text
+from tests.engine.steps.test_summarize import history
+
+
+@pytest.mark.parametrize("read_tool", [True, False])
+def test_summary_text_says_how_to_reach_the_originals(read_tool: bool) -> None:
+    text = summary_text(read_tool, 3, 900, "art_x", "c1=art_y", "- a fact", "gpt-x", mac_for("s"))
+    assert "summarized by gpt-x" in text and "tool results: c1=art_y" in text
+    how = "search_context_artifact" if read_tool else "artifact endpoint"
+    assert how in text and text.endswith("]\n- a fact")
+
+
+def test_tool_results_are_listed_newest_first_within_a_third_of_the_budget() -> None:
+    ctx = make_ctx(history())
+    named = tool_results(ctx, [1, 2, 3, 4], "summarize")
+    assert [label for label, _, _ in named] == ["d1"]
+    assert named[0][2].content == history()[5]["content"]
+    assert listed(ctx, named, 3) == ""  # no room: the archive names them
+    assert listed(ctx, named, 300) == f"d1={named[0][1]}"
+    many = named * 5
+    short = listed(ctx, many, 60)
+    assert short.endswith("more in the archive)") and counter().count_text(short) <= 30
+
+
+def test_trimmed_drops_the_last_lines_first() -> None:
+    ctx = make_ctx(history())
+    body = "\n".join(f"- line {i} is {i}" for i in range(50))
+    out = trimmed(ctx, body, 40)
+    assert body.startswith(out) and counter().count_text(out) <= 40
+    assert trimmed(ctx, body, 10_000) == body
+
+
+def test_the_text_is_signed_as_the_proxys_own() -> None:
+    text = summary_text(True, 1, 5, "art_x", "", "", "extract", mac_for("s"))
+    assert text.startswith(f"{MARKER}#") and is_proxy_text(text, mac_for("s"))
+    assert "extracted without a model" in text and not is_proxy_text(text, mac_for("t"))

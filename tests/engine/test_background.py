@@ -1,0 +1,95 @@
+"""engine/background.py: work that outlives a request, bounded per scope, one task per span."""
+
+from __future__ import annotations
+
+import asyncio
+
+from proxy.engine.background import Background
+from proxy.engine.offload import Workers
+
+
+async def test_one_task_per_key_and_at_most_per_scope_tasks_per_tenant() -> None:
+    background = Background(per_scope=2)
+    assert not background.start(["k0"], "s", asyncio.sleep)  # no loop bound yet
+    background.bind(asyncio.get_running_loop())
+    gate = asyncio.Event()
+    runs: list[str] = []
+
+    def work(name: str):  # type: ignore[no-untyped-def]
+        async def run() -> str:
+            runs.append(name)
+            await gate.wait()
+            return name
+        return run
+
+    assert background.start(["a1", "a2"], "s", work("a"))
+    assert background.start(["x", "a2"], "s", work("dup"))  # its last span runs: not again
+    assert background.start(["b"], "s", work("b"))
+    assert not background.start(["c"], "s", work("c"))  # the tenant's two are running
+    assert background.start(["d"], "other", work("d"))
+    assert background.running("a1") and background.running("a2") and not background.running("c")
+    assert await background.wait("a1", 0.01) == (False, None)
+    gate.set()
+    assert await background.wait("a2", 1) == (True, "a")
+    await background.drain()
+    assert sorted(runs) == ["a", "b", "d"] and not background.running("a1")
+    assert background.start(["c"], "s", work("c"))
+    await background.drain()
+
+
+async def test_a_failure_ends_the_task_quietly_and_close_cancels() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    async def boom() -> None:
+        raise RuntimeError("summarizer down")
+
+    assert background.start(["k"], "s", boom)
+    assert await background.wait("k", 1) == (True, None)
+    assert background.start(["slow"], "s", lambda: asyncio.sleep(10))
+    background.close()
+    await asyncio.sleep(0)
+    await background.drain()
+    assert not background.running("slow")
+
+
+async def test_started_from_a_worker_threads_loop_it_runs_on_the_apps_loop() -> None:
+    background = Background()
+    app_loop = asyncio.get_running_loop()
+    background.bind(app_loop)
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def work() -> int:
+        seen.append(asyncio.get_running_loop())
+        return 7
+
+    async def in_worker() -> tuple[bool, object]:
+        assert asyncio.get_running_loop() is not app_loop
+        background.start(["w"], "s", work)
+        return await background.wait("w", 2)
+
+    workers = Workers(1)
+    try:
+        assert await workers.run(in_worker) == (True, 7)
+    finally:
+        workers.close()
+    assert seen == [app_loop]
+
+
+async def test_a_failure_returned_by_the_work_is_remembered_for_its_spans() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    error = ValueError("summarizer down")
+
+    async def fails() -> Exception:
+        return error
+
+    async def works() -> str:
+        return "ok"
+
+    assert background.start(["a", "b"], "s", fails)
+    await background.drain()
+    assert background.recent_failure("a") is error and background.recent_failure("b") is error
+    assert background.start(["c"], "s", works)
+    await background.drain()
+    assert background.recent_failure("c") is None

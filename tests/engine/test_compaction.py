@@ -1,0 +1,92 @@
+"""engine/compaction.py: a span's summary from a summarizer, frozen, rolled up, bounded in time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from context_harness import counter, make_ctx
+
+from proxy.artifacts.store import MemoryStore
+from proxy.engine.compaction import ModelSettings, obtain, transcript
+from proxy.engine.step_api import StepServices
+from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
+from tests.engine.steps.test_summarize import history
+
+SETTINGS = ModelSettings("m", None, 300, 1.0, 10_000)
+
+
+def answer(fact: str) -> str:
+    return json.dumps({"facts": [{"name": "f", "value": fact}], "decisions": [],
+                       "open_questions": [], "resources": [], "errors": []})
+
+
+class Recording:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls: list[SummaryCall] = []
+        self.delay = delay
+
+    async def summarize(self, call: SummaryCall) -> SummaryReply:
+        self.calls.append(call)
+        await asyncio.sleep(self.delay)
+        return SummaryReply(answer(f"v{len(self.calls)}"), "m-1", {"prompt_tokens": 7})
+
+
+def services(summarizer: Any, store: MemoryStore) -> StepServices:
+    return StepServices(store, "s", counter(), summarizer=summarizer)
+
+
+def test_a_summary_is_frozen_and_the_next_cut_rolls_it_up_with_the_new_units_only() -> None:
+    ctx = make_ctx(history())
+    store, summarizer = MemoryStore(b"k"), Recording()
+
+    async def go() -> None:
+        first = await obtain(ctx, services(summarizer, store), SETTINGS, ([1, 2], []),
+                             counter().count_text)
+        assert (first.source, first.usage) == ("fresh", {"prompt_tokens": 7})
+        assert first.summary is not None and first.summary.body.endswith("- f: v1")
+        assert summarizer.calls[0].previous == ""
+        assert summarizer.calls[0].transcript == "\n".join(transcript(ctx, [1, 2]))
+        again = await obtain(ctx, services(summarizer, store), SETTINGS, ([1, 2], []),
+                             counter().count_text)
+        assert again.source == "cache" and again.summary == first.summary
+        assert len(summarizer.calls) == 1
+        rolled = await obtain(ctx, services(summarizer, store), SETTINGS,
+                              ([1, 2, 3, 4], [1, 2]), counter().count_text)
+        assert rolled.summary is not None and rolled.summary.body.endswith("- f: v2")
+        call = summarizer.calls[1]
+        assert call.previous == first.summary.body
+        assert call.transcript == "\n".join(transcript(ctx, [3, 4]))
+    asyncio.run(go())
+
+
+def test_without_the_previous_summary_the_whole_span_is_summarized() -> None:
+    ctx = make_ctx(history())
+    summarizer = Recording()
+    asyncio.run(obtain(ctx, services(summarizer, MemoryStore(b"k")), SETTINGS,
+                       ([1, 2, 3, 4], [1, 2]), counter().count_text))
+    [call] = summarizer.calls
+    assert call.previous == "" and call.transcript == "\n".join(transcript(ctx, [1, 2, 3, 4]))
+
+
+def test_timeouts_and_a_missing_summarizer_are_failures() -> None:
+    ctx = make_ctx(history())
+    slow = ModelSettings("m", None, 300, 0.05, 10_000)
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(obtain(ctx, services(Recording(delay=1), MemoryStore(b"k")), slow,
+                           ([1, 2], []), counter().count_text))
+    assert caught.value.failure == "timeout"
+    with pytest.raises(SummarizerError) as missing:
+        asyncio.run(obtain(ctx, services(None, MemoryStore(b"k")), SETTINGS, ([1, 2], []),
+                           counter().count_text))
+    assert missing.value.failure == "upstream"
+
+
+def test_the_transcript_names_roles_calls_and_results() -> None:
+    ctx = make_ctx(history())
+    lines = transcript(ctx, [2, 3])
+    assert lines[0] == "user: Check the tests, the release is REL-4711."
+    assert lines[1].startswith("[call] ") and "tests/test_core.py" in lines[1]
+    assert lines[2].startswith("[result of d1] FAILED tests/test_core.py::test_merge")

@@ -1,0 +1,110 @@
+"""engine/extract.py: the deterministic, query-aware digest of a dropped span."""
+
+from __future__ import annotations
+
+from context_harness import counter
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.engine.extract import MAX_SENTENCE_CHARS, SpanText, digest, resources, sentences
+
+PROSE = "We talked about the weather and how nice the garden looks this time of year."
+FACT = "For the record, the approved budget of KALOMIRA is 12,300.00 EUR."
+FIX = "Correction on KALOMIRA: its approved budget changed to 15,000.00 EUR."
+
+
+def count(text: str) -> int:
+    return counter().count_text(text)
+
+
+def test_prose_is_never_kept_facts_errors_and_paths_are() -> None:
+    texts = [
+        SpanText(f"{PROSE} {FACT}"),
+        SpanText("Traceback (most recent call last): ValueError in src/app.py", "call_1"),
+        SpanText(PROSE),
+    ]
+    out = digest(texts, "", 500, count, ["src/app.py"])
+    assert out.splitlines() == [
+        "Touched: src/app.py",
+        f"- {FACT}",
+        "- [call_1] Traceback (most recent call last): ValueError in src/app.py",
+    ]
+    assert digest([SpanText(PROSE)], "", 500, count) == ""
+
+
+def test_a_restated_value_keeps_only_its_latest_form() -> None:
+    old = "The staging port is 8080."
+    new = "The staging port is 9090."
+    out = digest([SpanText(old), SpanText(PROSE), SpanText(new)], "", 500, count)
+    assert out == f"- {new}"
+
+
+def test_the_budget_is_respected_and_the_best_go_first_written_in_span_order() -> None:
+    texts = [SpanText(f"Item {i} has value {i * 7}.") for i in range(200)]
+    texts.insert(50, SpanText("FAILED tests/test_core.py::test_merge - AssertionError"))
+    for budget in (0, 5, 20, 60, 300):
+        out = digest(texts, "", budget, count)
+        assert count(out) <= budget
+    out = digest(texts, "", 40, count)
+    assert out.splitlines()[0].startswith("- FAILED tests/test_core.py")  # the error wins
+    kept = [line for line in digest(texts, "", 300, count).splitlines() if "Item" in line]
+    numbers = [int(line.split()[2]) for line in kept]
+    assert numbers == sorted(numbers)  # written in span order
+
+
+def test_the_query_decides_between_equal_candidates() -> None:
+    texts = [SpanText("The owner of REC-111111 is Amo Belk."),
+             SpanText("The owner of REC-222222 is Cari Dunt.")]
+    one_line = count("- The owner of REC-111111 is Amo Belk.") + 1
+    assert "REC-222222" in digest(texts, "", one_line, count)  # later wins a tie
+    assert "REC-111111" in digest(texts, "who owns REC-111111 (Belk)?", one_line, count)
+
+
+def test_resources_of_a_tool_call_leave_out_its_own_ids() -> None:
+    call = (
+        '{"id":"call_ab12","arguments":"{\\"path\\": \\"src/x/y.py\\", '
+        '\\"rec\\": \\"REC-9Z9Z\\"}"}'
+    )
+    assert resources(call, ("call_ab12",)) == ["src/x/y.py", "REC-9Z9Z"]
+
+
+def test_long_sentences_are_shortened() -> None:
+    [one] = sentences("x" * (MAX_SENTENCE_CHARS * 2))
+    assert len(one) == MAX_SENTENCE_CHARS and one.endswith("...")
+    assert sentences("A is 1.  B is 2.\n\nC is 3") == ["A is 1.", "B is 2.", "C is 3"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(st.text(min_size=0, max_size=300), max_size=12),
+    query=st.text(max_size=80),
+    budget=st.integers(0, 400),
+)
+def test_deterministic_and_within_budget(parts: list[str], query: str, budget: int) -> None:
+    texts = [SpanText(p, f"c{i}" if i % 2 else "") for i, p in enumerate(parts)]
+    out = digest(texts, query, budget, count)
+    assert out == digest(list(texts), query, budget, count)
+    assert count(out) <= budget
+
+
+def test_a_corrected_value_never_shows_without_its_correction() -> None:
+    old = "For the record, the latency objective of KALOMIRA is 120 ms."
+    fix = "Please use 95 ms from now on; the earlier figure 120 ms is out of date."
+    texts = [SpanText(old), SpanText(PROSE), SpanText(fix)]
+    query = "the latency objective of KALOMIRA for the record"  # favours the old statement
+    one_line = count(f"- {fix}") + 1
+    assert digest(texts, query, one_line, count) == f"- {fix}"
+    both = digest(texts, query, 500, count)
+    assert both == f"- {old}\n- {fix}"
+
+
+def test_a_correction_corrected_again_needs_the_later_one() -> None:
+    old = "For the record, the port of GATE is 8080."
+    fix = "Please use 9090 from now on; the earlier figure 8080 is out of date."
+    again = "Please use 7070 from now on; the earlier figure 9090 is out of date."
+    texts = [SpanText(t) for t in (old, fix, again)]
+    for budget in range(0, 80, 3):
+        lines = digest(texts, "port of GATE 8080 9090", budget, count).splitlines()
+        shown = " ".join(lines)
+        if "8080" in shown or "9090" in shown:
+            assert "7070" in shown, (budget, lines)

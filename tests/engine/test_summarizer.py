@@ -1,0 +1,62 @@
+"""engine/summarizer.py: the strict shape of a summary, its rendering, transcript batches."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from context_harness import counter
+
+from proxy.engine.summarizer import SummarizerError, batches, parse_summary, render
+
+GOOD = {
+    "facts": [{"name": "port", "value": "9090"}],
+    "decisions": ["use redis"],
+    "open_questions": ["who owns REL-1?"],
+    "resources": ["src/a.py"],
+    "errors": ["E501 line too long"],
+}
+
+
+def test_a_valid_answer_renders_every_section() -> None:
+    shape = parse_summary(json.dumps(GOOD))
+    assert render(shape) == (
+        "Facts (current values):\n- port: 9090\nDecisions:\n- use redis\nOpen questions:\n"
+        "- who owns REL-1?\nErrors seen:\n- E501 line too long\nFiles/resources touched: src/a.py"
+    )
+    fenced = f"```json\n{json.dumps(GOOD)}\n```"
+    assert parse_summary(fenced) == shape
+    empty = {key: [] for key in GOOD}
+    assert render(parse_summary(json.dumps(empty))) == ""
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The summary: all good.",
+        json.dumps({**GOOD, "extra": []}),
+        json.dumps({k: v for k, v in GOOD.items() if k != "errors"}),
+        json.dumps({**GOOD, "facts": [{"name": "x"}]}),
+        json.dumps({**GOOD, "facts": ["port is 9090"]}),
+        json.dumps({**GOOD, "decisions": [{"a": 1}]}),
+        json.dumps([GOOD]),
+        json.dumps({**GOOD, "errors": ["x" * 2001]}),
+    ],
+)
+def test_anything_else_is_an_invalid_answer(answer: str) -> None:
+    with pytest.raises(SummarizerError) as caught:
+        parse_summary(answer)
+    assert caught.value.failure == "invalid"
+
+
+def test_batches_keep_order_and_size() -> None:
+    def count(text: str) -> int:
+        return counter().count_text(text)
+
+    entries = [f"user: line {i} " + "word " * 20 for i in range(30)]
+    out = batches(entries, 100, count)
+    assert len(out) > 1 and "\n".join(out) == "\n".join(entries)
+    assert all(count(batch) <= 100 for batch in out)
+    [cut] = batches(["x " * 5000], 50, count)
+    assert cut.endswith("...[cut]") and count(cut) < 5000
+    assert batches([], 10, count) == []
