@@ -14,6 +14,7 @@ tokenizer. Runs in bench/.llama-venv (needs `gguf` and `llama_cpp`).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import random
 import re
@@ -120,6 +121,7 @@ class Call:
     tokens_before: int | None = None  # x-ctxproxy-tokens-before
     tokens_after: int | None = None  # x-ctxproxy-tokens-after
     actions: str | None = None  # x-ctxproxy-actions
+    summary: str | None = None  # x-ctxproxy-summary (compaction: kind:source[:failure])
     dry_run: dict[str, int] = field(default_factory=dict)  # variant -> ctxproxy count (direct)
     forwarded: int | None = None  # messages sent upstream when ctxproxy reduced the request
     without_tools: int | None = None  # ctxproxy's count of those without its synthetic tools
@@ -159,6 +161,7 @@ def call(
             tokens_before=_int_header(headers, "x-ctxproxy-tokens-before"),
             tokens_after=_int_header(headers, "x-ctxproxy-tokens-after"),
             actions=headers.get("x-ctxproxy-actions"),
+            summary=headers.get("x-ctxproxy-summary"),
         )
     except openai.APIConnectionError as exc:
         return Call(turn, len(messages), False, 0, time.perf_counter() - start, error=repr(exc))
@@ -176,6 +179,7 @@ def call(
         tokens_before=_int_header(raw.headers, "x-ctxproxy-tokens-before"),
         tokens_after=_int_header(raw.headers, "x-ctxproxy-tokens-after"),
         actions=raw.headers.get("x-ctxproxy-actions"),
+        summary=raw.headers.get("x-ctxproxy-summary"),
         answer=(choice.message.content or "").strip(),
     )
 
@@ -242,6 +246,32 @@ def converse(
             file=sys.stderr,
         )
     return calls
+
+
+def turn_facts(turn: int) -> list[str]:
+    """What a later turn may need of `turn`: its command line and, for a test run, the failed
+    assertion (identifiers and numbers stated once, in that turn only)."""
+    lines = pasted_output(turn).splitlines()
+    facts = [lines[0].removeprefix("$ ")]
+    facts += [line.removeprefix("E   ") for line in lines if line.startswith("E   ")]
+    return facts
+
+
+def facts_inline(proxy: str, key: str, args: argparse.Namespace) -> tuple[int, int]:
+    """At the last turn's body as ctxproxy prepares it: of the facts of the turns it no longer
+    sends (dropped or summarized), how many are still in the prompt's text, and how many."""
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for turn in range(1, args.turns + 1):
+        history.append(user_message(turn))
+        if turn < args.turns:
+            history.append({"role": "assistant", "content": "noted"})
+    body = {"model": args.model, "messages": history, "max_tokens": args.max_tokens}
+    sent = prepare(proxy, key, body)["body"]["messages"]
+    text = json.dumps(sent, ensure_ascii=False)
+    kept = {m.get("content") for m in sent if m.get("role") == "user"}
+    gone = [t for t in range(1, args.turns + 1) if user_message(t)["content"] not in kept]
+    facts = [f for t in gone for f in turn_facts(t)]
+    return sum(json.dumps(f, ensure_ascii=False)[1:-1] in text for f in facts), len(facts)
 
 
 def _cell(value: object) -> str:
@@ -363,6 +393,17 @@ def summary(
             f"{_spread([r for c in reduced if (r := _ratio(c.without_tools, c.prompt_tokens))])}"
             f" | {gap} |"
         )
+    summaries = {
+        variant: collections.Counter(c.summary for c in calls if c.summary)
+        for variant, calls in runs.items()
+    }
+    if any(summaries.values()):
+        title = "Compaction (`x-ctxproxy-summary` of the proxied calls: kind:source[:failure]):"
+        lines += ["", title, ""]
+        for variant, counted in summaries.items():
+            if counted:
+                tally = ", ".join(f"`{k}` {n}" for k, n in sorted(counted.items()))
+                lines.append(f"- {variant}: {tally}")
     lines.append("")
     for variant, calls in runs.items():
         for c in calls:
@@ -393,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
     for name, key in variants.items():
         client = openai.OpenAI(base_url=args.proxy, api_key=key, max_retries=0, timeout=600)
         runs[name] = converse(client, args, name, {}, key)
+    kept = {name: facts_inline(args.proxy, key, args) for name, key in variants.items()}
     lines = [
         f"Model `{args.model}`, n_ctx {args.window}, max_tokens {args.max_tokens}, temperature 0, "
         f"{args.turns} turns; ctxproxy variants: "
@@ -402,6 +444,11 @@ def run(args: argparse.Namespace) -> int:
         "",
         *turn_table(direct, runs[main], main),
         *summary(direct, runs, methods, args.window),
+        "",
+        "Facts of the turns no longer sent (each turn's command line and failed assertion), still "
+        "in the prompt at the last turn (ctxproxy's dry run of the whole history):",
+        "",
+        *(f"- {name}: {k}/{n}" for name, (k, n) in kept.items()),
     ]
     print("\n".join(lines))
     if args.json:

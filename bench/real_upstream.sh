@@ -6,6 +6,9 @@
 #   bash bench/real_upstream.sh            # optional, not in CI: the first run compiles llama.cpp
 #                                          # (several minutes on 2 cores), later runs reuse the venv
 #
+# Variants through ctxproxy: the policy counted with `auto`, o200k_base and the model's own tokenizer,
+# then `mode: compact` with the extract and with llama.cpp itself as the summarizer.
+#
 # Environment: N_CTX (2048), TURNS (32), MAX_TOKENS (48), THREADS (2), PYTHON (python3),
 # RESULTS_DIR (a new temp dir; kept: results.md, results.json, llama.log, ctxproxy.log).
 set -euo pipefail
@@ -114,6 +117,23 @@ if "$PY" "$ROOT/bench/real_upstream.py" export-tokenizer "$GGUF" "$WORK/smollm2-
     tenants="$tenants
   - {name: hf, keys: [bench-hf], policy: real-upstream-hf}"
 fi
+# Compaction: the dropped turns summarized by the extract (no model) and by the llama.cpp server
+# itself as the summarizer (the request's route and model; no background precompute, so the
+# summary is written while the request that needs it waits, up to timeout_s).
+printf 'extends: real-upstream\nmode: compact\n' >"$WORK/policies/real-upstream-extract.yaml"
+cat >"$WORK/policies/real-upstream-llm.yaml" <<'EOF'
+extends: real-upstream
+mode: compact
+steps:
+  - kind: offload_tool_results
+  - kind: clear_tool_results
+  - kind: summarize
+    summarizer: {kind: llm, batch_tokens: 900, timeout_s: 300, precompute_at: null, on_error: extract}
+EOF
+variants+=(--variant "compact-extract=bench-extract" --variant "compact-llm=bench-llm")
+tenants="$tenants
+  - {name: extract, keys: [bench-extract], policy: real-upstream-extract}
+  - {name: llm, keys: [bench-llm], policy: real-upstream-llm}"
 "$PY" -m proxy.cli policy check "$WORK/policies" >&2
 
 PROXY_PORT=$(free_port)
