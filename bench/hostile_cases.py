@@ -39,6 +39,8 @@ class Case:
     """The credential headers to send; None: the phase's rotation."""
     check: Check | None = None
     """A finding about the client's answer (status, body), or None."""
+    kind: str = "chat"
+    """The format of the body: `chat` or `responses` (which checker reads what goes upstream)."""
 
 
 # -- the tool-pair checker --------------------------------------------------------------------

@@ -63,7 +63,10 @@ from bench.hostile_cases import (
     fuzz_cases,
 )
 from bench.hostile_proxy import KEYS, delete_prefix, proxy_config, running_proxy
+from bench.hostile_responses import Integrity, responses_attack_cases, responses_fuzz_cases
+from bench.hostile_responses import body_problems as responses_body_problems
 from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
+from bench.hostile_upstream_responses import RESPONSES_FAULTS
 
 PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Bearer sk-client-a"}, {"Authorization": "Bearer sk-client-b"},
@@ -80,6 +83,7 @@ HOSTILE_OFFSETS = (
     "\uff11\uff12", "\u00b2", "99999999999999999999", "1.5",
 )  # fmt: skip
 BATCH = 64
+ON_PURPOSE = frozenset(FAULTS) | RESPONSES_FAULTS
 TIMEOUT = aiohttp.ClientTimeout(total=180)
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 
@@ -99,6 +103,8 @@ class Tally:
     log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
     actions: collections.Counter[str] = field(default_factory=collections.Counter)
     with_rounds: int = 0
+    examples: dict[str, tuple[bytes | None, bytes]] = field(default_factory=dict)
+    """The first (client body, upstream body) of each kind of broken pair (`--examples`)."""
     seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
 
 
@@ -107,6 +113,8 @@ class Sent:
     case: Case
     original: bytes | None
     upstream_bodies: int = 0
+    integrity: Integrity | None = None
+    """The reasoning items of a Responses request (the client's and the upstream's)."""
 
 
 class Phase:
@@ -127,18 +135,29 @@ class Phase:
             return dict(WRONG_CREDENTIALS[number // 20 % len(WRONG_CREDENTIALS)])
         return {"Authorization": f"Bearer {list(KEYS.values())[number % len(KEYS)]}"}
 
+    def on_output(self, number: int, items: list[Any]) -> None:
+        sent = self.sent.get(number)
+        if sent is not None and sent.integrity is not None:
+            sent.integrity.add(items)
+
     def on_body(self, number: int, path: str, raw: bytes) -> None:
         sent = self.sent.get(number)
-        if sent is None or not path.endswith("/chat/completions"):
+        if sent is None:
+            return
+        if path.endswith("/responses") and sent.integrity is not None:
+            problems = responses_body_problems(raw, sent.integrity)
+        elif path.endswith("/chat/completions") and sent.case.kind == "chat":
+            problems = body_problems(raw)
+        else:
             return
         self.tally.upstream_bodies += 1
         sent.upstream_bodies += 1
-        problems = body_problems(raw)
         category = sent.case.category
         if sent.case.well_formed:
             if problems is None or problems:
-                what = "not a chat body" if problems is None else problems[0]
+                what = f"not a {sent.case.kind} body" if problems is None else problems[0]
                 self.tally.broken_pairs[f"{category}: {what}"] += 1
+                self.tally.examples.setdefault(f"{category}: {what}", (sent.original, raw))
         elif problems != []:
             untouched = "untouched" if raw == sent.original else "changed"
             self.tally.arrived_broken[untouched] += 1
@@ -146,7 +165,8 @@ class Phase:
     async def send(self, session: aiohttp.ClientSession, case: Case) -> None:
         self.number += 1
         number = self.number
-        self.sent[number] = Sent(case, case.body)
+        integrity = Integrity(case.body) if case.kind == "responses" else None
+        self.sent[number] = Sent(case, case.body, integrity=integrity)
         credentials = case.credentials
         if credentials is None:
             credentials = self.headers_for(number)
@@ -176,12 +196,12 @@ class Phase:
     def judge(self, case: Case, category: str, status: int, answer: bytes, streamed: bool) -> None:
         self.tally.statuses[status] += 1
         if status >= 500:
-            if case.script in FAULTS and status in (502, 503, 504):
+            if case.script in ON_PURPOSE and status in (502, 503, 504):
                 self.tally.expected_5xx += 1
             else:
                 self.tally.proxy_5xx[f"{category}: {status} {_code(answer)}"] += 1
         if streamed:
-            why = " (upstream failed on purpose)" if case.script in FAULTS else ""
+            why = " (upstream failed on purpose)" if case.script in ON_PURPOSE else ""
             for code in _stream_error_codes(answer):
                 self.tally.stream_errors[f"{code}{why}"] += 1
         if case.check is not None:
@@ -209,14 +229,20 @@ def _code(answer: bytes) -> str:
 
 
 def _stream_error_codes(answer: bytes) -> list[str]:
+    """Chat error chunks (`{"error": ...}`), Responses `error` events and failed responses."""
     codes = []
     for line in answer.split(b"\n"):
-        if line.startswith(b"data: {") and b'"error"' in line:
+        if line.startswith(b"data: {") and (b'"error"' in line or b"response.failed" in line):
             try:
-                error = json.loads(line[6:]).get("error")
+                event = json.loads(line[6:])
             except ValueError:
                 continue
-            if isinstance(error, dict):
+            error = event.get("error")
+            if event.get("type") == "response.failed":
+                codes.append("response.failed")
+            elif event.get("type") == "error":
+                codes.append(str(event.get("code")))
+            elif isinstance(error, dict):
                 codes.append(str(error.get("code")))
     return codes
 
@@ -275,7 +301,10 @@ def foreign_read(status: int, answer: bytes) -> str | None:
 def run_phase(name: str, args: argparse.Namespace, fuzz: int, tally: Tally) -> None:
     loop = asyncio.new_event_loop()
     phase_holder: list[Phase] = []
-    fake = FakeUpstream(default=scripted(lambda n, p, b: phase_holder[0].on_body(n, p, b)))
+    fake = FakeUpstream(default=scripted(
+        lambda n, p, b: phase_holder[0].on_body(n, p, b),
+        lambda n, items: phase_holder[0].on_output(n, items),
+    ))  # fmt: skip
     loop.run_until_complete(fake.start())
     prefix = f"ctxproxy-hostile-{uuid.uuid4().hex[:12]}:" if args.redis else None
     try:
@@ -297,11 +326,15 @@ def send_everything(
     loop: asyncio.AbstractEventLoop, phase: Phase, args: argparse.Namespace, fuzz: int
 ) -> None:
     started = time.monotonic()
-    cases = list(attack_cases(args.scale))
+    formats = args.formats.split(",")
+    cases = list(attack_cases(args.scale)) if "chat" in formats else []
+    if "responses" in formats:
+        cases += responses_attack_cases(args.scale)
     heavy = [c for c in cases if c.heavy]
     loop.run_until_complete(phase.send_all(heavy, 1))
     light = [c for c in cases if not c.heavy]
-    light += loop.run_until_complete(artifact_cases(phase, 50 * args.scale))
+    if "chat" in formats:
+        light += loop.run_until_complete(artifact_cases(phase, 50 * args.scale))
     for start in range(0, len(light), BATCH):
         loop.run_until_complete(phase.send_all(light[start : start + BATCH], args.concurrency))
     buffer: list[Case] = []
@@ -312,14 +345,26 @@ def send_everything(
             loop.run_until_complete(phase.send_all(buffer[:], args.concurrency))
             buffer.clear()
 
-    fuzz_cases(fuzz, args.seed, sink)
+    if "chat" in formats:
+        fuzz_cases(fuzz // len(formats), args.seed, sink)
+    if "responses" in formats:
+        responses_fuzz_cases(fuzz // len(formats), args.seed, sink)
     loop.run_until_complete(phase.send_all(buffer, args.concurrency))
     print(f"{phase.name}: {phase.number} requests in {time.monotonic() - started:.0f} s",
           flush=True)  # fmt: skip
 
 
-def attacks_per_phase(scale: int) -> int:
-    return len(list(attack_cases(scale))) + 50 * scale
+def attacks_per_phase(scale: int, formats: list[str]) -> int:
+    chat = len(list(attack_cases(scale))) + 50 * scale + 1 if "chat" in formats else 0
+    return chat + (len(list(responses_attack_cases(scale))) if "responses" in formats else 0)
+
+
+def write_examples(folder: Path, tally: Tally) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, (what, (original, upstream)) in enumerate(sorted(tally.examples.items())):
+        (folder / f"{k}.what.txt").write_text(what)
+        (folder / f"{k}.client.json").write_bytes(original or b"")
+        (folder / f"{k}.upstream.json").write_bytes(upstream)
 
 
 def print_table(tally: Tally) -> None:
@@ -361,16 +406,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--scale", type=int, default=1, help="multiplies the light attack cases")
     parser.add_argument("--phases", default="passthrough,keys")
+    parser.add_argument("--formats", default="chat", help="chat, responses or chat,responses")
     parser.add_argument("--redis", action="store_true", help="store in 127.0.0.1:6379")
+    parser.add_argument("--examples", help="a folder for the bodies of each broken pair found")
     parser.add_argument("--ctxproxy", help="the ctxproxy console script (default: next to python)")
     args = parser.parse_args(argv)
     phases = args.phases.split(",")
-    attacks = attacks_per_phase(args.scale) + 1
+    attacks = attacks_per_phase(args.scale, args.formats.split(","))
     fuzz = max(0, -(-(args.requests - attacks * len(phases)) // len(phases)))
     tally = Tally()
     for name in phases:
         run_phase(name, args, fuzz, tally)
     print_table(tally)
+    if args.examples:
+        write_examples(Path(args.examples), tally)
     bad = sum(tally.proxy_5xx.values()) + sum(tally.broken_pairs.values())
     return 1 if bad or tally.no_answer or tally.log_lines else 0
 

@@ -78,6 +78,23 @@ def test_round_items_keep_reasoning_and_use_the_unique_ids() -> None:
     assert WIRE.round_items(None, [renamed], ["p"])[0] == renamed
 
 
+def test_round_items_put_each_output_right_after_the_model_run_of_its_call() -> None:
+    """Hostile run: junk in an upstream output (`5`, `null`, `{}`, an item of another kind)
+    between or after the calls went back between the call and its output, and the next body
+    had a call without its output."""
+    unknown = {"type": "mcp_list_tools", "id": "mcpl_1", "tools": []}
+    first, second = fc(READ_TOOL, "r1"), fc(READ_TOOL, "r2")
+    output = [REASONING, first, 5, unknown, None, {}, MESSAGE, second, "x", {"role": "user"}]
+    items = WIRE.round_items(output, [first, second], ["p1", "p2"])
+    assert items == [
+        REASONING, first, MESSAGE, second,
+        {"type": "function_call_output", "call_id": "r1", "output": "p1"},
+        {"type": "function_call_output", "call_id": "r2", "output": "p2"},
+        unknown, {"role": "user"},
+    ]  # fmt: skip
+    assert WIRE.parse(items[:-2]).problems == ()
+
+
 def test_call_accessors_and_ids_in_use() -> None:
     call = fc(READ_TOOL, "r1")
     assert (WIRE.call_id(call), WIRE.call_name(call)) == ("r1", READ_TOOL)

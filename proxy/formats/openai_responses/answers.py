@@ -16,7 +16,7 @@ from typing import Any
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, names_avoiding
 from proxy.errors import ProxyError
-from proxy.formats.openai_responses.fields import is_call, item_type, str_field
+from proxy.formats.openai_responses.fields import is_call, is_model_item, item_type, str_field
 from proxy.jsonio import loads
 
 DEFAULT_NAMES = ToolNames()
@@ -154,21 +154,26 @@ def with_call_id(call: dict[str, Any], new_id: str) -> dict[str, Any]:
 def round_items(content: Any, calls: Sequence[dict[str, Any]], results: Sequence[str]) -> list[Any]:
     """The answer's output items (`content`, when it is the output list: the k-th call in it
     replaced by `calls[k]`, whose id may have been made unique), else the calls alone; then one
-    `function_call_output` per call."""
+    `function_call_output` per call, directly after the model's run (reasoning, messages, calls)
+    so that each output follows its call. Other output items go after the outputs, in order;
+    what is no item at all (not an object, neither `type` nor `role`) is not sent back."""
     items: list[Any] = []
+    after: list[Any] = []
     pending = list(calls)
     for item in content if isinstance(content, list) else []:
         if is_call(item):
             if pending:
                 items.append(pending.pop(0))
-        else:
+        elif is_model_item(item):
             items.append(item)
+        elif item_type(item) is not None:
+            after.append(item)
     items += pending
     items += [
         {"type": "function_call_output", "call_id": call["call_id"], "output": result}
         for call, result in zip(calls, results, strict=True)
     ]
-    return items
+    return items + after
 
 
 def call_ids(items: Sequence[Any]) -> set[str]:
