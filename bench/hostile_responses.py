@@ -145,9 +145,9 @@ class Integrity:
             kind = _type(item)
             if kind == "reasoning":
                 problems += self._reasoning(items, i, item)
-            elif kind in PAIRED and item.get("call_id") in self.preceded:
+            elif kind in PAIRED and str(item.get("call_id")) in self.preceded:
                 before = json.dumps(items[i - 1]) if i else None
-                if before != self.preceded[item["call_id"]]:
+                if before != self.preceded[str(item["call_id"])]:
                     problems.append(f"input[{i}]: call {item['call_id']!r} lost its reasoning")
         return problems
 

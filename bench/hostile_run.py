@@ -54,6 +54,7 @@ import aiohttp
 from fakes import FakeUpstream
 
 from bench.dryrun_snapshot import free_port
+from bench.hostile_answers import answer_problem
 from bench.hostile_cases import (
     PREPARE,
     Case,
@@ -204,10 +205,14 @@ class Phase:
             why = " (upstream failed on purpose)" if case.script in ON_PURPOSE else ""
             for code in _stream_error_codes(answer):
                 self.tally.stream_errors[f"{code}{why}"] += 1
-        if case.check is not None:
-            finding = case.check(status, answer)
+        findings = [case.check(status, answer)] if case.check is not None else []
+        if case.kind == "responses":
+            odd = case.script == "odd"
+            findings.append(answer_problem(status, answer, streamed, case.path, odd))
+        for finding in findings:
             if finding:
                 self.tally.findings[f"{category}: {finding}"] += 1
+                self.tally.examples.setdefault(f"{category}: {finding}", (case.body, answer))
 
     async def send_all(self, cases: list[Case], concurrency: int) -> None:
         semaphore = asyncio.Semaphore(concurrency)

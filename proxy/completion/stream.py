@@ -60,7 +60,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
                     if failed:
                         return
             except ProxyError as exc:  # broken, or more than one round may hold
-                yield wire.error_event(exc, rounds.request_id)
+                yield stream.error(wire.error_event(exc, rounds.request_id))
                 return
             out, failed = stream.render(parser.close())
             if out:
@@ -74,7 +74,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
             await rounds.execute(*pending)
             answer, failure = await _open_next(rounds)
             if answer is None:
-                yield failure
+                yield stream.error(failure)
                 return
         mixed = stream.mixed_synthetic_calls() if rounds.loop_allowed else []
         if mixed:  # the client got its own calls; the proxy's are executed and kept all the same

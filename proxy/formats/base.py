@@ -42,6 +42,10 @@ class AnswerStream(Protocol):
     def closing(self) -> bytes:
         """The end of the client stream (the summed usage, the done marker)."""
 
+    def error(self, event: bytes) -> bytes:
+        """The proxy's error event (`ChatFormat.error_event` / `upstream_error_event`) as this
+        stream sends it, after the events it sent (a Responses stream numbers it next)."""
+
 
 class AnswerFormat(Protocol):
     """One wire format's answers, as the synthetic-tool loop sees them."""

@@ -15,6 +15,7 @@ from fakes import (
     FakeUpstream,
     Recorded,
     dynamic_reply,
+    error_reply,
     function_call_item,
     message_item,
     reasoning_item,
@@ -28,6 +29,7 @@ from responses_harness import (
     RESPONSES,
     assert_paired_and_reasoning_intact,
     history,
+    post_raw,
     read_call,
     read_then_answer,
     sdk_for,
@@ -154,3 +156,16 @@ async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time
     sent = fake_upstream.last.json()["input"]
     ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
     assert ids == ["rs_seen", "msg_seen", "fc_call_read", "call_read", "msg_done", None]
+
+
+async def test_a_later_round_failing_ends_the_stream_with_an_error_numbered_next(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """Hostile run: the error event after a read round had `sequence_number` 0."""
+    fake_upstream.enqueue_many(read_then_answer(True), error_reply(503, retry_after=None))
+    body = json.dumps({**history(), "stream": True}).encode()
+    status, _, raw = await post_raw(proxy.base_url + "/responses", body)
+    events = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    assert status == 200 and events[-1]["type"] == "error"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created" and len(events) > 2

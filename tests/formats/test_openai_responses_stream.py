@@ -17,7 +17,9 @@ from fakes.responses import (
 from fakes.wire import VENDORED_WIRE_DIR
 
 from proxy.artifacts.read_tool import READ_TOOL, names_avoiding
+from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_responses import OPENAI_RESPONSES
+from proxy.formats.openai_responses.errors import error_event
 from proxy.formats.openai_responses.stream import ResponsesStream
 from proxy.formats.sse import SSEParser
 
@@ -131,3 +133,20 @@ def test_an_error_event_goes_out_and_fails_the_stream() -> None:
     assert failed and events(out)[0]["code"] == "server_error"
     odd, failed = feed(stream, b"data: not json\n\n")
     assert odd == b"data: not json\n\n" and not failed
+
+
+def test_the_proxys_error_event_is_numbered_after_the_events_sent() -> None:
+    """Hostile run: an upstream failing in a later round gave the client an `error` event with
+    `sequence_number` 0 after events numbered 0..n-1."""
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    whole = stream_of([message_item("hi")], responses_usage(1, 1), "resp_1")
+    out, _ = feed(stream, b"\n\n".join(whole.split(b"\n\n")[:4]) + b"\n\n")  # cut off
+    sent = events(out)
+    error = error_event(ProxyError(ErrorCode.upstream_unavailable, "gone"), "req_1")
+    numbered = events(stream.error(error))
+    assert numbered[0]["sequence_number"] == len(sent) > 0
+    assert numbered[0]["code"] == "upstream_unavailable"
+    again = events(stream.error(b'event: error\ndata: {"type":"error","code":"x"}\n\n'))
+    assert again[0]["sequence_number"] == len(sent) + 1
+    assert stream.error(b"data: not json\n\n") == b"data: not json\n\n"

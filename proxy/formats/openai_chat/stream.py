@@ -142,6 +142,10 @@ class StreamFilter:
             return []
         return [call.as_tool_call() for call in choice.synthetic.values()]
 
+    def error(self, event: bytes) -> bytes:
+        """The error chunk as it is (chat chunks carry no sequence number)."""
+        return event
+
     def closing(self) -> bytes:
         """The end of the client stream: the summed usage chunk (if any round sent usage), then
         `data: [DONE]`."""

@@ -99,6 +99,19 @@ class ResponsesStream:
         """Nothing: the final `response.completed` already went out (no done marker)."""
         return b""
 
+    def error(self, event: bytes) -> bytes:
+        """The proxy's `error` event numbered after the events the client got (its
+        `sequence_number` goes on from theirs)."""
+        for line in event.split(b"\n"):
+            if line.startswith(b"data: "):
+                try:
+                    payload = loads(line[6:])
+                except ProxyError:
+                    return event
+                if isinstance(payload, dict):
+                    return self._numbered(payload)
+        return event
+
     def _numbered(self, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self._sequence
         self._sequence += 1
