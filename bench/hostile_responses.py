@@ -332,6 +332,6 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
         yield responses_case("previous_response_id with input", exchange(
             long_output, stream=stream, previous_response_id="resp_1"), script="read")
         fault = ("fault_502", "fault_503", "fault_reset", "fault_badjson", "r_failed",
-                 "r_error", "r_cut")[k % 7]  # fmt: skip
+                 "r_error", "r_cut", "r_eof", "r_eof_later")[k % 9]  # fmt: skip
         yield responses_case("upstream fails on purpose", exchange(long_output, stream=stream),
                              script=fault)  # fmt: skip

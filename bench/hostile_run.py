@@ -104,6 +104,7 @@ class Tally:
     log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
     actions: collections.Counter[str] = field(default_factory=collections.Counter)
     with_rounds: int = 0
+    error_codes: collections.Counter[str] = field(default_factory=collections.Counter)
     examples: dict[str, tuple[bytes | None, bytes]] = field(default_factory=dict)
     """The first (client body, upstream body) of each kind of broken pair (`--examples`)."""
     seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
@@ -205,9 +206,14 @@ class Phase:
             why = " (upstream failed on purpose)" if case.script in ON_PURPOSE else ""
             for code in _stream_error_codes(answer):
                 self.tally.stream_errors[f"{code}{why}"] += 1
+        if status >= 400:
+            sound = "sound" if case.well_formed else "broken"
+            self.tally.error_codes[f"{case.kind} {status} {_code(answer)} ({sound})"] += 1
+            self.tally.examples.setdefault(f"{case.kind} {status} {_code(answer)} ({sound})",
+                                           (case.body, answer))  # fmt: skip
         findings = [case.check(status, answer)] if case.check is not None else []
         if case.kind == "responses":
-            odd = case.script == "odd"
+            odd = case.script == "odd" or (case.script == "r_eof" and not streamed)
             findings.append(answer_problem(status, answer, streamed, case.path, odd))
         for finding in findings:
             if finding:
@@ -384,6 +390,8 @@ def print_table(tally: Tally) -> None:
         ("5xx answering an upstream failure made on purpose", str(tally.expected_5xx)),
         ("requests without an answer", _counted(tally.no_answer)),
         ("SSE error events", _counted(tally.stream_errors)),
+        ("error answers (format, status, code; client's pairs sound or broken)",
+         _counted(tally.error_codes, 12)),
         ("x-ctxproxy-actions (answers naming each step)", _counted(tally.actions)),
         ("requests with synthetic read rounds", str(tally.with_rounds)),
         ("bodies received upstream (checked for tool pairs)", str(tally.upstream_bodies)),
@@ -397,10 +405,10 @@ def print_table(tally: Tally) -> None:
         print(f"| {what} | {value} |")
 
 
-def _counted(counter: collections.Counter[Any]) -> str:
+def _counted(counter: collections.Counter[Any], most: int = 8) -> str:
     if not counter:
         return "0"
-    parts = "; ".join(f"{k}: {n}" for k, n in counter.most_common(8))
+    parts = "; ".join(f"{k}: {n}" for k, n in counter.most_common(most))
     return f"{sum(counter.values())} ({parts})"
 
 

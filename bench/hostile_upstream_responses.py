@@ -19,6 +19,9 @@ Scripts (the proxy's tools are called only while the proxy offers them and names
   r_failed    streamed: the second round ends `response.failed` (JSON: a `failed` response)
   r_error     streamed: an `error` event after the read call's first events
   r_cut       streamed: the connection breaks in the middle of the second round
+  r_eof       streamed: the first round (reasoning + the read call) ends cleanly without its
+              final event (JSON: a read answer whose `output` is missing)
+  r_eof_later streamed: the second round ends cleanly without its final event
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from fakes.responses import default_responses_reply, encode_response_events, res
 from bench.hostile_upstream import ARTIFACT_ID, BAD_ARGUMENTS, READ, SEARCH, SEARCH_PATTERN
 
 OutputSink = Callable[[int, list[Any]], None]
-RESPONSES_FAULTS = frozenset({"r_failed", "r_error", "r_cut"})
+RESPONSES_FAULTS = frozenset({"r_failed", "r_error", "r_cut", "r_eof", "r_eof_later"})
 """Failures on purpose (on a later round): the proxy's error for them is no fault of its own."""
 
 
@@ -56,7 +59,7 @@ def responses_answer(
         return default_responses_reply(record)
     stream = record.is_stream
     later = _rounds_done(body, number)
-    if later and script in RESPONSES_FAULTS:
+    if later and script in RESPONSES_FAULTS - {"r_eof"}:
         return _fault(script, stream)
     output = _output(script, number, body, later)
     if output is None:
@@ -68,8 +71,12 @@ def responses_answer(
     if script == "odd":
         return _odd(output, number, stream)
     if not stream:
+        if script == "r_eof":
+            return json_reply({"id": f"resp_h{number}", "object": "response", "usage": usage})
         return response_json(output, usage=usage)
     events = response_events(output, usage=usage, id=f"resp_h{number}_{later}")
+    if script == "r_eof":
+        events = events[:-1]
     if script == "r_error":
         events.insert(3, {"type": "error", "code": "server_error", "message": "on purpose",
                           "param": None})  # fmt: skip
@@ -162,6 +169,8 @@ def _fault(script: str, stream: bool) -> Reply:
     if script == "r_failed":
         events[-1] = {"type": "response.failed",
                       "response": {**events[-1]["response"], "status": "failed"}}  # fmt: skip
+    if script == "r_eof_later":
+        events = events[:-1]
     encoded = encode_response_events(events)
     return SSEReply(encoded, done=False, abort_after=4 if script == "r_cut" else None)
 

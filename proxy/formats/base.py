@@ -42,6 +42,11 @@ class AnswerStream(Protocol):
     def closing(self) -> bytes:
         """The end of the client stream (the summed usage, the done marker)."""
 
+    def missing_end(self) -> bool:
+        """After the last round: whether the client got no end of its stream from the upstream
+        (a Responses round that ended without its final event; a chat stream's end is the
+        proxy's own `closing`)."""
+
     def error(self, event: bytes) -> bytes:
         """The proxy's error event (`ChatFormat.error_event` / `upstream_error_event`) as this
         stream sends it, after the events it sent (a Responses stream numbers it next)."""

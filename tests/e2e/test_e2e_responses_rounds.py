@@ -23,7 +23,7 @@ from fakes import (
     response_stream,
     responses_usage,
 )
-from fakes.replies import Reply
+from fakes.replies import Reply, SSEReply
 from proxy_harness import RunningProxy
 from responses_harness import (
     RESPONSES,
@@ -169,3 +169,27 @@ async def test_a_later_round_failing_ends_the_stream_with_an_error_numbered_next
     assert status == 200 and events[-1]["type"] == "error"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert events[0]["type"] == "response.created" and len(events) > 2
+
+
+@pytest.mark.parametrize("later", [False, True])
+async def test_a_round_ending_before_its_final_event_ends_the_stream_with_an_error(
+    fake_upstream: FakeUpstream, proxy: RunningProxy, later: bool
+) -> None:
+    """Hostile run: the client's stream ended without any final or error event when the
+    upstream's round (the read round, or the one after it) stopped before `response.completed`."""
+    first = read_then_answer(True)
+
+    def cut_short(record: Recorded) -> Reply:
+        reply = first.choose(record)
+        assert isinstance(reply, SSEReply)
+        return SSEReply(reply.events[:-1], done=False)  # no response.completed
+
+    fake_upstream.enqueue_many(*((first, dynamic_reply(cut_short)) if later else
+                                 (dynamic_reply(cut_short),)))  # fmt: skip
+    body = json.dumps({**history(), "stream": True}).encode()
+    status, _, raw = await post_raw(proxy.base_url + "/responses", body)
+    events = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    assert status == 200 and events[-1]["type"] == "error"
+    assert events[-1]["code"] == "upstream_invalid_response"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert not any(e["type"] == "response.completed" for e in events)

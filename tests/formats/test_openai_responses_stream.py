@@ -150,3 +150,20 @@ def test_the_proxys_error_event_is_numbered_after_the_events_sent() -> None:
     again = events(stream.error(b'event: error\ndata: {"type":"error","code":"x"}\n\n'))
     assert again[0]["sequence_number"] == len(sent) + 1
     assert stream.error(b"data: not json\n\n") == b"data: not json\n\n"
+
+
+def test_a_round_without_its_final_event_leaves_the_end_missing() -> None:
+    """Hostile run: an upstream stream that ended cleanly before `response.completed` (after
+    the proxy's hidden read call) gave the client a stream without any end."""
+    call = function_call_item(READ_TOOL, '{"artifact_id": "art_1"}', call_id="r1")
+    whole = stream_of([reasoning_item("rs_1", "enc"), call], responses_usage(3, 1), "resp_1")
+    cut = whole[: whole.index(b"event: response.completed")]
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    out, failed = feed(stream, cut)
+    assert not failed and stream.pending_round() is None and stream.missing_end()
+    assert [e["type"] for e in events(out)] == ["response.created", "response.in_progress"]
+    done = ResponsesStream(NAMES)
+    done.start_round(loop_allowed=False)
+    feed(done, stream_of([message_item("hi")], responses_usage(1, 1), "resp_2"))
+    assert not done.missing_end()

@@ -142,6 +142,10 @@ class StreamFilter:
             return []
         return [call.as_tool_call() for call in choice.synthetic.values()]
 
+    def missing_end(self) -> bool:
+        """Never: `closing` ends the client's stream (usage chunk, done marker)."""
+        return False
+
     def error(self, event: bytes) -> bytes:
         """The error chunk as it is (chat chunks carry no sequence number)."""
         return event

@@ -61,6 +61,7 @@ class ResponsesStream:
         self._next_index = 0
         self._shown: list[Any] = []
         self._round = _Round(False)
+        self._ended = False
 
     def start_round(self, loop_allowed: bool) -> None:
         self.rounds += 1
@@ -98,6 +99,11 @@ class ResponsesStream:
     def closing(self) -> bytes:
         """Nothing: the final `response.completed` already went out (no done marker)."""
         return b""
+
+    def missing_end(self) -> bool:
+        """Whether no final event (`response.completed` / `.incomplete` / `.failed`) went out:
+        the upstream's last round ended without one."""
+        return not self._ended
 
     def error(self, event: bytes) -> bytes:
         """The proxy's `error` event numbered after the events the client got (its
@@ -206,4 +212,5 @@ class ResponsesStream:
         if self.usage is not None:
             response["usage"] = self.usage
         payload["response"] = response
+        self._ended = True
         return [*shown, payload]
