@@ -328,6 +328,8 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
         parts = [{"type": "input_text", "text": long_output}]
         yield responses_case("output as parts, read", exchange(parts, stream=stream),
                              script="read")  # fmt: skip
+        yield responses_case("client goes away mid-answer", exchange(long_output, stream=stream),
+                             script="slow", hang_up=True)  # fmt: skip
         yield responses_case('"stream": "true"', {**exchange(long_output), "stream": "true"})
         yield responses_case("previous_response_id with input", exchange(
             long_output, stream=stream, previous_response_id="resp_1"), script="read")

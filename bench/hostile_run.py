@@ -181,6 +181,10 @@ class Phase:
         started = time.monotonic()
         try:
             async with session.request(case.method, url, data=case.body, headers=headers) as r:
+                if case.hang_up:
+                    await r.content.readany()
+                    r.close()
+                    return
                 status, answer = r.status, await r.read()
                 streamed = r.headers.get("Content-Type", "").startswith("text/event-stream")
                 actions = r.headers.get("x-ctxproxy-actions", "none")

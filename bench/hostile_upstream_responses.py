@@ -22,6 +22,7 @@ Scripts (the proxy's tools are called only while the proxy offers them and names
   r_eof       streamed: the first round (reasoning + the read call) ends cleanly without its
               final event (JSON: a read answer whose `output` is missing)
   r_eof_later streamed: the second round ends cleanly without its final event
+  slow        as `read`, the events 50 ms apart (for a client that goes away mid-stream)
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def responses_answer(
     if script == "r_error":
         events.insert(3, {"type": "error", "code": "server_error", "message": "on purpose",
                           "param": None})  # fmt: skip
-    return SSEReply(encode_response_events(events), done=False)
+    return SSEReply(encode_response_events(events), 0.05 if script == "slow" else 0.0, done=False)
 
 
 def proxy_tool(body: dict[str, Any], canonical: str) -> str | None:
@@ -121,7 +122,7 @@ def _output(script: str, number: int, body: dict[str, Any], later: int) -> list[
     if script == "bad_args":
         args = BAD_ARGUMENTS[number // 2 % len(BAD_ARGUMENTS)].replace("ART", ids[0])
         return [reasoning, _call(search if number % 2 else read, args, f"call_{tag}")]
-    if script in ("read", "odd") or script in RESPONSES_FAULTS:
+    if script in ("read", "odd", "slow") or script in RESPONSES_FAULTS:
         return [reasoning, _call(read, read_args, f"call_{tag}")]
     return None
 
