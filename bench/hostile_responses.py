@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from bench.hostile_cases import Case, fresh_words
+from bench.hostile_next_turn import next_turn
 
 RESPONSES = "/v1/responses"
 PREPARE = "/v1/context/prepare?format=openai_responses"
@@ -122,8 +123,12 @@ class Integrity:
     def __init__(self, original: bytes | None) -> None:
         self.known: dict[str, list[tuple[str, Any]]] = {}
         self.preceded: dict[str, str] = {}  # call id -> the exact reasoning right before it
+        self.add_body(original)
+
+    def add_body(self, raw: bytes | None) -> None:
+        """The reasoning items of a client's body (a next turn adds its own)."""
         try:
-            items = json.loads(original or b"").get("input")
+            items = json.loads(raw or b"").get("input")
         except (ValueError, AttributeError, RecursionError):
             items = None
         if isinstance(items, list):
@@ -256,12 +261,16 @@ def long_history(turns: int) -> list[Any]:
 
 
 def exchange(output: Any, *, stream: bool = False, **extra: Any) -> dict[str, Any]:
+    """A conversation of its own: the working set keeps read rounds by the history's content,
+    so two identical ones in one scope share them (by design), which the checker would count
+    as reasoning from elsewhere."""
+    tag = uuid.uuid4().hex[:8]
     return {
         "model": "gpt-5",
         "input": [
             {"role": "user", "content": "Read the page and answer."},
-            {"type": "reasoning", "id": f"rs_{uuid.uuid4().hex[:8]}", "summary": [],
-             "encrypted_content": "gAAAAB" + "q" * 300},
+            {"type": "reasoning", "id": f"rs_{tag}", "summary": [],
+             "encrypted_content": f"gAAAAB{tag}" + "q" * 300},
             {"type": "function_call", "call_id": "call_1", "name": "fetch", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "call_1", "output": output},
             {"role": "user", "content": "What does it say?"},
@@ -328,6 +337,11 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
         parts = [{"type": "input_text", "text": long_output}]
         yield responses_case("output as parts, read", exchange(parts, stream=stream),
                              script="read")  # fmt: skip
+        for kind in range(4):
+            script = "mixed" if kind == 3 else ("read", "odd", "search")[k % 3]
+            yield responses_case(f"two turns, client kind {kind} (hostile_next_turn)",
+                                 exchange(long_output, stream=stream, tools=CLIENT_TOOLS),
+                                 script=script, follow_up=next_turn(kind))  # fmt: skip
         yield responses_case("client goes away mid-answer", exchange(long_output, stream=stream),
                              script="slow", hang_up=True)  # fmt: skip
         yield responses_case('"stream": "true"', {**exchange(long_output), "stream": "true"})

@@ -2,6 +2,7 @@
 
     python bench/hostile_run.py [--requests 5000] [--seed 11] [--concurrency 4] [--redis]
                                 [--phases passthrough,keys] [--scale 1] [--ctxproxy PATH]
+                                [--formats chat,responses] [--examples DIR]
 
 Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port, one
 phase at a time, in front of the tests' fake OpenAI upstream (`tests/support/fakes`) run by this
@@ -29,20 +30,27 @@ receives (the client's round and every synthetic round) is checked for tool pair
 client request had sound pairs; a request broken on arrival may be forwarded untouched
 (`on_invalid: forward`), which is not the proxy's doing: those are counted apart, untouched or not.
 The server's log (WARNING and up) is scanned for `Traceback` and `ERROR` lines.
+
+`--formats` (default `chat`, the run above): with `responses`, each phase also sends the
+`/v1/responses` cases of `bench/hostile_responses.py` (attack cases, two-turn conversations,
+fuzz from `tests/support/hostile_responses.py`) to the scripted Responses upstream
+(`bench/hostile_upstream_responses.py`); every body it receives is checked for call/output pairs
+and reasoning items (`hostile_responses.body_problems`), every answer the client gets for its
+envelope, event numbering and leaks (`hostile_answers.answer_problem`, counted as case
+findings). `--examples DIR` writes the bodies of the first case of each finding.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import re
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +72,19 @@ from bench.hostile_cases import (
     fuzz_cases,
 )
 from bench.hostile_proxy import KEYS, delete_prefix, proxy_config, running_proxy
-from bench.hostile_responses import Integrity, responses_attack_cases, responses_fuzz_cases
+from bench.hostile_report import (
+    Tally,
+    error_code,
+    print_table,
+    stream_error_codes,
+    write_examples,
+)
+from bench.hostile_responses import (
+    Integrity,
+    responses_attack_cases,
+    responses_case,
+    responses_fuzz_cases,
+)
 from bench.hostile_responses import body_problems as responses_body_problems
 from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
 from bench.hostile_upstream_responses import RESPONSES_FAULTS
@@ -87,27 +107,6 @@ BATCH = 64
 ON_PURPOSE = frozenset(FAULTS) | RESPONSES_FAULTS
 TIMEOUT = aiohttp.ClientTimeout(total=180)
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
-
-
-@dataclass
-class Tally:
-    requests: collections.Counter[str] = field(default_factory=collections.Counter)
-    statuses: collections.Counter[int] = field(default_factory=collections.Counter)
-    proxy_5xx: collections.Counter[str] = field(default_factory=collections.Counter)
-    expected_5xx: int = 0
-    no_answer: collections.Counter[str] = field(default_factory=collections.Counter)
-    stream_errors: collections.Counter[str] = field(default_factory=collections.Counter)
-    findings: collections.Counter[str] = field(default_factory=collections.Counter)
-    upstream_bodies: int = 0
-    broken_pairs: collections.Counter[str] = field(default_factory=collections.Counter)
-    arrived_broken: collections.Counter[str] = field(default_factory=collections.Counter)
-    log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
-    actions: collections.Counter[str] = field(default_factory=collections.Counter)
-    with_rounds: int = 0
-    error_codes: collections.Counter[str] = field(default_factory=collections.Counter)
-    examples: dict[str, tuple[bytes | None, bytes]] = field(default_factory=dict)
-    """The first (client body, upstream body) of each kind of broken pair (`--examples`)."""
-    seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
 
 
 @dataclass
@@ -163,11 +162,17 @@ class Phase:
         elif problems != []:
             untouched = "untouched" if raw == sent.original else "changed"
             self.tally.arrived_broken[untouched] += 1
+            self.tally.examples.setdefault(f"arrived broken, {untouched}", (sent.original, raw))
 
-    async def send(self, session: aiohttp.ClientSession, case: Case) -> None:
+    async def send(
+        self, session: aiohttp.ClientSession, case: Case, integrity: Integrity | None = None
+    ) -> None:
+        """Send `case` (a next turn: with the first turn's reasoning items, `integrity`)."""
         self.number += 1
         number = self.number
-        integrity = Integrity(case.body) if case.kind == "responses" else None
+        if case.kind == "responses":
+            integrity = integrity or Integrity(None)
+            integrity.add_body(case.body)
         self.sent[number] = Sent(case, case.body, integrity=integrity)
         credentials = case.credentials
         if credentials is None:
@@ -198,6 +203,10 @@ class Phase:
         for action in actions.split(","):
             self.tally.actions[action.split(":")[0]] += 1
         self.judge(case, category, status, answer, streamed)
+        after = case.follow_up(case.body or b"", answer, streamed) if case.follow_up else None
+        if after is not None and status == 200:
+            turn = responses_case(f"{case.category[10:]} (next turn)", after, script=case.script)
+            await self.send(session, turn, sent.integrity)
 
     def judge(self, case: Case, category: str, status: int, answer: bytes, streamed: bool) -> None:
         self.tally.statuses[status] += 1
@@ -205,15 +214,15 @@ class Phase:
             if case.script in ON_PURPOSE and status in (502, 503, 504):
                 self.tally.expected_5xx += 1
             else:
-                self.tally.proxy_5xx[f"{category}: {status} {_code(answer)}"] += 1
+                self.tally.proxy_5xx[f"{category}: {status} {error_code(answer)}"] += 1
         if streamed:
             why = " (upstream failed on purpose)" if case.script in ON_PURPOSE else ""
-            for code in _stream_error_codes(answer):
+            for code in stream_error_codes(answer):
                 self.tally.stream_errors[f"{code}{why}"] += 1
         if status >= 400:
             sound = "sound" if case.well_formed else "broken"
-            self.tally.error_codes[f"{case.kind} {status} {_code(answer)} ({sound})"] += 1
-            self.tally.examples.setdefault(f"{case.kind} {status} {_code(answer)} ({sound})",
+            self.tally.error_codes[f"{case.kind} {status} {error_code(answer)} ({sound})"] += 1
+            self.tally.examples.setdefault(f"{case.kind} {status} {error_code(answer)} ({sound})",
                                            (case.body, answer))  # fmt: skip
         findings = [case.check(status, answer)] if case.check is not None else []
         if case.kind == "responses":
@@ -234,32 +243,6 @@ class Phase:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
             await asyncio.gather(*(one(session, c) for c in cases))
         self.fake.received.clear()
-
-
-def _code(answer: bytes) -> str:
-    try:
-        return str(json.loads(answer)["error"]["code"])
-    except (ValueError, KeyError, TypeError):
-        return answer[:60].decode(errors="replace")
-
-
-def _stream_error_codes(answer: bytes) -> list[str]:
-    """Chat error chunks (`{"error": ...}`), Responses `error` events and failed responses."""
-    codes = []
-    for line in answer.split(b"\n"):
-        if line.startswith(b"data: {") and (b'"error"' in line or b"response.failed" in line):
-            try:
-                event = json.loads(line[6:])
-            except ValueError:
-                continue
-            error = event.get("error")
-            if event.get("type") == "response.failed":
-                codes.append("response.failed")
-            elif event.get("type") == "error":
-                codes.append(str(event.get("code")))
-            elif isinstance(error, dict):
-                codes.append(str(error.get("code")))
-    return codes
 
 
 # -- artifacts read with hostile queries, by their owner and by others ------------------------
@@ -372,48 +355,6 @@ def send_everything(
 def attacks_per_phase(scale: int, formats: list[str]) -> int:
     chat = len(list(attack_cases(scale))) + 50 * scale + 1 if "chat" in formats else 0
     return chat + (len(list(responses_attack_cases(scale))) if "responses" in formats else 0)
-
-
-def write_examples(folder: Path, tally: Tally) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for k, (what, (original, upstream)) in enumerate(sorted(tally.examples.items())):
-        (folder / f"{k}.what.txt").write_text(what)
-        (folder / f"{k}.client.json").write_bytes(original or b"")
-        (folder / f"{k}.upstream.json").write_bytes(upstream)
-
-
-def print_table(tally: Tally) -> None:
-    total = sum(tally.requests.values())
-    print(f"\n| requests by category ({total} in all) | n | s (sum) |\n|---|---|---|")
-    for category, n in sorted(tally.requests.items()):
-        print(f"| {category} | {n} | {tally.seconds[category]:.0f} |")
-    histogram = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
-    rows = [
-        ("status histogram", histogram),
-        ("proxy 5xx", _counted(tally.proxy_5xx)),
-        ("5xx answering an upstream failure made on purpose", str(tally.expected_5xx)),
-        ("requests without an answer", _counted(tally.no_answer)),
-        ("SSE error events", _counted(tally.stream_errors)),
-        ("error answers (format, status, code; client's pairs sound or broken)",
-         _counted(tally.error_codes, 12)),
-        ("x-ctxproxy-actions (answers naming each step)", _counted(tally.actions)),
-        ("requests with synthetic read rounds", str(tally.with_rounds)),
-        ("bodies received upstream (checked for tool pairs)", str(tally.upstream_bodies)),
-        ("broken tool pairs upstream (client's pairs sound)", _counted(tally.broken_pairs)),
-        ("upstream bodies of requests broken on arrival", _counted(tally.arrived_broken)),
-        ("case findings", _counted(tally.findings)),
-        ("proxy log: Traceback / ERROR / exit", _counted(tally.log_lines)),
-    ]
-    print("\n| measured | value |\n|---|---|")
-    for what, value in rows:
-        print(f"| {what} | {value} |")
-
-
-def _counted(counter: collections.Counter[Any], most: int = 8) -> str:
-    if not counter:
-        return "0"
-    parts = "; ".join(f"{k}: {n}" for k, n in counter.most_common(most))
-    return f"{sum(counter.values())} ({parts})"
 
 
 def main(argv: list[str] | None = None) -> int:
