@@ -344,6 +344,8 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
                                  script=script, follow_up=next_turn(kind))  # fmt: skip
         yield responses_case("client goes away mid-answer", exchange(long_output, stream=stream),
                              script="slow", hang_up=True)  # fmt: skip
+        yield responses_case("background: true", exchange(long_output, stream=stream,
+                             background=True), script="read")  # fmt: skip
         yield responses_case('"stream": "true"', {**exchange(long_output), "stream": "true"})
         yield responses_case("previous_response_id with input", exchange(
             long_output, stream=stream, previous_response_id="resp_1"), script="read")

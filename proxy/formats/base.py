@@ -61,7 +61,9 @@ class AnswerFormat(Protocol):
         `route`), e.g. `/chat/completions`."""
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
-        """Whether the request asks for several choices (never continued by another round)."""
+        """Whether the request asks for several choices, or for an answer the proxy cannot
+        continue (a Responses background response): never continued by another round, the
+        synthetic tools are withdrawn."""
 
     def conversation(self, body: dict[str, Any]) -> list[Any]:
         """A copy of the request's items, leniently ([] when there are none)."""

@@ -193,3 +193,17 @@ async def test_a_round_ending_before_its_final_event_ends_the_stream_with_an_err
     assert events[-1]["code"] == "upstream_invalid_response"
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert not any(e["type"] == "response.completed" for e in events)
+
+
+async def test_a_background_response_is_sent_without_the_read_tools(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """The provider runs a background response on its own: the proxy could never execute a
+    read call in it, so its tools are not offered (the output is still offloaded)."""
+    fake_upstream.enqueue(response_json([message_item("queued")]))
+    body = json.dumps({**history(), "background": True}).encode()
+    status, _, _ = await post_raw(proxy.base_url + "/responses", body)
+    sent = fake_upstream.requests(RESPONSES)[-1].json()
+    assert status == 200 and len(fake_upstream.requests(RESPONSES)) == 1
+    assert [tool["name"] for tool in sent["tools"]] == ["dump"]
+    assert "offloaded" in sent["input"][-1]["output"]

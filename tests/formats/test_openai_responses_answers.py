@@ -119,6 +119,14 @@ def test_usage_summed_and_prompt_tokens() -> None:
     assert WIRE.multiple_choices({"n": 3}) is False
 
 
+def test_a_background_response_is_never_continued_by_the_proxy() -> None:
+    """Hostile review: with `background: true` the provider finishes the response on its own,
+    so a read call in it would reach the client that polls for it."""
+    assert WIRE.multiple_choices({"background": True}) is True
+    assert WIRE.multiple_choices({"background": False}) is False
+    assert WIRE.multiple_choices({"background": "true"}) is False
+
+
 def test_conversation_copies_the_input() -> None:
     items = [MESSAGE]
     assert answers.conversation({"input": items}) == items

@@ -89,8 +89,10 @@ class OpenAIResponses:
     upstream_error_event = staticmethod(errors.upstream_error_event)
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
-        """A response has one output: never several choices."""
-        return False
+        """A response has one output, but a background one (`background: true`) is never
+        continued by another round either: the provider runs it on its own and the client
+        fetches it later, so a call of the proxy's tools in it would reach the client."""
+        return body.get("background") is True
 
     def stream_filter(self, names: ToolNames) -> ResponsesStream:
         return ResponsesStream(names)
