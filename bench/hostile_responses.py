@@ -132,6 +132,10 @@ class Integrity:
         except (ValueError, AttributeError, RecursionError):
             items = None
         if isinstance(items, list):
+            for i, item in enumerate(items):  # where the client puts a call is its choice
+                before = items[i - 1] if i else None
+                if _type(item) in PAIRED and _type(before) != "reasoning":
+                    self.preceded.pop(str(item.get("call_id")), None)
             self.add(items)
 
     def add(self, items: list[Any]) -> None:
@@ -338,7 +342,7 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
         yield responses_case("output as parts, read", exchange(parts, stream=stream),
                              script="read")  # fmt: skip
         for kind in range(4):
-            script = "mixed" if kind == 3 else ("read", "odd", "search")[k % 3]
+            script = ("read", "mixed", "odd", "search")[(k + kind) % 4]
             yield responses_case(f"two turns, client kind {kind} (hostile_next_turn)",
                                  exchange(long_output, stream=stream, tools=CLIENT_TOOLS),
                                  script=script, follow_up=next_turn(kind))  # fmt: skip

@@ -167,7 +167,7 @@ async def complete_json(
         answer = await rounds.open(await rounds.next_body())
     mixed = wire.synthetic_calls(payload, rounds.names) if rounds.loop_allowed else []
     if mixed:  # the client gets its own calls; the proxy's are executed and kept all the same
-        await rounds.execute(None, mixed)
+        await rounds.execute(wire.mixed_content(payload, rounds.names), mixed)
     await rounds.keep()
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)

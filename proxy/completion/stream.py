@@ -83,7 +83,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
             return
         mixed = stream.mixed_synthetic_calls() if rounds.loop_allowed else []
         if mixed:  # the client got its own calls; the proxy's are executed and kept all the same
-            await rounds.execute(None, mixed)
+            await rounds.execute(stream.mixed_content(), mixed)
         await rounds.keep()
         yield stream.closing()
     finally:

@@ -39,6 +39,10 @@ class AnswerStream(Protocol):
     def mixed_synthetic_calls(self) -> list[Any]:
         """After a round that also made client calls: its synthetic calls (never streamed)."""
 
+    def mixed_content(self) -> Any:
+        """After such a round: the content its synthetic calls go back upstream with
+        (`AnswerFormat.round_items`; chat: None, Responses: the reasoning items before them)."""
+
     def closing(self) -> bytes:
         """The end of the client stream (the summed usage, the done marker)."""
 
@@ -84,6 +88,11 @@ class AnswerFormat(Protocol):
     def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
         """The synthetic calls of a single-choice answer that also makes client calls (mixed);
         [] otherwise."""
+
+    def mixed_content(self, payload: dict[str, Any], names: ToolNames) -> Any:
+        """The content the synthetic calls of a mixed answer go back upstream with
+        (`round_items`; chat: None, Responses: the calls with the reasoning items before them,
+        which an upstream wants with its calls)."""
 
     def strip_synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> bool:
         """Remove the synthetic calls of an answer in place; True when any was removed."""

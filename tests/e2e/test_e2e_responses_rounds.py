@@ -135,6 +135,36 @@ async def test_a_mixed_answer_gives_the_client_its_call_only(
     assert len(fake_upstream.requests(RESPONSES)) == 1  # the read ran, no second call
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_the_read_call_of_a_mixed_answer_comes_back_next_turn_with_its_reasoning(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI, stream: bool
+) -> None:
+    """Hostile run: the kept read call of a mixed answer came back without the reasoning item
+    before it (which the client never saw): the API refuses a call without its reasoning."""
+
+    def mixed(record: Recorded) -> Reply:
+        output = [reasoning_item("rs_o", "e2"), read_call(record),
+                  function_call_item("dump", "{}", call_id="c9")]  # fmt: skip
+        return response_stream(output) if stream else response_json(output)
+
+    fake_upstream.enqueue_many(dynamic_reply(mixed), response_json([message_item("ok")]))
+    if stream:
+        events = [e async for e in await sdk.responses.create(**history(), stream=True)]
+        seen = events[-1].response.output
+    else:
+        seen = (await sdk.responses.create(**history())).output
+    assert [i.type for i in seen] == ["function_call"]
+    follow_up = history()
+    follow_up["input"] += [item.model_dump(exclude_none=True) for item in seen]
+    follow_up["input"] += [{"type": "function_call_output", "call_id": "c9", "output": "{}"}]
+    await sdk.responses.create(**follow_up)
+    sent = fake_upstream.last.json()["input"]
+    ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
+    assert ids == ["rs_o", "fc_call_read", "call_read", "fc_c9", "c9"]
+    assert sent[5] == reasoning_item("rs_o", "e2")
+    assert_paired_and_reasoning_intact(fake_upstream.last.json())
+
+
 async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time(
     fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
 ) -> None:

@@ -253,4 +253,4 @@ def test_an_error_chunk_goes_out_as_it_is_and_the_end_is_the_proxys() -> None:
     stream.render([SSEEvent(json.dumps(stream_chunks(["Hi"])[0]).encode())])
     error = b'data: {"error":{"code":"upstream_unavailable"}}\n\n'
     assert stream.error(error) == error
-    assert not stream.missing_end()
+    assert not stream.missing_end() and stream.mixed_content() is None

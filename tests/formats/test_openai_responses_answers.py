@@ -95,6 +95,19 @@ def test_round_items_put_each_output_right_after_the_model_run_of_its_call() -> 
     assert WIRE.parse(items[:-2]).problems == ()
 
 
+def test_mixed_content_is_the_synthetic_calls_with_the_reasoning_before_each() -> None:
+    names = names_avoiding(set())
+    own = {**REASONING, "id": "rs_own"}
+    payload = answer(REASONING, fc("grep", "c1"), own, fc(READ_TOOL, "r1"), MESSAGE,
+                     fc(SEARCH_TOOL, "s1"))  # fmt: skip
+    assert WIRE.mixed_content(payload, names) == [own, fc(READ_TOOL, "r1"), fc(SEARCH_TOOL, "s1")]
+    items = WIRE.round_items(WIRE.mixed_content(payload, names), [fc(READ_TOOL, "r1"),
+                             fc(SEARCH_TOOL, "s1")], ["p1", "p2"])  # fmt: skip
+    assert [i["type"] for i in items] == ["reasoning", "function_call", "function_call",
+                                          "function_call_output", "function_call_output"]
+    assert WIRE.mixed_content({"output": 5}, names) == []
+
+
 def test_call_accessors_and_ids_in_use() -> None:
     call = fc(READ_TOOL, "r1")
     assert (WIRE.call_id(call), WIRE.call_name(call)) == ("r1", READ_TOOL)

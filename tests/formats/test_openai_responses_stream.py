@@ -167,3 +167,16 @@ def test_a_round_without_its_final_event_leaves_the_end_missing() -> None:
     done.start_round(loop_allowed=False)
     feed(done, stream_of([message_item("hi")], responses_usage(1, 1), "resp_2"))
     assert not done.missing_end()
+
+
+def test_a_mixed_round_hands_over_its_synthetic_calls_with_their_reasoning() -> None:
+    own = function_call_item(READ_TOOL, '{"artifact_id": "art_1"}', call_id="r1")
+    client = function_call_item("grep", "{}", call_id="c1")
+    output = [reasoning_item("rs_o", "enc-o"), own, reasoning_item("rs_c", "enc-c"), client]
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    feed(stream, stream_of(output, responses_usage(3, 1), "resp_1"))
+    assert [c["call_id"] for c in stream.mixed_synthetic_calls()] == ["r1"]
+    assert stream.mixed_content() == output[:2]
+    fresh = ResponsesStream(NAMES)
+    assert fresh.mixed_content() is None

@@ -142,6 +142,10 @@ class StreamFilter:
             return []
         return [call.as_tool_call() for call in choice.synthetic.values()]
 
+    def mixed_content(self) -> None:
+        """None: the synthetic calls of a mixed round go back alone."""
+        return None
+
     def missing_end(self) -> bool:
         """Never: `closing` ends the client's stream (usage chunk, done marker)."""
         return False

@@ -108,6 +108,29 @@ def synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -
     return own if 0 < len(own) < len(calls) else []
 
 
+def mixed_content(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> list[Any]:
+    """The synthetic calls of a mixed answer with the reasoning items directly before each (what
+    `strip_synthetic_calls` takes from the client's answer): they go back upstream together, as
+    the API wants a call with the reasoning item it came with."""
+    return synthetic_items(_output(payload), names)
+
+
+def synthetic_items(output: list[Any], names: ToolNames) -> list[Any]:
+    """The synthetic calls of `output` and the reasoning items directly before each, in order
+    (what `without_synthetic_items` leaves out)."""
+    taken: list[Any] = []
+    held: list[Any] = []
+    for item in output:
+        if item_type(item) == "reasoning":
+            held.append(item)
+        elif is_synthetic_call(item, names):
+            taken += [*held, item]
+            held = []
+        else:
+            held = []
+    return taken
+
+
 def strip_synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> bool:
     """Remove the synthetic calls (and the reasoning items directly before each) in place."""
     output = payload.get("output")

@@ -75,6 +75,7 @@ class OpenAIResponses:
     synthetic_only = staticmethod(answers.synthetic_only)
     strip_synthetic_calls = staticmethod(answers.strip_synthetic_calls)
     synthetic_calls = staticmethod(answers.synthetic_calls)
+    mixed_content = staticmethod(answers.mixed_content)
     call_id = staticmethod(answers.call_id)
     call_name = staticmethod(answers.call_name)
     call_arguments = staticmethod(answers.call_arguments)
