@@ -93,7 +93,7 @@ async def _attempt(
         if isinstance(answer, Prepared):
             return await _attempt(context, answer, None)
         reply = await relayed(
-            answer, prepared.headers(), context.request_id, context.chat_format.error_event
+            answer, prepared.headers(), context.request_id, context.chat_format.relayed_error_event
         )
         if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
             _observe_usage(context, prepared, _json_object(reply.body))
@@ -154,7 +154,7 @@ async def complete_json(
     while True:
         if answer.status != 200:
             extra = {**extra_headers, **rounds.response_headers()}
-            return await relayed(answer, extra, rounds.request_id, wire.error_event)
+            return await relayed(answer, extra, rounds.request_id, wire.relayed_error_event)
         raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
         if first_round is not None and rounds.rounds == 0:

@@ -133,6 +133,10 @@ class AnswerFormat(Protocol):
     def error_event(self, error: ProxyError, request_id: str) -> bytes:
         """An error after the stream has started, as this format's stream event."""
 
+    def relayed_error_event(self, error: ProxyError, request_id: str, tail: bytes) -> bytes:
+        """An error after a stream relayed as it is, whose last bytes were `tail` (a Responses
+        error event is numbered after the last event relayed)."""
+
     def upstream_error_event(self, body: bytes) -> bytes | None:
         """An upstream's error answer as a stream event, when it is in this format's envelope."""
 

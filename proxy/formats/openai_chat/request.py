@@ -13,7 +13,7 @@ from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import answers
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
-from proxy.formats.openai_chat.errors import error_event
+from proxy.formats.openai_chat.errors import error_event, relayed_error_event
 from proxy.formats.openai_chat.fields import (
     content_text,
     message_text,
@@ -79,6 +79,7 @@ class OpenAIChat:
     prompt_tokens = staticmethod(prompt_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
+    relayed_error_event = staticmethod(relayed_error_event)
 
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)

@@ -87,6 +87,7 @@ class OpenAIResponses:
     prompt_tokens = staticmethod(answers.prompt_tokens)
     with_usage = staticmethod(answers.with_usage)
     error_event = staticmethod(errors.error_event)
+    relayed_error_event = staticmethod(errors.relayed_error_event)
     upstream_error_event = staticmethod(errors.upstream_error_event)
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
