@@ -348,6 +348,8 @@ def responses_attack_cases(scale: int) -> Iterator[Case]:
                                  script=script, follow_up=next_turn(kind))  # fmt: skip
         yield responses_case("client goes away mid-answer", exchange(long_output, stream=stream),
                              script="slow", hang_up=True)  # fmt: skip
+        yield responses_case("relayed stream broken by the upstream", {"model": "gpt-5",
+                             "input": f"hi {k}", "stream": True}, script="r_break")  # fmt: skip
         yield responses_case("background: true", exchange(long_output, stream=stream,
                              background=True), script="read")  # fmt: skip
         yield responses_case('"stream": "true"', {**exchange(long_output), "stream": "true"})

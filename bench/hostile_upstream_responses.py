@@ -23,6 +23,8 @@ Scripts (the proxy's tools are called only while the proxy offers them and names
               final event (JSON: a read answer whose `output` is missing)
   r_eof_later streamed: the second round ends cleanly without its final event
   slow        as `read`, the events 50 ms apart (for a client that goes away mid-stream)
+  r_break     any streamed answer without the proxy's calls breaks after 4 events (a stream the
+              proxy relays as it is)
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from fakes.responses import default_responses_reply, encode_response_events, res
 from bench.hostile_upstream import ARTIFACT_ID, BAD_ARGUMENTS, READ, SEARCH, SEARCH_PATTERN
 
 OutputSink = Callable[[int, list[Any]], None]
-RESPONSES_FAULTS = frozenset({"r_failed", "r_error", "r_cut", "r_eof", "r_eof_later"})
+RESPONSES_FAULTS = frozenset({"r_failed", "r_error", "r_cut", "r_eof", "r_eof_later", "r_break"})
 """Failures on purpose (on a later round): the proxy's error for them is no fault of its own."""
 
 
@@ -63,6 +65,9 @@ def responses_answer(
     if later and script in RESPONSES_FAULTS - {"r_eof"}:
         return _fault(script, stream)
     output = _output(script, number, body, later)
+    if output is None and script == "r_break" and stream:
+        events = response_events([message_item("cut short " * 20)])
+        return SSEReply(encode_response_events(events), done=False, abort_after=4)
     if output is None:
         return default_responses_reply(record)
     if script == "odd":
