@@ -88,7 +88,8 @@ def _text(rng: random.Random, chars: int) -> str:
     out, size = [], 0
     while size < chars:
         line = f"{rng.randint(1, 9999):>5}: " + " ".join(
-            rng.choice(_WORDS) for _ in range(rng.randint(4, 12)))
+            rng.choice(_WORDS) for _ in range(rng.randint(4, 12))
+        )
         out.append(line)
         size += len(line) + 1
     return "\n".join(out)[:chars]
@@ -101,9 +102,20 @@ def build_body(size: int) -> bytes:
         {"role": "system", "content": "You are a careful coding agent. Use the tools."},
         {"role": "user", "content": "Task: make the test suite of this repository pass."},
     ]
-    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
-              "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                             "required": ["path"]}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "description": "Read a file.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                },
+            },
+        }
+    ]
     body = {"model": MODEL, "messages": messages, "tools": tools, "max_tokens": 100}
 
     def encoded() -> bytes:
@@ -113,9 +125,22 @@ def build_body(size: int) -> bytes:
     tail = {"role": "user", "content": "Now fix the failing test and explain why."}
     for n in range(turns):
         cid = f"call_{n:04d}"
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": cid, "type": "function",
-             "function": {"name": "read_file", "arguments": json.dumps({"path": f"m{n}.py"})}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": f"m{n}.py"}),
+                        },
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": cid, "content": ""})
         left = size - len(encoded()) - len(json.dumps(tail)) - 1
         messages[-1]["content"] = _text(rng, max(100, left // (turns - n)))
@@ -144,8 +169,9 @@ def pinned(argv: list[str], cpu: str | None) -> list[str]:
     return ["taskset", "-c", cpu, *argv] if cpu is not None else argv
 
 
-def request(port: int, method: str, path: str, body: bytes | None = None,
-            timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
+def request(
+    port: int, method: str, path: str, body: bytes | None = None, timeout: float = 30.0
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         headers = {"Authorization": AUTHORIZATION, "Content-Type": "application/json"}
@@ -168,17 +194,22 @@ class Proc:
     def start(self) -> None:
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise SystemExit(f"{self.name} exited with {self.proc.returncode}:\n"
-                                 + "\n".join(self.log.read_text(errors="replace")
-                                             .splitlines()[-20:]))
+                raise SystemExit(
+                    f"{self.name} exited with {self.proc.returncode}:\n"
+                    + "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+                )
             try:
                 if request(self.port, "GET", self.ready_path, timeout=2)[0] == 200:
                     return
@@ -212,11 +243,23 @@ def ctxproxy_argv(tree: Path, venv: str) -> list[str]:
 
 def describe_tree(tree: Path, venv: str) -> str:
     """Commit (+dirty) of the tree, and a check that its venv imports `proxy` from the tree."""
-    git = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True, check=False).stdout.strip() or "?"
+    git = (
+        subprocess.run(
+            ["git", "-C", str(tree), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        or "?"
+    )
     py = tree / venv / "bin" / "python"
-    where = subprocess.run([str(py), "-c", "import proxy; print(proxy.__file__)"],
-                           capture_output=True, text=True, check=False, cwd="/").stdout.strip()
+    where = subprocess.run(
+        [str(py), "-c", "import proxy; print(proxy.__file__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+    ).stdout.strip()
     ok = where.startswith(str(tree.resolve()) + os.sep)
     note = "" if ok else f"  WARNING: its venv imports proxy from {where or '?'}"
     return f"{tree} @ {git}{note}"
@@ -229,8 +272,14 @@ def write_config(directory: Path, mock_port: int, log_level: str) -> Path:
     config = {
         "server": {"host": "127.0.0.1", "log_level": log_level, "max_body_bytes": 67108864},
         "store": {"kind": "memory", "secret": "ab-passthrough"},
-        "upstreams": [{"name": "mock", "base_url": f"http://127.0.0.1:{mock_port}/v1",
-                       "api_key": "", "max_connections": 256}],
+        "upstreams": [
+            {
+                "name": "mock",
+                "base_url": f"http://127.0.0.1:{mock_port}/v1",
+                "api_key": "",
+                "max_connections": 256,
+            }
+        ],
         "auth": {"mode": "passthrough", "passthrough_tenant": "bench"},
         "tenants": [{"name": "bench", "policy": "ab-passthrough"}],
         "policies_dir": str(policies),
@@ -268,8 +317,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def load(args: argparse.Namespace, server: Proc, body: Path, concurrency: int,
-         cpu: str | None) -> Run:
+def load(
+    args: argparse.Namespace, server: Proc, body: Path, concurrency: int, cpu: str | None
+) -> Run:
     """One closed-loop run against `server`; also its CPU time per answered request."""
     assert server.proc is not None
     pid = server.proc.pid
@@ -279,8 +329,9 @@ def load(args: argparse.Namespace, server: Proc, body: Path, concurrency: int,
     return run
 
 
-def _load(args: argparse.Namespace, port: int, body: Path, concurrency: int,
-          cpu: str | None) -> tuple[Run, int]:
+def _load(
+    args: argparse.Namespace, port: int, body: Path, concurrency: int, cpu: str | None
+) -> tuple[Run, int]:
     """(the run, every answer the proxy gave during it, warm-up ones included)."""
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     wrk = shutil.which("wrk") if args.loader in ("auto", "wrk") else None
@@ -294,31 +345,74 @@ def _load(args: argparse.Namespace, port: int, body: Path, concurrency: int,
             warm = _wrk(wrk, url, concurrency, args.warmup, args.wrk_script, cpu, env)
             warm_answers = int(warm["requests"])
         doc = _wrk(wrk, url, concurrency, args.duration, args.wrk_script, cpu, env)
-        run = Run(doc["requests"] / (doc["duration_us"] / 1e6), float(doc["p50_us"]),
-                  int(doc["errors"]))
+        run = Run(
+            doc["requests"] / (doc["duration_us"] / 1e6), float(doc["p50_us"]), int(doc["errors"])
+        )
         return run, int(doc["requests"]) + warm_answers
     proc = subprocess.run(
-        pinned([sys.executable, str(LOADGEN), url, str(body), "-c", str(concurrency),
-                "-d", str(args.duration), "-w", str(args.warmup),
-                "--authorization", AUTHORIZATION], cpu),
-        capture_output=True, text=True, timeout=timeout, check=False)
+        pinned(
+            [
+                sys.executable,
+                str(LOADGEN),
+                url,
+                str(body),
+                "-c",
+                str(concurrency),
+                "-d",
+                str(args.duration),
+                "-w",
+                str(args.warmup),
+                "--authorization",
+                AUTHORIZATION,
+            ],
+            cpu,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"loadgen failed: {proc.stderr[-1000:]}")
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     return Run(float(doc["rps"]), float(doc["p50_us"]), int(doc["errors"])), int(doc["completed"])
 
 
-def _wrk(wrk: str, url: str, concurrency: int, seconds: float, script: Path, cpu: str | None,
-         env: dict[str, str]) -> dict[str, Any]:
+def _wrk(
+    wrk: str,
+    url: str,
+    concurrency: int,
+    seconds: float,
+    script: Path,
+    cpu: str | None,
+    env: dict[str, str],
+) -> dict[str, Any]:
     """One wrk run (whole seconds only: wrk's -d takes integers); its AB_JSON summary."""
     proc = subprocess.run(
-        pinned([wrk, "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s",
-                "--timeout", "30s", "-s", str(script), url], cpu),
-        capture_output=True, text=True, timeout=seconds + 40, check=False, env=env)
+        pinned(
+            [
+                wrk,
+                "-t1",
+                f"-c{concurrency}",
+                f"-d{max(1, round(seconds))}s",
+                "--timeout",
+                "30s",
+                "-s",
+                str(script),
+                url,
+            ],
+            cpu,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=seconds + 40,
+        check=False,
+        env=env,
+    )
     line = next((x for x in proc.stdout.splitlines() if x.startswith("AB_JSON ")), None)
     if line is None:
         raise SystemExit(f"wrk failed: {proc.stdout[-500:]} {proc.stderr[-500:]}")
-    result: dict[str, Any] = json.loads(line[len("AB_JSON "):])
+    result: dict[str, Any] = json.loads(line[len("AB_JSON ") :])
     return result
 
 
@@ -328,8 +422,9 @@ def check_passthrough(name: str, port: int, bodies: dict[str, Path]) -> None:
         status, _, data = request(port, "POST", "/v1/context/prepare", raw)
         doc = json.loads(data) if status == 200 else {}
         if status != 200 or doc.get("changed") is not False:
-            raise SystemExit(f"{name} {size}: dry run is not a passthrough: "
-                             f"{status} {data[:300]!r}")
+            raise SystemExit(
+                f"{name} {size}: dry run is not a passthrough: {status} {data[:300]!r}"
+            )
         status, head, data = request(port, "POST", "/v1/chat/completions", raw)
         if status != 200 or b"chat.completion" not in data:
             raise SystemExit(f"{name} {size}: completion failed: {status} {data[:300]!r}")
@@ -343,8 +438,10 @@ def median(values: list[float]) -> float:
 
 
 def table(cells: list[Cell]) -> str:
-    head = ("| body | conc | A rps | B rps | B/A rps | A p50 ms | B p50 ms | B/A p50 | "
-            "A cpu us/req | B cpu us/req | B/A cpu | paired B/A rps min-max | errors |")
+    head = (
+        "| body | conc | A rps | B rps | B/A rps | A p50 ms | B p50 ms | B/A p50 | "
+        "A cpu us/req | B cpu us/req | B/A cpu | paired B/A rps min-max | errors |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for cell in cells:
         a, b = cell.runs["A"], cell.runs["B"]
@@ -359,7 +456,8 @@ def table(cells: list[Cell]) -> str:
             f"| {cell.size} | {cell.concurrency} | {a_rps:.0f} | {b_rps:.0f} | "
             f"{b_rps / a_rps:.3f} | {a_p50 / 1000:.2f} | {b_p50 / 1000:.2f} | "
             f"{b_p50 / a_p50:.3f} | {a_cpu:.0f} | {b_cpu:.0f} | {b_cpu / a_cpu:.3f} | "
-            f"{min(paired):.2f}-{max(paired):.2f} | {errors} |")
+            f"{min(paired):.2f}-{max(paired):.2f} | {errors} |"
+        )
     return "\n".join(lines)
 
 
@@ -377,8 +475,13 @@ def run(args: argparse.Namespace) -> int:
         args.wrk_script = tmp / "post.lua"
         args.wrk_script.write_text(WRK_SCRIPT)
         mock_port = free_port()
-        mock = Proc("mock", pinned([sys.executable, str(MOCK), "--port", str(mock_port)],
-                                   load_cpu), mock_port, tmp / "mock.log", ready_path="/")
+        mock = Proc(
+            "mock",
+            pinned([sys.executable, str(MOCK), "--port", str(mock_port)], load_cpu),
+            mock_port,
+            tmp / "mock.log",
+            ready_path="/",
+        )
         procs.append(mock)
         mock.start()
         mock.wait_ready()
@@ -386,8 +489,16 @@ def run(args: argparse.Namespace) -> int:
         servers = {}
         for name, tree in (("A", args.a), ("B", args.b)):
             port = free_port()
-            argv = [*ctxproxy_argv(tree, args.venv), "serve", "--config", str(config),
-                    "--host", "127.0.0.1", "--port", str(port)]
+            argv = [
+                *ctxproxy_argv(tree, args.venv),
+                "serve",
+                "--config",
+                str(config),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ]
             servers[name] = Proc(name, pinned(argv, proxy_cpu), port, tmp / f"{name}.log")
             procs.append(servers[name])
             servers[name].start()
@@ -397,13 +508,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"A: {describe_tree(args.a, args.venv)}")
         print(f"B: {describe_tree(args.b, args.venv)}")
         loader = "wrk" if args.loader != "python" and shutil.which("wrk") else "bench/loadgen.py"
-        print(f"loader {loader}; cpus: proxies {proxy_cpu or 'unpinned'}, mock + loader "
-              f"{load_cpu or 'unpinned'}; {args.rounds} rounds x {args.duration:g}s "
-              f"(+{args.warmup:g}s warm-up) per run; body sizes (bytes): "
-              + ", ".join(f"{s} {bodies[s].stat().st_size}" for s in args.sizes), flush=True)
+        print(
+            f"loader {loader}; cpus: proxies {proxy_cpu or 'unpinned'}, mock + loader "
+            f"{load_cpu or 'unpinned'}; {args.rounds} rounds x {args.duration:g}s "
+            f"(+{args.warmup:g}s warm-up) per run; body sizes (bytes): "
+            + ", ".join(f"{s} {bodies[s].stat().st_size}" for s in args.sizes),
+            flush=True,
+        )
         # One unmeasured run per server and body first, so that round 1 starts warm on both.
-        warm = argparse.Namespace(**{**vars(args), "duration": min(args.duration, 1.0),
-                                     "warmup": 0.0})
+        warm = argparse.Namespace(
+            **{**vars(args), "duration": min(args.duration, 1.0), "warmup": 0.0}
+        )
         for size in args.sizes:
             for name in ("A", "B"):
                 load(warm, servers[name], bodies[size], max(args.concurrency), load_cpu)
@@ -414,8 +529,9 @@ def run(args: argparse.Namespace) -> int:
             order = ("A", "B") if rnd % 2 else ("B", "A")
             for cell in cells:
                 for name in order:
-                    result = load(args, servers[name], bodies[cell.size], cell.concurrency,
-                                  load_cpu)
+                    result = load(
+                        args, servers[name], bodies[cell.size], cell.concurrency, load_cpu
+                    )
                     cell.runs[name].append(result)
             if args.verbose:
                 print(f"  round {rnd} done at {time.monotonic() - started:.0f}s", flush=True)
@@ -424,34 +540,53 @@ def run(args: argparse.Namespace) -> int:
             proc.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print(table(cells))
-    print(f"({time.monotonic() - started:.0f}s; medians over rounds; p50 = each run's median "
-          "latency to the complete answer; cpu = the proxy's CPU time per answered request "
-          "(least sensitive to other load on the machine); paired = B/A rps of the runs of one "
-          "round)")
+    print(
+        f"({time.monotonic() - started:.0f}s; medians over rounds; p50 = each run's median "
+        "latency to the complete answer; cpu = the proxy's CPU time per answered request "
+        "(least sensitive to other load on the machine); paired = B/A rps of the runs of one "
+        "round)"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--a", type=Path, required=True, help="source tree A (with a venv)")
     parser.add_argument("--b", type=Path, required=True, help="source tree B (with a venv)")
     parser.add_argument("--venv", default=".venv", help="venv directory inside each tree")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=float, default=3.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds per run")
-    parser.add_argument("--sizes", type=lambda s: s.split(","), default=list(SIZES),
-                        help="comma-separated, of " + ", ".join(SIZES))
-    parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")],
-                        default=[1, 16])
-    parser.add_argument("--loader", choices=("auto", "wrk", "python"), default="auto",
-                        help="auto: wrk when installed, else bench/loadgen.py")
+    parser.add_argument(
+        "--sizes",
+        type=lambda s: s.split(","),
+        default=list(SIZES),
+        help="comma-separated, of " + ", ".join(SIZES),
+    )
+    parser.add_argument(
+        "--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 16]
+    )
+    parser.add_argument(
+        "--loader",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="auto: wrk when installed, else bench/loadgen.py",
+    )
     parser.add_argument("--log-level", default="WARNING", help="server.log_level of both proxies")
     parser.add_argument("--no-pin", action="store_true", help="do not pin CPUs")
-    parser.add_argument("--max-seconds", type=float, default=1200.0,
-                        help="start no new round after this many seconds")
-    parser.add_argument("--quick", action="store_true",
-                        help="defaults of 2 rounds, 1 s runs, 0.3 s warm-up (explicit flags win)")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=1200.0,
+        help="start no new round after this many seconds",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="defaults of 2 rounds, 1 s runs, 0.3 s warm-up (explicit flags win)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     if "--quick" in (sys.argv[1:] if argv is None else argv):
         parser.set_defaults(rounds=2, duration=1.0, warmup=0.3)

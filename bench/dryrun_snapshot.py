@@ -154,8 +154,12 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPROXY_")}
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
             )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -199,8 +203,14 @@ class Client:
         self.port = port
         self.conn: http.client.HTTPConnection | None = None
 
-    def request(self, method: str, path: str, key: str, body: bytes | None = None,
-                content_type: str = "application/json") -> tuple[int, str, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        key: str,
+        body: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, str, bytes]:
         headers = {"Authorization": f"Bearer {key}"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -266,14 +276,22 @@ def tool(name: str, **params: str) -> dict[str, Any]:
     }
 
 
-TOOLS = [tool("read_file", path="string"), tool("grep", pattern="string"),
-         tool("todo_write", items="string"), tool("acme_lookup", id="string"),
-         tool("fetch_url", url="string"), tool("run_tests", target="string")]
+TOOLS = [
+    tool("read_file", path="string"),
+    tool("grep", pattern="string"),
+    tool("todo_write", items="string"),
+    tool("acme_lookup", id="string"),
+    tool("fetch_url", url="string"),
+    tool("run_tests", target="string"),
+]
 
 
 def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
 
 
 def calls_msg(calls: list[dict[str, Any]], content: str | None = None) -> dict[str, Any]:
@@ -284,8 +302,15 @@ def result(call_id: str, content: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def agent(rng: random.Random, exchanges: int, sizes: tuple[int, int], *, names: list[str],
-          prefix: str = "call", model: str = "gpt-4o") -> dict[str, Any]:
+def agent(
+    rng: random.Random,
+    exchanges: int,
+    sizes: tuple[int, int],
+    *,
+    names: list[str],
+    prefix: str = "call",
+    model: str = "gpt-4o",
+) -> dict[str, Any]:
     """system + task + `exchanges` (user note, tool call, tool result) + a final user turn."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful coding agent. Use the tools."},
@@ -314,8 +339,16 @@ def handmade() -> list[tuple[str, bytes, str]]:
     def add(label: str, body: Any, ctype: str = "application/json") -> None:
         out.append((label, body if isinstance(body, bytes) else enc(body), ctype))
 
-    add("chat-small", {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello!"}]})
+    add(
+        "chat-small",
+        {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hello!"},
+            ],
+        },
+    )
 
     huge = agent(rng, 2, (500, 2000), names=["read_file"])
     huge["messages"][-1:-1] = [
@@ -324,8 +357,10 @@ def handmade() -> list[tuple[str, bytes, str]]:
     ]
     add("huge-tool-result", huge)
 
-    add("agent-20-exchanges", agent(rng, 20, (500, 12_000), names=["read_file", "grep",
-                                                                     "run_tests"]))
+    add(
+        "agent-20-exchanges",
+        agent(rng, 20, (500, 12_000), names=["read_file", "grep", "run_tests"]),
+    )
     add("agent-60-exchanges-small", agent(rng, 60, (100, 900), names=["grep", "read_file"]))
 
     par = agent(rng, 1, (200, 400), names=["read_file"], prefix="seq")
@@ -333,9 +368,12 @@ def handmade() -> list[tuple[str, bytes, str]]:
     for r in range(6):
         ids = [f"par_{r}_{k}" for k in range(4)]
         names = ["read_file", "grep", "todo_write", "acme_lookup"]
-        par["messages"].append(calls_msg(
-            [call(i, n, {"q": f"{n}-{r}"}) for i, n in zip(ids, names, strict=True)],
-            content="Looking at several things at once."))
+        par["messages"].append(
+            calls_msg(
+                [call(i, n, {"q": f"{n}-{r}"}) for i, n in zip(ids, names, strict=True)],
+                content="Looking at several things at once.",
+            )
+        )
         for i, n in zip(ids, names, strict=True):
             size = 9_000 if n == "read_file" else (300 if n == "todo_write" else 5_000)
             par["messages"].append(result(i, text(rng, size)))
@@ -343,16 +381,34 @@ def handmade() -> list[tuple[str, bytes, str]]:
     par["parallel_tool_calls"] = True
     add("parallel-tool-calls", par)
 
-    legacy: dict[str, Any] = {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "Old-style function calling."},
-        {"role": "user", "content": "Look up the weather in several cities."}],
-        "functions": [{"name": "get_weather", "parameters": {"type": "object", "properties": {
-            "city": {"type": "string"}}}}], "function_call": "auto"}
+    legacy: dict[str, Any] = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Old-style function calling."},
+            {"role": "user", "content": "Look up the weather in several cities."},
+        ],
+        "functions": [
+            {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            }
+        ],
+        "function_call": "auto",
+    }
     for k in range(8):
-        legacy["messages"].append({"role": "assistant", "content": None, "function_call": {
-            "name": "get_weather", "arguments": json.dumps({"city": f"city-{k}"})}})
-        legacy["messages"].append({"role": "function", "name": "get_weather",
-                                   "content": text(rng, 9_000)})
+        legacy["messages"].append(
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {
+                    "name": "get_weather",
+                    "arguments": json.dumps({"city": f"city-{k}"}),
+                },
+            }
+        )
+        legacy["messages"].append(
+            {"role": "function", "name": "get_weather", "content": text(rng, 9_000)}
+        )
     legacy["messages"].append({"role": "user", "content": "Summarise."})
     add("legacy-function-call", legacy)
 
@@ -365,8 +421,10 @@ def handmade() -> list[tuple[str, bytes, str]]:
     add("missing-tool-result", missing)
 
     dup = agent(rng, 6, (2_000, 9_000), names=["read_file"])
-    dup["messages"][-1:-1] = [calls_msg([call("call_000", "grep", {"q": "dup"})]),
-                              result("call_000", text(rng, 3_000))]
+    dup["messages"][-1:-1] = [
+        calls_msg([call("call_000", "grep", {"q": "dup"})]),
+        result("call_000", text(rng, 3_000)),
+    ]
     add("duplicate-tool-call-id", dup)
 
     wrong_order = agent(rng, 6, (2_000, 9_000), names=["read_file"])
@@ -375,9 +433,18 @@ def handmade() -> list[tuple[str, bytes, str]]:
     add("result-before-call", wrong_order)
 
     extra = agent(rng, 10, (1_000, 9_000), names=["read_file", "grep"])
-    extra.update({"x_trace": {"span": "abc", "deep": [1, 2.5, None, True]}, "metadata": {"a": "b"},
-                  "user": "user-42", "temperature": 0.2, "seed": 7, "logit_bias": {"50256": -100},
-                  "response_format": {"type": "json_object"}, "store": False})
+    extra.update(
+        {
+            "x_trace": {"span": "abc", "deep": [1, 2.5, None, True]},
+            "metadata": {"a": "b"},
+            "user": "user-42",
+            "temperature": 0.2,
+            "seed": 7,
+            "logit_bias": {"50256": -100},
+            "response_format": {"type": "json_object"},
+            "store": False,
+        }
+    )
     for msg in extra["messages"]:
         msg["x_note"] = {"kept": True}
         for c in msg.get("tool_calls") or []:
@@ -387,16 +454,19 @@ def handmade() -> list[tuple[str, bytes, str]]:
 
     # Unicode written as JSON escapes (ASCII-only bytes), incl. a surrogate pair, U+2028, NUL.
     esc = agent(rng, 6, (2_000, 9_000), names=["read_file"])
-    esc["messages"][1]["content"] = "caf\u00e9 \U0001F600 \u2028 line\u2029sep \x00nul \u202e rtl"
-    esc["messages"][5]["content"] = "\U0001F600" * 2_000 + "\u00e9" * 3_000
+    esc["messages"][1]["content"] = "caf\u00e9 \U0001f600 \u2028 line\u2029sep \x00nul \u202e rtl"
+    esc["messages"][5]["content"] = "\U0001f600" * 2_000 + "\u00e9" * 3_000
     add("unicode-escapes", json.dumps(esc, ensure_ascii=True).encode())
     raw = agent(rng, 6, (2_000, 9_000), names=["read_file"])
     raw["messages"][5]["content"] = text(rng, 12_000, cjk=True)
-    raw["messages"][2]["content"] = "e\u0301 n\u0303 \U0001F469\u200D\U0001F4BB  " * 50
+    raw["messages"][2]["content"] = "e\u0301 n\u0303 \U0001f469\u200d\U0001f4bb  " * 50
     add("unicode-raw-utf8", raw)
     add("lone-surrogate", b'{"model":"gpt-4o","messages":[{"role":"user","content":"\\ud800x"}]}')
-    add("escaped-slash-and-whitespace", b'{ "model" : "gpt-4o" ,\n "messages" : [ {"role":'
-        b'"user","content":"a\\/b \\"q\\" \\t\\n"} ] , "max_tokens" : 10 }\n')
+    add(
+        "escaped-slash-and-whitespace",
+        b'{ "model" : "gpt-4o" ,\n "messages" : [ {"role":'
+        b'"user","content":"a\\/b \\"q\\" \\t\\n"} ] , "max_tokens" : 10 }\n',
+    )
 
     n2 = agent(rng, 12, (1_000, 9_000), names=["read_file", "grep"])
     n2["n"] = 2
@@ -432,7 +502,8 @@ def handmade() -> list[tuple[str, bytes, str]]:
     parts["messages"][1]["content"] = [
         {"type": "text", "text": "Look at this screenshot."},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "iVBORw0KGgo" * 300}},
-        {"type": "text", "text": text(rng, 2_000)}]
+        {"type": "text", "text": text(rng, 2_000)},
+    ]
     parts["messages"][5]["content"] = [{"type": "text", "text": text(rng, 15_000)}]
     add("content-parts", parts)
 
@@ -443,15 +514,18 @@ def handmade() -> list[tuple[str, bytes, str]]:
     add("developer-and-system-roles", roles)
 
     pinned = agent(rng, 15, (1_000, 9_000), names=["read_file", "grep"])
-    pinned["messages"].insert(3, {"role": "user", "content": "ACCEPTANCE CRITERIA: all green. "
-                                  + text(rng, 1_500)})
+    pinned["messages"].insert(
+        3, {"role": "user", "content": "ACCEPTANCE CRITERIA: all green. " + text(rng, 1_500)}
+    )
     add("pinned-acceptance-criteria", pinned)
 
     excluded = agent(rng, 10, (6_000, 12_000), names=["todo_write", "acme_lookup", "fetch_url"])
     add("excluded-and-refetchable-tools", excluded)
 
-    chatter: dict[str, Any] = {"model": "gpt-4o", "messages": [
-        {"role": "system", "content": "You are a helpful assistant."}]}
+    chatter: dict[str, Any] = {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": "You are a helpful assistant."}],
+    }
     for _ in range(100):
         question = text(rng, rng.randint(50, 600))
         chatter["messages"].append({"role": "user", "content": question})
@@ -462,22 +536,35 @@ def handmade() -> list[tuple[str, bytes, str]]:
     js = agent(rng, 6, (100, 200), names=["acme_lookup"])
     for k, msg in enumerate(js["messages"]):
         if msg["role"] == "tool":
-            msg["content"] = json.dumps({"rows": [{"id": i, "name": f"row-{k}-{i}", "tags":
-                                                   ["a", "b"], "score": i * 0.5}
-                                                  for i in range(300)]}, indent=2)
+            msg["content"] = json.dumps(
+                {
+                    "rows": [
+                        {"id": i, "name": f"row-{k}-{i}", "tags": ["a", "b"], "score": i * 0.5}
+                        for i in range(300)
+                    ]
+                },
+                indent=2,
+            )
     add("verbose-json-tool-results", js)
 
     clash = agent(rng, 8, (1_000, 9_000), names=["read_file"])
     clash["tools"] = [*TOOLS, tool("read_context_artifact", artifact_id="string")]
     add("client-tool-named-like-read-tool", clash)
 
-    for label, model in [("model-gpt-4-8k", "gpt-4"),
-                         ("model-claude", "claude-3-5-sonnet-20241022"),
-                         ("model-unknown", "my-local-model"),
-                         ("model-azure-prefixed", "azure/eu/gpt-4o-2024-08-06"),
-                         ("model-o3-mini", "o3-mini"), ("model-gpt-4o-mini", "gpt-4o-mini")]:
-        add(label, agent(random.Random(label), 16, (1_000, 9_000),
-                         names=["read_file", "grep"], model=model))
+    for label, model in [
+        ("model-gpt-4-8k", "gpt-4"),
+        ("model-claude", "claude-3-5-sonnet-20241022"),
+        ("model-unknown", "my-local-model"),
+        ("model-azure-prefixed", "azure/eu/gpt-4o-2024-08-06"),
+        ("model-o3-mini", "o3-mini"),
+        ("model-gpt-4o-mini", "gpt-4o-mini"),
+    ]:
+        add(
+            label,
+            agent(
+                random.Random(label), 16, (1_000, 9_000), names=["read_file", "grep"], model=model
+            ),
+        )
     nomodel = agent(rng, 3, (100, 300), names=["read_file"])
     del nomodel["model"]
     add("model-missing", nomodel)
@@ -488,24 +575,51 @@ def handmade() -> list[tuple[str, bytes, str]]:
     add("messages-not-list", {"model": "gpt-4o", "messages": {"role": "user"}})
     add("message-not-object", {"model": "gpt-4o", "messages": ["hello"]})
     add("message-role-missing", {"model": "gpt-4o", "messages": [{"content": "hi"}]})
-    add("message-role-unknown", {"model": "gpt-4o", "messages": [{"role": "wizard",
-                                                                  "content": "hi"}]})
+    add(
+        "message-role-unknown",
+        {"model": "gpt-4o", "messages": [{"role": "wizard", "content": "hi"}]},
+    )
     add("user-content-null", {"model": "gpt-4o", "messages": [{"role": "user", "content": None}]})
-    add("tool-content-number", {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "x"}, calls_msg([call("c1", "grep", {})]),
-        result("c1", 42), {"role": "user", "content": "y"}]})
-    add("tool-calls-malformed", {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": 5}]},
-        {"role": "user", "content": "y"}]})
+    add(
+        "tool-content-number",
+        {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "user", "content": "x"},
+                calls_msg([call("c1", "grep", {})]),
+                result("c1", 42),
+                {"role": "user", "content": "y"},
+            ],
+        },
+    )
+    add(
+        "tool-calls-malformed",
+        {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"id": 5}]},
+                {"role": "user", "content": "y"},
+            ],
+        },
+    )
     add("invalid-json", b'{"model":"gpt-4o","messages":[')
     add("json-array", b'[{"model":"gpt-4o"}]')
     add("empty-body", b"")
-    add("duplicate-keys", b'{"model":"gpt-4o","model":"gpt-4","messages":[{"role":"user",'
-        b'"content":"a"}]}')
-    add("text-plain", enc({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}),
-        "text/plain")
-    add("vendor-json-type", enc({"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "x"}]}), "application/vnd.acme+json; charset=utf-8")
+    add(
+        "duplicate-keys",
+        b'{"model":"gpt-4o","model":"gpt-4","messages":[{"role":"user","content":"a"}]}',
+    )
+    add(
+        "text-plain",
+        enc({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}),
+        "text/plain",
+    )
+    add(
+        "vendor-json-type",
+        enc({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}),
+        "application/vnd.acme+json; charset=utf-8",
+    )
     return out
 
 
@@ -521,9 +635,17 @@ def quality(seeds: int, turns: int) -> list[tuple[str, bytes, str]]:
 
 # -- follow-ups from a tenant's own answers -----------------------------------------------------
 
-FOLLOW_UP = ("huge-tool-result", "agent-20-exchanges", "parallel-tool-calls",
-             "legacy-function-call", "long-chatter-no-tools", "unicode-escapes", "n-2",
-             "orphan-tool-result", "model-gpt-4-8k")
+FOLLOW_UP = (
+    "huge-tool-result",
+    "agent-20-exchanges",
+    "parallel-tool-calls",
+    "legacy-function-call",
+    "long-chatter-no-tools",
+    "unicode-escapes",
+    "n-2",
+    "orphan-tool-result",
+    "model-gpt-4-8k",
+)
 
 
 def follow_up_labels(quality_labels: list[str]) -> list[str]:
@@ -581,8 +703,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = write_config(tmp)
         port = free_port()
-        argv = [*ctxproxy_command(args.ctxproxy), "serve", "--config", str(config),
-                "--host", "127.0.0.1", "--port", str(port)]
+        argv = [
+            *ctxproxy_command(args.ctxproxy),
+            "serve",
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
         server = Server(argv, port, tmp / "server.log")
         server.wait_ready()
         client = Client(port)
@@ -593,8 +723,9 @@ def run(args: argparse.Namespace) -> int:
                 data = SITE_PACKAGES.sub(MASKED_SITE, REQUEST_ID.sub(MASKED_ID, data))
                 if b"\n" in data or b"\r" in data:
                     raise SystemExit(f"{tenant} {label}: multi-line response body")
-                head = json.dumps({"tenant": tenant, "label": label, "status": status},
-                                  separators=(",", ":"))[:-1]
+                head = json.dumps(
+                    {"tenant": tenant, "label": label, "status": status}, separators=(",", ":")
+                )[:-1]
                 out.write(head.encode() + b',"response":' + (data or b'""') + b"}\n")
                 outcomes.setdefault(tenant, collections.Counter())[outcome_of(status, data)] += 1
                 total += 1
@@ -618,16 +749,21 @@ def run(args: argparse.Namespace) -> int:
                     prepared = answer["body"]
                     status, _, data = client.request("POST", PREPARE, key, enc(prepared))
                     record(tenant, f"reprepare:{label}", status, data)
-                    more = {**prepared, "messages": [
-                        *prepared.get("messages", []),
-                        {"role": "assistant", "content": "Done with that step."},
-                        {"role": "user", "content": "Good. Next step, please."}]}
+                    more = {
+                        **prepared,
+                        "messages": [
+                            *prepared.get("messages", []),
+                            {"role": "assistant", "content": "Done with that step."},
+                            {"role": "user", "content": "Good. Next step, please."},
+                        ],
+                    }
                     status, _, data = client.request("POST", PREPARE, key, enc(more))
                     record(tenant, f"continue:{label}", status, data)
                 for label, _, _ in requests:
                     if label in answers:
-                        ids += [i for i in artifact_ids(answers[label].get("manifest"))
-                                if i not in ids]
+                        ids += [
+                            i for i in artifact_ids(answers[label].get("manifest")) if i not in ids
+                        ]
                 for artifact in ids[:ARTIFACT_READS_PER_TENANT]:
                     path = f"{ARTIFACTS}{artifact}?offset=100&max_chars=3000"
                     status, _, data = client.request("GET", path, key)
@@ -653,10 +789,13 @@ def compare(out: Path, reference: Path, show: int = 10) -> int:
         print(f"identical to {reference}")
         return 0
     a, b = theirs.split(b"\n"), ours.split(b"\n")
-    differing = [i for i in range(max(len(a), len(b)))
-                 if i >= len(a) or i >= len(b) or a[i] != b[i]]
-    print(f"DIFFERS from {reference}: {len(differing)} of {len(b)} lines "
-          f"({len(a)} lines in the reference)")
+    differing = [
+        i for i in range(max(len(a), len(b))) if i >= len(a) or i >= len(b) or a[i] != b[i]
+    ]
+    print(
+        f"DIFFERS from {reference}: {len(differing)} of {len(b)} lines "
+        f"({len(a)} lines in the reference)"
+    )
     for i in differing[:show]:
         line = b[i] if i < len(b) else a[i]
         key = line.split(b',"response":', 1)[0] + b"}"
@@ -668,8 +807,9 @@ def check_allowance(tenant: str, allowances: set[Any], problems: list[str]) -> N
     """The derived policies must give allowance == budget for gpt-4.1 (as bench.quality's do)."""
     match = re.fullmatch(r"q-.+-(\d+)", tenant)
     if match and allowances != {int(match.group(1))}:
-        problems.append(f"{tenant}: allowances {sorted(allowances, key=str)}, "
-                        f"expected {match.group(1)}")
+        problems.append(
+            f"{tenant}: allowances {sorted(allowances, key=str)}, expected {match.group(1)}"
+        )
 
 
 def allowance_of(status: int, data: bytes) -> Any:
@@ -680,12 +820,19 @@ def allowance_of(status: int, data: bytes) -> Any:
     return (doc.get("error", {}).get("ctxproxy") or {}).get("allowance_tokens")
 
 
-def summarize(args: argparse.Namespace, outcomes: dict[str, collections.Counter[str]],
-              total: int, per_tenant: int, elapsed: float) -> None:
+def summarize(
+    args: argparse.Namespace,
+    outcomes: dict[str, collections.Counter[str]],
+    total: int,
+    per_tenant: int,
+    elapsed: float,
+) -> None:
     columns = sorted({o for c in outcomes.values() for o in c})
     width = max(len(t) for t in outcomes)
-    print(f"requests: {total} ({per_tenant} fixed per tenant x {len(outcomes)} tenants, "
-          f"plus per-tenant follow-ups); {elapsed:.1f}s")
+    print(
+        f"requests: {total} ({per_tenant} fixed per tenant x {len(outcomes)} tenants, "
+        f"plus per-tenant follow-ups); {elapsed:.1f}s"
+    )
     print(f"{'tenant/policy':<{width}}  {'n':>4}  " + "  ".join(columns))
     for tenant, counter in outcomes.items():
         cells = "  ".join(f"{counter.get(c, 0):>{len(c)}}" for c in columns)
@@ -695,14 +842,16 @@ def summarize(args: argparse.Namespace, outcomes: dict[str, collections.Counter[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, type=Path, help="output file (JSON lines)")
     parser.add_argument("--seeds", type=int, default=1, help="bench.quality seeds 1..N")
     parser.add_argument("--turns", type=int, default=40, help="turns of scenario E")
     parser.add_argument("--ctxproxy", help="ctxproxy executable (default: next to this Python)")
-    parser.add_argument("--compare", type=Path,
-                        help="a reference snapshot: report differing lines, exit 1 if any")
+    parser.add_argument(
+        "--compare", type=Path, help="a reference snapshot: report differing lines, exit 1 if any"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="progress per tenant")
     return run(parser.parse_args(argv))
 

@@ -95,8 +95,8 @@ PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Basic dXNlcjpwYXNz"}, {}, {"Authorization": "Bearer "},
     {"Authorization": "Bearer sk-client-a", "x-api-key": "xk-client-c"},
 )  # fmt: skip
-WRONG_CREDENTIALS: tuple[dict[str, str], ...] = (
-    {"x-api-key": KEYS["tiny"]}, {"Authorization": "Basic dXNlcjpwYXNz"}, {},
+WRONG_CREDENTIALS: tuple[dict[str, str], ...] = (  # x-api-key is a proxy key too (main, Anthropic)
+    {"x-api-key": "xk-wrong"}, {"Authorization": "Basic dXNlcjpwYXNz"}, {},
     {"Authorization": "Bearer sk-wrong"},
 )  # fmt: skip
 HOSTILE_OFFSETS = (

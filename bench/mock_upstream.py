@@ -53,13 +53,19 @@ def sse_frames(chunks: int) -> list[bytes]:
     for i in range(chunks):
         delta = {"role": "assistant", "content": "tok "} if i == 0 else {"content": f"tok{i} "}
         event = {
-            "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-            "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
         }
         frames.append(_frame(b"data: " + json.dumps(event).encode() + b"\n\n"))
     final = {
-        "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-        "model": MODEL, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 100, "completion_tokens": chunks, "total_tokens": 100 + chunks},
     }
     frames.append(_frame(b"data: " + json.dumps(final).encode() + b"\n\n"))

@@ -66,16 +66,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument("--chunks", type=int, default=16, help="SSE chunks per mock answer")
     parser.add_argument("--interval-ms", type=float, default=1.0, help="gap between SSE chunks")
-    parser.add_argument("--max-drain", type=float, default=45.0,
-                        help="max seconds to wait for a server to go idle after a cell")
-    parser.add_argument("--write-results", action="store_true",
-                        help="replace the Overhead section of bench/RESULTS.md")
+    parser.add_argument(
+        "--max-drain",
+        type=float,
+        default=45.0,
+        help="max seconds to wait for a server to go idle after a cell",
+    )
+    parser.add_argument(
+        "--write-results",
+        action="store_true",
+        help="replace the Overhead section of bench/RESULTS.md",
+    )
     parser.add_argument("--json", type=Path, help="also write every raw cell result here")
     args = parser.parse_args(argv)
     args.duration = args.duration or (2.0 if args.quick else 5.0)
     args.warmup = 1.0 if args.quick else 2.0
-    args.concurrency = [int(x) for x in (args.concurrency or
-                                         ("1,64" if args.quick else "1,16,64,256")).split(",")]
+    args.concurrency = [
+        int(x) for x in (args.concurrency or ("1,64" if args.quick else "1,16,64,256")).split(",")
+    ]
     args.sizes = (args.sizes or ("2KB,1MB" if args.quick else "2KB,100KB,1MB")).split(",")
     args.stream_sizes = (args.stream_sizes or "2KB").split(",")
     args.configs = (args.configs or ",".join(CONFIGS)).split(",")
@@ -91,9 +99,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def machine_facts(loader: str) -> dict[str, str]:
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor() or "unknown")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
     versions = {}
     for dist in ("aiohttp", "litellm", "ctxproxy"):
         try:
@@ -139,42 +152,112 @@ def _ctxproxy_config(path: Path, mock_port: int, policy: str, policies_dir: Path
     return path
 
 
-def build_servers(args: argparse.Namespace, tmp: Path, procs: Processes,
-                  mock_cpus: set[int] | None, sut_cpus: set[int] | None) -> dict[str, Server]:
+def build_servers(
+    args: argparse.Namespace,
+    tmp: Path,
+    procs: Processes,
+    mock_cpus: set[int] | None,
+    sut_cpus: set[int] | None,
+) -> dict[str, Server]:
     py = sys.executable
     mock_port = free_port()
     ctxproxy = [str(BIN / "ctxproxy")] if (BIN / "ctxproxy").exists() else [py, "-m", "proxy.cli"]
-    servers = {"direct": Server(
-        "direct", [py, str(REPO / "bench/mock_upstream.py"), "--port", str(mock_port),
-                   "--chunks", str(args.chunks), "--interval-ms", str(args.interval_ms)],
-        mock_port, mock_cpus, ready_path="/", log=tmp / "mock.log")}
+    servers = {
+        "direct": Server(
+            "direct",
+            [
+                py,
+                str(REPO / "bench/mock_upstream.py"),
+                "--port",
+                str(mock_port),
+                "--chunks",
+                str(args.chunks),
+                "--interval-ms",
+                str(args.interval_ms),
+            ],
+            mock_port,
+            mock_cpus,
+            ready_path="/",
+            log=tmp / "mock.log",
+        )
+    }
     specs: dict[str, tuple[list[str], str, dict[str, str], float]] = {
-        "reference": ([py, str(REPO / "bench/ref_forwarder.py"), "--upstream",
-                       f"http://127.0.0.1:{mock_port}", "--port"], "/", {}, 30),
-        "ctxproxy-pass": ([*ctxproxy, "serve", "--config", str(_ctxproxy_config(
-            tmp / "pass.yaml", mock_port, "inspect", None)), "--port"], "/healthz", {}, 60),
-        "ctxproxy-offload": ([*ctxproxy, "serve", "--config", str(_ctxproxy_config(
-            tmp / "offload.yaml", mock_port, "overhead-offload", REPO / "bench/policies")),
-            "--port"], "/healthz", {}, 60),
-        "litellm": ([str(BIN / "litellm"), "--config", str(REPO / "bench/litellm_config.yaml"),
-                     "--host", "127.0.0.1", "--num_workers", "1", "--port"],
-                    "/health/liveliness",
-                    {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR",
-                     "LITELLM_TELEMETRY": "False", "LITELLM_MASTER_KEY": MASTER_KEY,
-                     "BENCH_MOCK_API_BASE": f"http://127.0.0.1:{mock_port}/v1"}, 180),
+        "reference": (
+            [
+                py,
+                str(REPO / "bench/ref_forwarder.py"),
+                "--upstream",
+                f"http://127.0.0.1:{mock_port}",
+                "--port",
+            ],
+            "/",
+            {},
+            30,
+        ),
+        "ctxproxy-pass": (
+            [
+                *ctxproxy,
+                "serve",
+                "--config",
+                str(_ctxproxy_config(tmp / "pass.yaml", mock_port, "inspect", None)),
+                "--port",
+            ],
+            "/healthz",
+            {},
+            60,
+        ),
+        "ctxproxy-offload": (
+            [
+                *ctxproxy,
+                "serve",
+                "--config",
+                str(
+                    _ctxproxy_config(
+                        tmp / "offload.yaml", mock_port, "overhead-offload", REPO / "bench/policies"
+                    )
+                ),
+                "--port",
+            ],
+            "/healthz",
+            {},
+            60,
+        ),
+        "litellm": (
+            [
+                str(BIN / "litellm"),
+                "--config",
+                str(REPO / "bench/litellm_config.yaml"),
+                "--host",
+                "127.0.0.1",
+                "--num_workers",
+                "1",
+                "--port",
+            ],
+            "/health/liveliness",
+            {
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_LOG": "ERROR",
+                "LITELLM_TELEMETRY": "False",
+                "LITELLM_MASTER_KEY": MASTER_KEY,
+                "BENCH_MOCK_API_BASE": f"http://127.0.0.1:{mock_port}/v1",
+            },
+            180,
+        ),
     }
     for name, (argv, ready, env, timeout) in specs.items():
         if name in args.configs:
             port = free_port()
-            servers[name] = Server(name, [*argv, str(port)], port, sut_cpus, env, ready,
-                                   timeout, tmp / f"{name}.log")
+            servers[name] = Server(
+                name, [*argv, str(port)], port, sut_cpus, env, ready, timeout, tmp / f"{name}.log"
+            )
     for server in servers.values():
         procs.add(server)
     return servers
 
 
-def validate(servers: dict[str, Server], bodies: dict[tuple[str, bool], Path],
-             sizes: list[str]) -> list[str]:
+def validate(
+    servers: dict[str, Server], bodies: dict[tuple[str, bool], Path], sizes: list[str]
+) -> list[str]:
     """One request per configuration and body: 200, the mock's answer, the expected actions."""
     notes = []
     headers = {"Content-Type": "application/json", "Authorization": AUTHORIZATION}
@@ -182,8 +265,13 @@ def validate(servers: dict[str, Server], bodies: dict[tuple[str, bool], Path],
         for size in sizes:
             for stream in (False, True):
                 status, head, data = http_request(
-                    server.port, "POST", "/v1/chat/completions", bodies[size, stream].read_bytes(),
-                    headers, timeout=120)
+                    server.port,
+                    "POST",
+                    "/v1/chat/completions",
+                    bodies[size, stream].read_bytes(),
+                    headers,
+                    timeout=120,
+                )
                 want = b"[DONE]" if stream else b"chat.completion"
                 if status != 200 or want not in data:
                     raise RuntimeError(f"{name} {size} stream={stream}: {status} {data[:300]!r}")
@@ -191,12 +279,15 @@ def validate(servers: dict[str, Server], bodies: dict[tuple[str, bool], Path],
                 if name == "ctxproxy-pass" and actions != "none":
                     raise RuntimeError(f"{name} {size}: expected no action, got {actions}")
                 if name == "ctxproxy-offload" and not (
-                        actions and "offload_tool_results" in actions and "drop_turns" in actions):
+                    actions and "offload_tool_results" in actions and "drop_turns" in actions
+                ):
                     raise RuntimeError(f"{name} {size}: expected offload + drop, got {actions}")
                 if actions and not stream:
-                    notes.append(f"{name} {size}: x-ctxproxy-actions: {actions}, tokens "
-                                 f"{head.get('x-ctxproxy-tokens-before')} -> "
-                                 f"{head.get('x-ctxproxy-tokens-after')}")
+                    notes.append(
+                        f"{name} {size}: x-ctxproxy-actions: {actions}, tokens "
+                        f"{head.get('x-ctxproxy-tokens-before')} -> "
+                        f"{head.get('x-ctxproxy-tokens-after')}"
+                    )
     return notes
 
 
@@ -205,31 +296,56 @@ def reset_hwm(server: Server) -> None:
         Path(f"/proc/{server.pid}/clear_refs").write_text("5")  # resets VmHWM to VmRSS
 
 
-def run_cells(args: argparse.Namespace, servers: dict[str, Server], loader: Loader,
-              bodies: dict[tuple[str, bool], Path], sampler: RssSampler
-              ) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
+def run_cells(
+    args: argparse.Namespace,
+    servers: dict[str, Server],
+    loader: Loader,
+    bodies: dict[tuple[str, bool], Path],
+    sampler: RssSampler,
+) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
     cells: list[Cell] = []
     memory: dict[str, dict[str, Any]] = {
         name: {"start_kb": servers[name].rss_kb(), "hwm_kb": {}}
-        for name in servers if name in PROXIES}
-    mock, sut_cpus = servers["direct"], next(
-        (s.cpus for s in servers.values() if s.name != "direct"), None)
-    plan = [(m, s, c) for m, sizes in (("json", args.sizes), ("sse", args.stream_sizes))
-            for s in sizes for c in args.concurrency]
+        for name in servers
+        if name in PROXIES
+    }
+    mock, sut_cpus = (
+        servers["direct"],
+        next((s.cpus for s in servers.values() if s.name != "direct"), None),
+    )
+    plan = [
+        (m, s, c)
+        for m, sizes in (("json", args.sizes), ("sse", args.stream_sizes))
+        for s in sizes
+        for c in args.concurrency
+    ]
     # Cells that buffer more than BUFFERED_BYTES of request bodies run last, so that the memory
     # they leave behind (freed but kept by the allocator) does not show in the others.
     unbuffered = [p for p in plan if p[2] * SIZES[p[1]] <= BUFFERED_BYTES]
     warmed: set[tuple[str, str]] = set()
     for name in memory:
         reset_hwm(servers[name])
-    for part, cells_of_part in (("unbuffered cells", unbuffered),
-                                ("all cells", [p for p in plan if p not in unbuffered])):
+    for part, cells_of_part in (
+        ("unbuffered cells", unbuffered),
+        ("all cells", [p for p in plan if p not in unbuffered]),
+    ):
         for mode, size, conc in cells_of_part:
             for name, server in servers.items():
                 if name == "direct":  # the mock is the server under test: give it that CPU
                     pin(mock.pid, sut_cpus)
-                cells.append(run_cell(args, server, loader, bodies, sampler, mode, size, conc,
-                                      warm=(mode, size) not in warmed))
+                cells.append(
+                    run_cell(
+                        args,
+                        server,
+                        loader,
+                        bodies,
+                        sampler,
+                        mode,
+                        size,
+                        conc,
+                        warm=(mode, size) not in warmed,
+                    )
+                )
                 if name == "direct":
                     pin(mock.pid, mock.cpus)
             warmed.add((mode, size))
@@ -239,9 +355,18 @@ def run_cells(args: argparse.Namespace, servers: dict[str, Server], loader: Load
     return cells, memory
 
 
-def run_cell(args: argparse.Namespace, server: Server, loader: Loader,
-             bodies: dict[tuple[str, bool], Path], sampler: RssSampler, mode: str, size: str,
-             conc: int, *, warm: bool) -> Cell:
+def run_cell(
+    args: argparse.Namespace,
+    server: Server,
+    loader: Loader,
+    bodies: dict[tuple[str, bool], Path],
+    sampler: RssSampler,
+    mode: str,
+    size: str,
+    conc: int,
+    *,
+    warm: bool,
+) -> Cell:
     url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
     stream = mode == "sse"
     body = bodies[size, stream]
@@ -252,56 +377,90 @@ def run_cell(args: argparse.Namespace, server: Server, loader: Loader,
     python_warmup = 0.3 if loader.name(stream) == "python" else 0
     cpu_before = server.cpu()
     sampler.phase = f"{mode}|{size}|{conc}|{server.name}"
-    result = loader.run(Load(url, body, conc, args.duration, python_warmup, AUTHORIZATION,
-                             stream))
+    result = loader.run(Load(url, body, conc, args.duration, python_warmup, AUTHORIZATION, stream))
     sampler.phase = "drain"
     drained = server.quiesce(args.max_drain)
     result["drain_s"] = round(drained, 2)
-    result["cpu_us_per_request"] = (server.cpu() - cpu_before) * 1e6 / max(
-        1, result.get("completed") or result["requests"])
+    result["cpu_us_per_request"] = (
+        (server.cpu() - cpu_before) * 1e6 / max(1, result.get("completed") or result["requests"])
+    )
     key = "ttfb_p50_us" if stream else "p50_us"
-    print(f"  {mode} {size:6} c={conc:<3} {server.name:16} {result['rps']:9.1f} rps  "
-          f"p50 {result[key] / 1000:8.2f} ms  p99 {result[key.replace('50', '99')] / 1000:8.2f} "
-          f"ms  errors {result['errors']}  cpu/req {result['cpu_us_per_request']:7.0f} us  "
-          f"drain {drained:.1f}s", flush=True)
+    print(
+        f"  {mode} {size:6} c={conc:<3} {server.name:16} {result['rps']:9.1f} rps  "
+        f"p50 {result[key] / 1000:8.2f} ms  p99 {result[key.replace('50', '99')] / 1000:8.2f} "
+        f"ms  errors {result['errors']}  cpu/req {result['cpu_us_per_request']:7.0f} us  "
+        f"drain {drained:.1f}s",
+        flush=True,
+    )
     return Cell(mode, size, conc, server.name, result)
 
 
-def render(args: argparse.Namespace, facts: dict[str, str], res: Results,
-           memory: dict[str, dict[str, Any]], notes: list[str], elapsed: float,
-           command: str) -> str:
+def render(
+    args: argparse.Namespace,
+    facts: dict[str, str],
+    res: Results,
+    memory: dict[str, dict[str, Any]],
+    notes: list[str],
+    elapsed: float,
+    command: str,
+) -> str:
     goals = targets(res, memory, args.sizes)
-    out = ["## Overhead", "",
-           "Added latency and throughput of ctxproxy against a direct call, a minimal aiohttp "
-           "forwarder (the floor of this stack) and LiteLLM's proxy, measured in one run on "
-           "the same mock upstream and load. Generated by `bench/overhead.py`.", "",
-           f"Command: `{command}` ({elapsed / 60:.1f} min)", ""]
+    out = [
+        "## Overhead",
+        "",
+        "Added latency and throughput of ctxproxy against a direct call, a minimal aiohttp "
+        "forwarder (the floor of this stack) and LiteLLM's proxy, measured in one run on "
+        "the same mock upstream and load. Generated by `bench/overhead.py`.",
+        "",
+        f"Command: `{command}` ({elapsed / 60:.1f} min)",
+        "",
+    ]
     out += [f"- {k}: {v}" for k, v in facts.items()]
-    out += ["", "Configurations:", ""] + [f"- `{k}`: {v}" for k, v in CONFIGS.items()
-                                          if k in args.configs]
-    out += ["", f"Cells: {args.duration:g} s measured per cell, closed loop, bodies "
-            f"{', '.join(args.sizes)} (agent conversations with big tool results, "
-            "bench/overhead_bodies.py), concurrency "
-            f"{', '.join(map(str, args.concurrency))}. `+p50/+p99` = that percentile minus the "
-            "same percentile going direct. `*` = the cell had errors. Ratios: "
-            "`pass/ref +p50` = ctxproxy-pass added p50 / reference added p50; "
-            "`pass/litellm rps` = ctxproxy-pass rps / LiteLLM rps, `-` where LiteLLM completed "
-            "fewer requests than the concurrency within the cell (all of them still queued: "
-            "its rate is then not measured; see the CPU table).", "",
-            "### Targets", "", targets_table(goals), "",
-            "### Non-streaming (latency to the complete answer)", "", res.table("json"), "",
-            f"### Streaming ({args.chunks} chunks, {args.interval_ms:g} ms apart; "
-            "time to first byte)", "", res.table("sse"), "",
-            "### CPU time of the server per request (us; includes finishing abandoned "
-            "requests after the cell)", "", res.cpu_table(), "",
-            "### Memory (process tree of each server)", "",
-            rss_table(memory), "",
-            "RSS is sampled every 0.25 s (VmRSS of the process tree); VmHWM is reset (clear_refs) "
-            "after start-up. Unbuffered cells: concurrency x body size <= 16 MB; they run first. "
-            "The others (e.g. 1 MB bodies at c=256) hold hundreds of MB of request bodies in any "
-            "server: compare with `reference`. Flat: in every unbuffered cell, RSS at the end of "
-            "the cell is within max(8 MB, 5% of the start RSS) of RSS one second into it.", "",
-            "### Checks done before measuring", ""]
+    out += ["", "Configurations:", ""] + [
+        f"- `{k}`: {v}" for k, v in CONFIGS.items() if k in args.configs
+    ]
+    out += [
+        "",
+        f"Cells: {args.duration:g} s measured per cell, closed loop, bodies "
+        f"{', '.join(args.sizes)} (agent conversations with big tool results, "
+        "bench/overhead_bodies.py), concurrency "
+        f"{', '.join(map(str, args.concurrency))}. `+p50/+p99` = that percentile minus the "
+        "same percentile going direct. `*` = the cell had errors. Ratios: "
+        "`pass/ref +p50` = ctxproxy-pass added p50 / reference added p50; "
+        "`pass/litellm rps` = ctxproxy-pass rps / LiteLLM rps, `-` where LiteLLM completed "
+        "fewer requests than the concurrency within the cell (all of them still queued: "
+        "its rate is then not measured; see the CPU table).",
+        "",
+        "### Targets",
+        "",
+        targets_table(goals),
+        "",
+        "### Non-streaming (latency to the complete answer)",
+        "",
+        res.table("json"),
+        "",
+        f"### Streaming ({args.chunks} chunks, {args.interval_ms:g} ms apart; time to first byte)",
+        "",
+        res.table("sse"),
+        "",
+        "### CPU time of the server per request (us; includes finishing abandoned "
+        "requests after the cell)",
+        "",
+        res.cpu_table(),
+        "",
+        "### Memory (process tree of each server)",
+        "",
+        rss_table(memory),
+        "",
+        "RSS is sampled every 0.25 s (VmRSS of the process tree); VmHWM is reset (clear_refs) "
+        "after start-up. Unbuffered cells: concurrency x body size <= 16 MB; they run first. "
+        "The others (e.g. 1 MB bodies at c=256) hold hundreds of MB of request bodies in any "
+        "server: compare with `reference`. Flat: in every unbuffered cell, RSS at the end of "
+        "the cell is within max(8 MB, 5% of the start RSS) of RSS one second into it.",
+        "",
+        "### Checks done before measuring",
+        "",
+    ]
     out += [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
 
@@ -323,15 +482,23 @@ def main(argv: list[str] | None = None) -> int:
             tmp = Path(tmpdir)
             load_cpus, mock_cpus, sut_cpus = cpu_layout(args.no_pin)
             loader = Loader(procs, load_cpus, args.loader, tmp)
-            facts = machine_facts("wrk (non-streaming) + bench/loadgen.py (streaming)"
-                                  if loader.wrk else "bench/loadgen.py")
-            facts["pinning"] = (f"load generator on CPU {load_cpus}, mock on {mock_cpus}, "
-                                f"server under test on {sut_cpus}" if sut_cpus else "none")
+            facts = machine_facts(
+                "wrk (non-streaming) + bench/loadgen.py (streaming)"
+                if loader.wrk
+                else "bench/loadgen.py"
+            )
+            facts["pinning"] = (
+                f"load generator on CPU {load_cpus}, mock on {mock_cpus}, "
+                f"server under test on {sut_cpus}"
+                if sut_cpus
+                else "none"
+            )
             print("\n".join(f"{k}: {v}" for k, v in facts.items()), flush=True)
             sizes = {k: SIZES[k] for k in dict.fromkeys(args.sizes + args.stream_sizes)}
             bodies = write_bodies(tmp / "bodies", sizes)
-            facts["body bytes"] = ", ".join(f"{k} = {bodies[k, False].stat().st_size}"
-                                            for k in sizes)
+            facts["body bytes"] = ", ".join(
+                f"{k} = {bodies[k, False].stat().st_size}" for k in sizes
+            )
             servers = build_servers(args, tmp, procs, mock_cpus, sut_cpus)
             for server in servers.values():
                 server.start(REPO)
@@ -345,13 +512,20 @@ def main(argv: list[str] | None = None) -> int:
             sampler.stop()
             memory_summary(memory, sampler.samples, {k: SIZES[k] for k in sizes})
             res = Results(cells)
-            section = render(args, facts, res, memory, notes, time.monotonic() - started,
-                             command)
+            section = render(args, facts, res, memory, notes, time.monotonic() - started, command)
             print("\n" + section)
             if args.json:
-                args.json.write_text(json.dumps(
-                    {"facts": facts, "cells": [c.__dict__ for c in cells], "memory": memory,
-                     "rss_samples": sampler.samples}, indent=1))
+                args.json.write_text(
+                    json.dumps(
+                        {
+                            "facts": facts,
+                            "cells": [c.__dict__ for c in cells],
+                            "memory": memory,
+                            "rss_samples": sampler.samples,
+                        },
+                        indent=1,
+                    )
+                )
             if args.write_results:
                 write_section(REPO / "bench/RESULTS.md", section)
                 print(f"wrote the Overhead section of {REPO / 'bench/RESULTS.md'}")

@@ -72,9 +72,18 @@ class Loader:
 
     def _python(self, load: Load) -> dict[str, Any]:
         argv = [
-            sys.executable, str(HERE / "loadgen.py"), load.url, str(load.body),
-            "-c", str(load.concurrency), "-d", str(load.duration), "-w", str(load.warmup),
-            "--authorization", load.authorization,
+            sys.executable,
+            str(HERE / "loadgen.py"),
+            load.url,
+            str(load.body),
+            "-c",
+            str(load.concurrency),
+            "-d",
+            str(load.duration),
+            "-w",
+            str(load.warmup),
+            "--authorization",
+            load.authorization,
         ]
         timeout = load.duration + load.warmup + 30
         out = self.procs.run(argv, self.cpus, {}, timeout)
@@ -86,8 +95,15 @@ class Loader:
 
     def _wrk_once(self, load: Load, seconds: float) -> dict[str, Any]:
         argv = [
-            self.wrk, "-t1", f"-c{load.concurrency}", f"-d{max(1, round(seconds))}s",
-            "--timeout", "30s", "-s", str(self.script), load.url,
+            self.wrk,
+            "-t1",
+            f"-c{load.concurrency}",
+            f"-d{max(1, round(seconds))}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(self.script),
+            load.url,
         ]
         env = {"BENCH_BODY": str(load.body), "BENCH_AUTHORIZATION": load.authorization}
         out = self.procs.run(argv, self.cpus, env, seconds + 40)
@@ -97,9 +113,14 @@ class Loader:
         ok = max(0, raw["requests"] - raw["status"])
         duration = raw["duration_us"] / 1e6
         return {
-            "loader": "wrk", "requests": ok, "completed": raw["requests"], "errors": errors,
+            "loader": "wrk",
+            "requests": ok,
+            "completed": raw["requests"],
+            "errors": errors,
             "duration_s": duration,
             "rps": ok / duration if duration else 0.0,
-            "p50_us": float(raw["p50_us"]), "p99_us": float(raw["p99_us"]),
-            "ttfb_p50_us": float("nan"), "ttfb_p99_us": float("nan"),
+            "p50_us": float(raw["p50_us"]),
+            "p99_us": float(raw["p99_us"]),
+            "ttfb_p50_us": float("nan"),
+            "ttfb_p99_us": float("nan"),
         }

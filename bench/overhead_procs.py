@@ -83,8 +83,12 @@ def pin(pid: int, cpus: set[int] | None) -> None:
 
 
 def http_request(
-    port: int, method: str, path: str, body: bytes | None = None,
-    headers: dict[str, str] | None = None, timeout: float = 60.0,
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 60.0,
 ) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -116,8 +120,13 @@ class Server:
     def start(self, cwd: Path) -> None:
         out = open(self.log, "wb") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
-            self.argv, cwd=cwd, env={**os.environ, **self.env}, stdout=out,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            self.argv,
+            cwd=cwd,
+            env={**os.environ, **self.env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         pin(self.proc.pid, self.cpus)
 
@@ -219,12 +228,17 @@ class Processes:
         self.servers.append(server)
         return server
 
-    def run(self, argv: list[str], cpus: set[int] | None, env: dict[str, str],
-            timeout: float) -> str:
+    def run(
+        self, argv: list[str], cpus: set[int] | None, env: dict[str, str], timeout: float
+    ) -> str:
         """Run a load generator to completion (killed on timeout); returns its stdout."""
         proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            env={**os.environ, **env}, start_new_session=True,
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,
         )
         self.children.append(proc)
         pin(proc.pid, cpus)

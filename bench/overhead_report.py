@@ -16,8 +16,13 @@ CONFIGS = {
     "litellm": "LiteLLM proxy (bench/litellm_config.yaml, 1 worker)",
 }
 SIZE_ORDER = ("2KB", "100KB", "1MB")
-SHORT = {"direct": "direct", "reference": "ref", "ctxproxy-pass": "pass",
-         "ctxproxy-offload": "offload", "litellm": "litellm"}
+SHORT = {
+    "direct": "direct",
+    "reference": "ref",
+    "ctxproxy-pass": "pass",
+    "ctxproxy-offload": "offload",
+    "litellm": "litellm",
+}
 
 
 @dataclass
@@ -91,11 +96,15 @@ class Results:
                 if name == "direct":
                     lat = f"{_ms(cell.get(p50))} / {_ms(cell.get(p99))}"
                 else:
-                    lat = (f"{_ms(self.added(mode, size, conc, name, p50))} / "
-                           f"{_ms(self.added(mode, size, conc, name, p99))}")
+                    lat = (
+                        f"{_ms(self.added(mode, size, conc, name, p50))} / "
+                        f"{_ms(self.added(mode, size, conc, name, p99))}"
+                    )
                 row += [rps, lat]
-            ref_ratio = _ratio(self.added(mode, size, conc, "ctxproxy-pass", p50),
-                               self.added(mode, size, conc, "reference", p50))
+            ref_ratio = _ratio(
+                self.added(mode, size, conc, "ctxproxy-pass", p50),
+                self.added(mode, size, conc, "reference", p50),
+            )
             row.append(_fmt(ref_ratio))
             row.append(_fmt(self.rps_ratio(mode, size, conc), 1))
             lines.append("| " + " | ".join(row) + " |")
@@ -104,8 +113,14 @@ class Results:
     def cpu_table(self) -> str:
         """CPU time of the server process per completed request (robust to a busy machine)."""
         configs = self.configs()
-        head = ["mode", "size", "c", *(f"{SHORT[n]} us" for n in configs), "pass/ref",
-                "litellm/pass"]
+        head = [
+            "mode",
+            "size",
+            "c",
+            *(f"{SHORT[n]} us" for n in configs),
+            "pass/ref",
+            "litellm/pass",
+        ]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for mode in ("json", "sse"):
             for size, conc in self.rows(mode):
@@ -114,19 +129,29 @@ class Results:
                     cell = self.cell(mode, size, conc, name)
                     row.append("-" if cell is None else f"{cell.get('cpu_us_per_request'):.0f}")
                 mine, ref = (self.cell(mode, size, conc, n) for n in ("ctxproxy-pass", "reference"))
-                row.append("-" if mine is None or ref is None else _fmt(_ratio(
-                    mine.get("cpu_us_per_request"), ref.get("cpu_us_per_request"))))
+                row.append(
+                    "-"
+                    if mine is None or ref is None
+                    else _fmt(_ratio(mine.get("cpu_us_per_request"), ref.get("cpu_us_per_request")))
+                )
                 lite = self.cell(mode, size, conc, "litellm")
-                row.append("-" if mine is None or lite is None else _fmt(_ratio(
-                    lite.get("cpu_us_per_request"), mine.get("cpu_us_per_request")), 1))
+                row.append(
+                    "-"
+                    if mine is None or lite is None
+                    else _fmt(
+                        _ratio(lite.get("cpu_us_per_request"), mine.get("cpu_us_per_request")), 1
+                    )
+                )
                 lines.append("| " + " | ".join(row) + " |")
         return "\n".join(lines)
 
     def rps_ratio(self, mode: str, size: str, conc: int) -> float:
         """ctxproxy-pass rps / LiteLLM rps; NaN when LiteLLM completed fewer requests than the
         concurrency in the window (its rate is then not measured: see the CPU table)."""
-        mine, theirs = self.cell(mode, size, conc, "ctxproxy-pass"), self.cell(
-            mode, size, conc, "litellm")
+        mine, theirs = (
+            self.cell(mode, size, conc, "ctxproxy-pass"),
+            self.cell(mode, size, conc, "litellm"),
+        )
         if mine is None or theirs is None or theirs.get("requests") < max(conc, 10):
             return float("nan")
         return _ratio(mine.get("rps"), theirs.get("rps"))
@@ -136,8 +161,9 @@ BUFFERED_BYTES = 16 * 1024 * 1024
 """Cells whose concurrency x body size exceeds this are dominated by request buffering."""
 
 
-def memory_summary(memory: dict[str, dict[str, Any]], samples: dict[str, list[Any]],
-                   body_bytes: dict[str, int]) -> None:
+def memory_summary(
+    memory: dict[str, dict[str, Any]], samples: dict[str, list[Any]], body_bytes: dict[str, int]
+) -> None:
     """Adds per-phase RSS ranges, the peak under unbuffered load and a flatness verdict.
 
     Flat: in every cell at constant load that is not buffering-dominated, RSS at the end of the
@@ -169,79 +195,137 @@ def memory_summary(memory: dict[str, dict[str, Any]], samples: dict[str, list[An
 
 
 def rss_table(memory: dict[str, dict[str, Any]]) -> str:
-    lines = ["| process | RSS at start MB | peak RSS, unbuffered cells MB | RSS range per phase MB "
-             "| VmHWM MB | worst growth within a cell MB | flat |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| process | RSS at start MB | peak RSS, unbuffered cells MB | RSS range per phase MB "
+        "| VmHWM MB | worst growth within a cell MB | flat |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, info in memory.items():
-        ranges = ", ".join(f"{k} {lo / 1024:.0f}-{hi / 1024:.0f}"
-                           for k, (lo, hi) in info["rss_range_kb"].items())
+        ranges = ", ".join(
+            f"{k} {lo / 1024:.0f}-{hi / 1024:.0f}" for k, (lo, hi) in info["rss_range_kb"].items()
+        )
         peaks = ", ".join(f"{k} {v / 1024:.0f}" for k, v in info["hwm_kb"].items())
         growth = f"{info['worst_growth_kb'] / 1024:+.1f} ({info['worst_growth_cell'] or '-'})"
-        lines.append(f"| {name} | {info['start_kb'] / 1024:.0f} | "
-                     f"{info['unbuffered_peak_kb'] / 1024:.0f} | {ranges} | {peaks} | {growth} | "
-                     f"{'yes' if info['flat'] else 'NO'} |")
+        lines.append(
+            f"| {name} | {info['start_kb'] / 1024:.0f} | "
+            f"{info['unbuffered_peak_kb'] / 1024:.0f} | {ranges} | {peaks} | {growth} | "
+            f"{'yes' if info['flat'] else 'NO'} |"
+        )
     return "\n".join(lines)
 
 
-def targets(res: Results, memory: dict[str, dict[str, Any]], sizes: list[str]) -> list[
-        tuple[str, str, bool | None]]:
+def targets(
+    res: Results, memory: dict[str, dict[str, Any]], sizes: list[str]
+) -> list[tuple[str, str, bool | None]]:
     """(target, measured, met) for each target of the issue; met None = not measured."""
     out: list[tuple[str, str, bool | None]] = []
     small = sizes[0]
     concs = sorted({c.concurrency for c in res.cells if c.mode == "json" and c.size == small})
     added = res.added("json", small, 1, "ctxproxy-pass", "p50_us")
-    out.append((f"passthrough +p50 <= 1 ms ({small}, c=1)", f"{_ms(added)} ms",
-                None if math.isnan(added) else added <= 1000))
+    out.append(
+        (
+            f"passthrough +p50 <= 1 ms ({small}, c=1)",
+            f"{_ms(added)} ms",
+            None if math.isnan(added) else added <= 1000,
+        )
+    )
     worst, where = 0.0, ""
     for size in sizes:
         for conc in concs:
-            ratio = _ratio(res.added("json", size, conc, "ctxproxy-pass", "p50_us"),
-                           res.added("json", size, conc, "reference", "p50_us"))
+            ratio = _ratio(
+                res.added("json", size, conc, "ctxproxy-pass", "p50_us"),
+                res.added("json", size, conc, "reference", "p50_us"),
+            )
             if not math.isnan(ratio) and ratio > worst:
                 worst, where = ratio, f"{size} c={conc}"
-    out.append(("passthrough +p50 <= 1.3x reference +p50 (every c, every size)",
-                f"worst {worst:.2f}x ({where})", worst <= 1.3 if where else None))
+    out.append(
+        (
+            "passthrough +p50 <= 1.3x reference +p50 (every c, every size)",
+            f"worst {worst:.2f}x ({where})",
+            worst <= 1.3 if where else None,
+        )
+    )
     for size in sizes:
-        ratios = [(res.rps_ratio(c.mode, c.size, c.concurrency), f"c={c.concurrency}")
-                  for c in res.cells if c.config == "ctxproxy-pass" and c.size == size
-                  and c.mode == "json" and c.concurrency >= 16]
+        ratios = [
+            (res.rps_ratio(c.mode, c.size, c.concurrency), f"c={c.concurrency}")
+            for c in res.cells
+            if c.config == "ctxproxy-pass"
+            and c.size == size
+            and c.mode == "json"
+            and c.concurrency >= 16
+        ]
         ratios = [r for r in ratios if not math.isnan(r[0])]
         what = f"throughput >= 20x LiteLLM ({size}, non-streaming, c >= 16)"
         low = min(ratios) if ratios else None
-        out.append((what, f"min {low[0]:.1f}x ({low[1]})" if low else "not measured",
-                    low[0] >= 20 if low else None))
-    cpu = [(_ratio(lite.get("cpu_us_per_request"), mine.get("cpu_us_per_request")),
-            f"{mine.mode} {mine.size} c={mine.concurrency}")
-           for mine in res.cells if mine.config == "ctxproxy-pass"
-           for lite in [res.cell(mine.mode, mine.size, mine.concurrency, "litellm")] if lite]
+        out.append(
+            (
+                what,
+                f"min {low[0]:.1f}x ({low[1]})" if low else "not measured",
+                low[0] >= 20 if low else None,
+            )
+        )
+    cpu = [
+        (
+            _ratio(lite.get("cpu_us_per_request"), mine.get("cpu_us_per_request")),
+            f"{mine.mode} {mine.size} c={mine.concurrency}",
+        )
+        for mine in res.cells
+        if mine.config == "ctxproxy-pass"
+        for lite in [res.cell(mine.mode, mine.size, mine.concurrency, "litellm")]
+        if lite
+    ]
     cpu = [r for r in cpu if not math.isnan(r[0])]
     if cpu:
         low = min(cpu)
-        out.append(("capacity >= 20x LiteLLM (CPU per request, every cell)",
-                    f"min {low[0]:.1f}x ({low[1]})", low[0] >= 20))
+        out.append(
+            (
+                "capacity >= 20x LiteLLM (CPU per request, every cell)",
+                f"min {low[0]:.1f}x ({low[1]})",
+                low[0] >= 20,
+            )
+        )
     for name in ("ctxproxy-pass", "ctxproxy-offload"):
         info = memory.get(name)
         if info is None:
             continue
         peak = info["unbuffered_peak_kb"]
         every = info["hwm_kb"].get("all cells", peak)
-        out.append((f"{name}: RSS < 120 MB (cells with c x body <= 16 MB)",
-                    f"{peak / 1024:.0f} MB (peak of all cells: {every / 1024:.0f} MB)",
-                    peak < 120 * 1024))
+        out.append(
+            (
+                f"{name}: RSS < 120 MB (cells with c x body <= 16 MB)",
+                f"{peak / 1024:.0f} MB (peak of all cells: {every / 1024:.0f} MB)",
+                peak < 120 * 1024,
+            )
+        )
         growth = info["worst_growth_kb"] / 1024
-        out.append((f"{name}: RSS flat at constant load", f"worst {growth:+.1f} MB in one cell",
-                    info["flat"]))
+        out.append(
+            (
+                f"{name}: RSS flat at constant load",
+                f"worst {growth:+.1f} MB in one cell",
+                info["flat"],
+            )
+        )
     worst_ttfb, where = -math.inf, ""
     for size, conc in res.rows("sse"):
         added = res.added("sse", size, conc, "ctxproxy-pass", "ttfb_p50_us")
         if not math.isnan(added) and added > worst_ttfb:
             worst_ttfb, where = added, f"{size} c={conc}"
     c1 = res.added("sse", small, 1, "ctxproxy-pass", "ttfb_p50_us")
-    out.append((f"streaming: +TTFB p50 <= 2 ms ({small}, c=1)", f"{_ms(c1)} ms",
-                None if math.isnan(c1) else c1 <= 2000))
+    out.append(
+        (
+            f"streaming: +TTFB p50 <= 2 ms ({small}, c=1)",
+            f"{_ms(c1)} ms",
+            None if math.isnan(c1) else c1 <= 2000,
+        )
+    )
     if where:
-        out.append(("streaming: +TTFB p50 <= 2 ms (every c)", f"worst {_ms(worst_ttfb)} ms "
-                    f"({where})", worst_ttfb <= 2000))
+        out.append(
+            (
+                "streaming: +TTFB p50 <= 2 ms (every c)",
+                f"worst {_ms(worst_ttfb)} ms ({where})",
+                worst_ttfb <= 2000,
+            )
+        )
     return out
 
 

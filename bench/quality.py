@@ -55,34 +55,63 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="1 seed, E with 80 turns; prints only (no RESULTS.md update)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="1 seed, E with 80 turns; prints only (no RESULTS.md update)",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N (default 3)")
-    parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
-                        default=BUDGETS, help="comma-separated token budgets")
+    parser.add_argument(
+        "--budgets",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=BUDGETS,
+        help="comma-separated token budgets",
+    )
     parser.add_argument("--turns", type=int, default=200, help="turns of scenario E")
-    parser.add_argument("--agent-budgets", type=lambda s: [int(x) for x in s.split(",") if x],
-                        default=AGENT_BUDGETS,
-                        help="comma-separated token budgets of scenario F (empty: skip F)")
+    parser.add_argument(
+        "--agent-budgets",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=AGENT_BUDGETS,
+        help="comma-separated token budgets of scenario F (empty: skip F)",
+    )
     parser.add_argument("--agent-turns", type=int, default=80, help="turns of scenario F")
-    parser.add_argument("--agent-only", action="store_true",
-                        help="only scenario F (prints only)")
-    parser.add_argument("--policies", type=Path, default=None,
-                        help="directory of extra policy files to evaluate as presets "
-                        "(they may extend the bundled ones)")
+    parser.add_argument("--agent-only", action="store_true", help="only scenario F (prints only)")
+    parser.add_argument(
+        "--policies",
+        type=Path,
+        default=None,
+        help="directory of extra policy files to evaluate as presets "
+        "(they may extend the bundled ones)",
+    )
     parser.add_argument("--no-litellm", action="store_true", help="skip the litellm baseline")
-    parser.add_argument("--presets", type=lambda s: tuple(x for x in s.split(",") if x),
-                        default=None, help="comma-separated presets to evaluate (default: all)")
-    parser.add_argument("--detail", action="store_true",
-                        help="also print the per-scenario table of every method")
+    parser.add_argument(
+        "--presets",
+        type=lambda s: tuple(x for x in s.split(",") if x),
+        default=None,
+        help="comma-separated presets to evaluate (default: all)",
+    )
+    parser.add_argument(
+        "--detail", action="store_true", help="also print the per-scenario table of every method"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="RESULTS.md to update")
     parser.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="also write every judged request as one JSON line to this file")
-    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
-                        help="worker processes (default: CPUs, at most 4)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write every judged request as one JSON line to this file",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(os.cpu_count() or 1, 4),
+        help="worker processes (default: CPUs, at most 4)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.turns, args.no_write = 1, 80, True
@@ -92,8 +121,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def evaluate(
-    scenarios: list[Scenario], budgets: list[int], counters: TokenCounters,
-    catalog: ModelCatalog, *, litellm: bool = True, extra: Path | None = None,
+    scenarios: list[Scenario],
+    budgets: list[int],
+    counters: TokenCounters,
+    catalog: ModelCatalog,
+    *,
+    litellm: bool = True,
+    extra: Path | None = None,
     only: tuple[str, ...] | None = None,
 ) -> tuple[list[Record], list[str]]:
     """Every method x budget x scenario; each scenario's requests run as one session.
@@ -137,19 +171,34 @@ def scenarios_of(task: Task) -> list[Scenario]:
 
 def run_task(task: Task) -> tuple[list[Record], list[str]]:
     """One seed at one budget, self-contained so that it can run in a worker process."""
-    return asyncio.run(evaluate(scenarios_of(task), [task.budget], TokenCounters(),
-                                ModelCatalog(), litellm=task.litellm, extra=task.extra,
-                                only=task.presets))
+    return asyncio.run(
+        evaluate(
+            scenarios_of(task),
+            [task.budget],
+            TokenCounters(),
+            ModelCatalog(),
+            litellm=task.litellm,
+            extra=task.extra,
+            only=task.presets,
+        )
+    )
 
 
 def run_all(args: argparse.Namespace) -> tuple[list[Record], list[str]]:
     litellm = not args.no_litellm
     seeds = range(1, args.seeds + 1)
-    tasks = [Task(seed, budget, args.turns, litellm, args.policies, presets=args.presets)
-             for seed in seeds for budget in args.budgets]
-    tasks += [Task(seed, budget, args.agent_turns, litellm, args.policies, agent=True,
-                   presets=args.presets)
-              for seed in seeds for budget in args.agent_budgets]
+    tasks = [
+        Task(seed, budget, args.turns, litellm, args.policies, presets=args.presets)
+        for seed in seeds
+        for budget in args.budgets
+    ]
+    tasks += [
+        Task(
+            seed, budget, args.agent_turns, litellm, args.policies, agent=True, presets=args.presets
+        )
+        for seed in seeds
+        for budget in args.agent_budgets
+    ]
     if args.jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(run_task, tasks))
@@ -160,28 +209,41 @@ def run_all(args: argparse.Namespace) -> tuple[list[Record], list[str]]:
 
 def sizes_table(scenarios: list[Scenario], counters: TokenCounters) -> str:
     counter = counters.for_model(MODEL)
-    lines = ["| scenario | what | requests per seed | messages (last request) | "
-             "tokens (last request, mean over seeds) | probes (last request) |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| scenario | what | requests per seed | messages (last request) | "
+        "tokens (last request, mean over seeds) | probes (last request) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for key, title in {**TITLES, AGENT_KEY: AGENT_TITLE}.items():
         group = [s for s in scenarios if s.key == key]
         if not group:
             continue
         last = [s.requests[-1] for s in group]
         tokens = sum(counter.count_request(r.body) for r in last) // len(last)
-        lines.append(f"| {key} | {title} | {len(group[0].requests)} | "
-                     f"{len(last[0].body['messages'])} | {tokens:,} | {len(last[0].probes)} |")
+        lines.append(
+            f"| {key} | {title} | {len(group[0].requests)} | "
+            f"{len(last[0].body['messages'])} | {tokens:,} | {len(last[0].probes)} |"
+        )
     return "\n".join(lines)
 
 
-def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[Record],
-            methods: list[str], counters: TokenCounters, seconds: float) -> str:
+def compose(
+    args: argparse.Namespace,
+    scenarios: list[Scenario],
+    records: list[Record],
+    methods: list[str],
+    counters: TokenCounters,
+    seconds: float,
+) -> str:
     keys = list(TITLES)
-    command = "python -m bench.quality" + (" --quick" if args.quick else "") + (
-        f" --presets {','.join(args.presets)}" if args.presets else "") + (
-        " --no-litellm" if args.no_litellm else "") + (
-        f" --policies {args.policies}" if args.policies else "") + (
-        " --agent-only" if args.agent_only else "")
+    command = (
+        "python -m bench.quality"
+        + (" --quick" if args.quick else "")
+        + (f" --presets {','.join(args.presets)}" if args.presets else "")
+        + (" --no-litellm" if args.no_litellm else "")
+        + (f" --policies {args.policies}" if args.policies else "")
+        + (" --agent-only" if args.agent_only else "")
+    )
     standard = [r for r in records if r.scenario != AGENT_KEY]
     parts = [
         f"Command: `{command}` (seeds 1-{args.seeds}, budgets "
@@ -195,17 +257,28 @@ def compose(args: argparse.Namespace, scenarios: list[Scenario], records: list[R
     if args.budgets:
         parts += [
             "### All methods\n\n" + main_table(standard, methods, args.budgets),
-            f"### Goals for `{DEFAULT_METHOD}`\n\n" + goals_text(
-                [*goals(standard, args.budgets), prefix_goal(records, _growing_budgets(args))]),
+            f"### Goals for `{DEFAULT_METHOD}`\n\n"
+            + goals_text(
+                [*goals(standard, args.budgets), prefix_goal(records, _growing_budgets(args))]
+            ),
             f"### `{DEFAULT_METHOD}` per scenario\n\n"
             + scenario_table(standard, DEFAULT_METHOD, args.budgets, keys),
         ]
     if args.agent_budgets:
-        parts.append(f"### F: {AGENT_TITLE}\n\n" + AGENT_NOTES + "\n\n"
-                     + agent_table(records, methods, args.agent_budgets, AGENT_KEY))
-    parts.append("### Where it falls short\n\n" + misses(standard, DEFAULT_METHOD) + "\n\n"
-                 + misses(records, DEFAULT_METHOD, AGENT_KEY).split("\n\n", 1)[-1] + "\n\n"
-                 + prefix_ceiling_note(standard, args.budgets))
+        parts.append(
+            f"### F: {AGENT_TITLE}\n\n"
+            + AGENT_NOTES
+            + "\n\n"
+            + agent_table(records, methods, args.agent_budgets, AGENT_KEY)
+        )
+    parts.append(
+        "### Where it falls short\n\n"
+        + misses(standard, DEFAULT_METHOD)
+        + "\n\n"
+        + misses(records, DEFAULT_METHOD, AGENT_KEY).split("\n\n", 1)[-1]
+        + "\n\n"
+        + prefix_ceiling_note(standard, args.budgets)
+    )
     parts.append("### How requests ended (all budgets)\n\n" + outcome_notes(records, methods))
     return "\n\n".join(parts)
 
@@ -261,8 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     records, methods = run_all(args)
     counters = TokenCounters()
-    scenarios = [s for seed in range(1, args.seeds + 1)
-                 for task in _size_tasks(args, seed) for s in scenarios_of(task)]
+    scenarios = [
+        s
+        for seed in range(1, args.seeds + 1)
+        for task in _size_tasks(args, seed)
+        for s in scenarios_of(task)
+    ]
     seconds = time.perf_counter() - started
     section = compose(args, scenarios, records, methods, counters, seconds)
     print(section)

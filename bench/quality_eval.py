@@ -73,8 +73,9 @@ def message_texts(message: Any) -> list[str]:
     if isinstance(content, str):
         out.append(content)
     elif isinstance(content, list):
-        out += [p["text"] for p in content
-                if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        out += [
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ]
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict) and isinstance(function.get("arguments"), str):
@@ -164,8 +165,9 @@ class Judge:
         before = self._tokens(original)
         body = result.body
         if body is None:
-            return Outcome(before, None, self.allowance, 0, ["missing"] * len(probes), 0,
-                           note=result.note)
+            return Outcome(
+                before, None, self.allowance, 0, ["missing"] * len(probes), 0, note=result.note
+            )
         messages = body.get("messages") or []
         inline = "\n".join(t for m in messages for t in message_texts(m))
         stored: list[str] = []
@@ -173,7 +175,8 @@ class Judge:
             stored = await artifact_texts(messages, self._reader(result))
         reach = [_reach(p, inline, stored) for p in probes]
         stale = sum(
-            1 for p, r in zip(probes, reach, strict=True)
+            1
+            for p, r in zip(probes, reach, strict=True)
             if r != "inline" and any(old in inline for old in p.superseded)
         )
         broken = self._broken(original, messages)
@@ -183,8 +186,18 @@ class Judge:
         after = sum(e.tokens for e in prompt) + REPLY_PRIMER
         # The first forwarded prompt of a sequence has nothing to reuse: it is left out of the
         # cached-prefix share (prompt_tokens 0) rather than counted as a miss.
-        return Outcome(before, after, self.allowance, broken, reach, stale, prefix,
-                       0 if first else after - REPLY_PRIMER, result.note, cause)
+        return Outcome(
+            before,
+            after,
+            self.allowance,
+            broken,
+            reach,
+            stale,
+            prefix,
+            0 if first else after - REPLY_PRIMER,
+            result.note,
+            cause,
+        )
 
     def _broken(self, original: dict[str, Any], messages: list[Any]) -> int:
         """Tool-pair problems in the prepared messages (the generated input has none)."""

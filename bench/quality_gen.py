@@ -54,13 +54,20 @@ def chatter(seed: int, turns: int = 140) -> Scenario:
     facts = [new_fact(gen) for _ in range(8)]
     stated = dict(zip(sorted(gen.rng.sample(range(1, 30), len(facts))), facts, strict=True))
     corrected = gen.rng.sample(facts, 3)
-    fixes = dict(zip(sorted(gen.rng.sample(range(40, turns - 5), 4)),
-                     [*corrected, corrected[0]], strict=True))
+    fixes = dict(
+        zip(
+            sorted(gen.rng.sample(range(40, turns - 5), 4)), [*corrected, corrected[0]], strict=True
+        )
+    )
     messages = [
-        system("You are a project coordinator's assistant. Keep track of every project detail "
-               "the user gives you; later details override earlier ones."),
-        user("I'll brief you on our portfolio over a long chat. Remember the specifics: budgets, "
-             "dates, owners and ids. " + gen.paragraph(3)),
+        system(
+            "You are a project coordinator's assistant. Keep track of every project detail "
+            "the user gives you; later details override earlier ones."
+        ),
+        user(
+            "I'll brief you on our portfolio over a long chat. Remember the specifics: budgets, "
+            "dates, owners and ids. " + gen.paragraph(3)
+        ),
         assistant("Understood. I'll keep track of each project's details as we go."),
     ]
     for t in range(1, turns + 1):
@@ -132,21 +139,29 @@ def report(gen: Gen, report_id: str, title: str, findings: list[Fact], chars: in
     for fact in findings:
         k = gen.rng.randrange(len(body_parts))
         body_parts[k] += " " + _finding_text(fact) + " " + gen.paragraph(2)
-    return "\n\n".join([
-        f"# {title}\nReport {report_id}. Prepared by {gen.person()}.",
-        "## Abstract\n" + gen.paragraph(5),
-        "## 1. Background\n" + body_parts[0],
-        "## 2. Method\n" + body_parts[1],
-        "## 3. Measurements\n| site | metric | value |\n|---|---|---|\n" + rows,
-        "## 4. Discussion\n" + body_parts[2] + "\n\n" + body_parts[3],
-        "## 5. Conclusion\n" + gen.prose(chars // 8),
-    ])
+    return "\n\n".join(
+        [
+            f"# {title}\nReport {report_id}. Prepared by {gen.person()}.",
+            "## Abstract\n" + gen.paragraph(5),
+            "## 1. Background\n" + body_parts[0],
+            "## 2. Method\n" + body_parts[1],
+            "## 3. Measurements\n| site | metric | value |\n|---|---|---|\n" + rows,
+            "## 4. Discussion\n" + body_parts[2] + "\n\n" + body_parts[3],
+            "## 5. Conclusion\n" + gen.prose(chars // 8),
+        ]
+    )
 
 
 def _catalog(gen: Gen, ids: list[str], titles: list[str]) -> str:
     entries = [
-        {"report_id": i, "title": t, "published": gen.date(), "pages": gen.rng.randint(12, 90),
-         "authors": [gen.person() for _ in range(2)], "abstract": gen.paragraph(2)}
+        {
+            "report_id": i,
+            "title": t,
+            "published": gen.date(),
+            "pages": gen.rng.randint(12, 90),
+            "authors": [gen.person() for _ in range(2)],
+            "abstract": gen.paragraph(2),
+        }
         for i, t in zip(ids, titles, strict=True)
     ]
     return json.dumps({"query_id": gen.hexid(), "results": entries}, indent=2)
@@ -161,15 +176,20 @@ def research(seed: int) -> Scenario:
     ids = [gen.ident("RPT", 5) for _ in range(7)]
     titles = [f"Operations study {gen.codename()}" for _ in ids]
     findings = [[_finding(gen) for _ in range(gen.rng.randint(1, 2))] for _ in ids]
-    texts = [report(gen, i, t, f, gen.rng.randint(30_000, 60_000))
-             for i, t, f in zip(ids, titles, findings, strict=True)]
+    texts = [
+        report(gen, i, t, f, gen.rng.randint(30_000, 60_000))
+        for i, t, f in zip(ids, titles, findings, strict=True)
+    ]
     messages: list[dict[str, Any]] = [
         system("You are a research agent. Read sources with the tools and cite exact figures."),
-        user(f"Research question: how do the sites in our operations studies compare? "
-             f"{gen.paragraph(2)} Start by searching the library."),
+        user(
+            f"Research question: how do the sites in our operations studies compare? "
+            f"{gen.paragraph(2)} Start by searching the library."
+        ),
     ]
-    messages += _fetch(gen, "search_reports", [{"query": "operations study"}],
-                       [_catalog(gen, ids, titles)])
+    messages += _fetch(
+        gen, "search_reports", [{"query": "operations study"}], [_catalog(gen, ids, titles)]
+    )
     messages.append(assistant(f"I found {len(ids)} reports. Reading them one by one."))
     _read_reports(gen, messages, ids[:3], texts[:3], parallel_from=1)
     messages.append(user("Keep going with the rest. " + gen.paragraph(1)))
@@ -177,13 +197,23 @@ def research(seed: int) -> Scenario:
     fixed = findings[0][0]
     erratum_id = gen.ident("RPT", 5)
     messages.append(user("Check whether any erratum was published for these studies."))
-    messages += _fetch(gen, "search_reports", [{"query": "erratum"}],
-                       [_catalog(gen, [erratum_id], [f"Erratum to report {ids[0]}"])])
-    erratum = (f"# Erratum to report {ids[0]}\n\n{gen.paragraph(3)}\n\n"
-               f"{fixed.correct(_metric_value(gen, _kind(fixed)))}\n\n{gen.prose(4000)}")
+    messages += _fetch(
+        gen,
+        "search_reports",
+        [{"query": "erratum"}],
+        [_catalog(gen, [erratum_id], [f"Erratum to report {ids[0]}"])],
+    )
+    erratum = (
+        f"# Erratum to report {ids[0]}\n\n{gen.paragraph(3)}\n\n"
+        f"{fixed.correct(_metric_value(gen, _kind(fixed)))}\n\n{gen.prose(4000)}"
+    )
     messages += _fetch(gen, "fetch_report", [{"report_id": erratum_id}], [erratum])
-    messages.append(assistant("The erratum corrects one figure of the first report; I will use "
-                              "the corrected value. " + gen.paragraph(2)))
+    messages.append(
+        assistant(
+            "The erratum corrects one figure of the first report; I will use "
+            "the corrected value. " + gen.paragraph(2)
+        )
+    )
     messages.append(user("Now read the last two reports."))
     _read_reports(gen, messages, ids[5:], texts[5:], parallel_from=0)
     probes = [f.probe() for group in findings for f in group]
@@ -195,24 +225,31 @@ def _kind(fact: Fact) -> str:
     return next(kind for attr, kind in _METRICS if attr == fact.attribute)
 
 
-def _fetch(gen: Gen, name: str, args: list[dict[str, Any]], results: list[str]
-           ) -> list[dict[str, Any]]:
+def _fetch(
+    gen: Gen, name: str, args: list[dict[str, Any]], results: list[str]
+) -> list[dict[str, Any]]:
     calls = [Call(gen.call_id(), name, a) for a in args]
     return exchange(calls, results)
 
 
-def _read_reports(gen: Gen, messages: list[dict[str, Any]], ids: list[str], texts: list[str],
-                  *, parallel_from: int) -> None:
+def _read_reports(
+    gen: Gen,
+    messages: list[dict[str, Any]],
+    ids: list[str],
+    texts: list[str],
+    *,
+    parallel_from: int,
+) -> None:
     """Fetch reports one per call up to `parallel_from`, then the rest as parallel calls."""
     for i, text in zip(ids[:parallel_from], texts[:parallel_from], strict=True):
         messages += _fetch(gen, "fetch_report", [{"report_id": i}], [text])
         messages.append(assistant(f"Notes on {i}: {gen.paragraph(3)}"))
     rest = list(zip(ids[parallel_from:], texts[parallel_from:], strict=True))
     if rest:
-        messages += _fetch(gen, "fetch_report", [{"report_id": i} for i, _ in rest],
-                           [t for _, t in rest])
-        messages.append(assistant(f"Notes on {', '.join(i for i, _ in rest)}: "
-                                  f"{gen.paragraph(4)}"))
+        messages += _fetch(
+            gen, "fetch_report", [{"report_id": i} for i, _ in rest], [t for _, t in rest]
+        )
+        messages.append(assistant(f"Notes on {', '.join(i for i, _ in rest)}: {gen.paragraph(4)}"))
 
 
 # -- E ------------------------------------------------------------------------------------------
@@ -227,8 +264,10 @@ def growing(seed: int, turns: int = 200) -> Scenario:
     ]
     facts: list[Fact] = []
     messages: list[dict[str, Any]] = [
-        system("You are an operations assistant in a long-running session. Later details "
-               "override earlier ones."),
+        system(
+            "You are an operations assistant in a long-running session. Later details "
+            "override earlier ones."
+        ),
         user("We'll work through many small questions today. " + gen.paragraph(2)),
     ]
     scenario = Scenario("E", TITLES["E"], seed)
@@ -265,19 +304,24 @@ def _growing_tools(gen: Gen, t: int, facts: list[Fact]) -> list[dict[str, Any]]:
         return []
     if roll < 0.08:
         doc = gen.ident("DOC", 5)
-        return _fetch(gen, "fetch_document", [{"doc_id": doc}],
-                      [f"# Document {doc}\n\n" + gen.prose(gen.rng.randint(5_000, 14_000))])
+        return _fetch(
+            gen,
+            "fetch_document",
+            [{"doc_id": doc}],
+            [f"# Document {doc}\n\n" + gen.prose(gen.rng.randint(5_000, 14_000))],
+        )
     record_id = gen.ident("REC", 6)
     record: dict[str, Any] = {
-        "record_id": record_id, "status": gen.rng.choice(["open", "closed", "pending"]),
-        "owner": gen.person(), "notes": gen.paragraph(gen.rng.randint(1, 3)),
-        "history": [{"at": gen.date(), "event": gen.words(5)}
-                    for _ in range(gen.rng.randint(2, 8))],
+        "record_id": record_id,
+        "status": gen.rng.choice(["open", "closed", "pending"]),
+        "owner": gen.person(),
+        "notes": gen.paragraph(gen.rng.randint(1, 3)),
+        "history": [
+            {"at": gen.date(), "event": gen.words(5)} for _ in range(gen.rng.randint(2, 8))
+        ],
     }
     if roll < 0.12:  # a fact first appears inside a tool result
         fact = new_fact(gen)
         facts.append(fact)
         record["notes"] += " " + fact.statement()
-    return _fetch(gen, "lookup_record", [{"record_id": record_id}],
-                  [json.dumps(record, indent=2)])
-
+    return _fetch(gen, "lookup_record", [{"record_id": record_id}], [json.dumps(record, indent=2)])

@@ -45,8 +45,10 @@ def agent_session(seed: int, turns: int = 80) -> Scenario:
     pkg = gen.codename().lower()
     facts: list[Fact] = []
     messages: list[dict[str, Any]] = [
-        system("You are a coding agent in a long session on one repository. Use the tools; "
-               "later details override earlier ones."),
+        system(
+            "You are a coding agent in a long session on one repository. Use the tools; "
+            "later details override earlier ones."
+        ),
         user(f"We are hardening the {pkg} package today, step by step. {gen.paragraph(2)}"),
     ]
     scenario = Scenario(AGENT_KEY, AGENT_TITLE, seed)
@@ -86,8 +88,10 @@ def _tool_turn(gen: Gen, pkg: str, facts: list[Fact]) -> list[dict[str, Any]]:
         text = python_file(gen, path, [], 60)
         call: dict[str, Any] = {"path": path}
     elif kind == "grep":
-        text = "\n".join(f"src/{pkg}/{gen.words(1)}.py:{gen.rng.randint(1, 900)}:    "
-                         f"{gen.words(6)}" for _ in range(size // 50))
+        text = "\n".join(
+            f"src/{pkg}/{gen.words(1)}.py:{gen.rng.randint(1, 900)}:    {gen.words(6)}"
+            for _ in range(size // 50)
+        )
         call = {"pattern": gen.words(1)}
     else:
         tests = [f"tests/test_{pkg}.py::test_{gen.codename().lower()}" for _ in range(size // 40)]

@@ -126,11 +126,12 @@ class _Restart:
         messages: list[Any] = body["messages"]
         system_end = _system_end(messages)
         self.start = max(self.start, system_end)
-        if self._tokens(body, messages[:system_end] + messages[self.start:]) > self.allowance:
-            last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
-                            default=system_end)
+        if self._tokens(body, messages[:system_end] + messages[self.start :]) > self.allowance:
+            last_user = max(
+                (i for i, m in enumerate(messages) if m.get("role") == "user"), default=system_end
+            )
             self.start = max(self.start, last_user)
-        return Result({**body, "messages": messages[:system_end] + messages[self.start:]})
+        return Result({**body, "messages": messages[:system_end] + messages[self.start :]})
 
     def _tokens(self, body: dict[str, Any], messages: list[Any]) -> int:
         return _fixed_tokens(self.counter, body) + sum(map(self.counter.count_message, messages))
@@ -218,10 +219,18 @@ def _load_trim() -> Any:
 
     logging.getLogger("LiteLLM").setLevel(logging.CRITICAL)
     memo = _MemoCount(token_counter)
-    sample = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"},
-              {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type":
-               "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
-              {"role": "tool", "tool_call_id": "c1", "content": "result text"}]
+    sample = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi there"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "result text"},
+    ]
     memo.check_additive(sample, MODEL)
 
     def trim(messages: list[Any], **kwargs: Any) -> Any:
@@ -247,14 +256,24 @@ class _Proxy:
         try:
             prepared = await self.preparer.prepare(body, dumps(body), self.tenant, OPENAI_CHAT)
         except ProxyError as exc:
-            if exc.code not in (ErrorCode.context_length_exceeded,
-                                ErrorCode.artifact_store_unavailable):
+            if exc.code not in (
+                ErrorCode.context_length_exceeded,
+                ErrorCode.artifact_store_unavailable,
+            ):
                 raise
             details = exc.details or {}
-            return Result(None, note=f"refused: {details.get('reason', exc.code.name)} "
-                          f"(protected {details.get('protected_tokens')} tokens)")
-        return Result(prepared.parsed, self.store, self.tenant.scope, self.max_page_chars,
-                      note=prepared.manifest.outcome)
+            return Result(
+                None,
+                note=f"refused: {details.get('reason', exc.code.name)} "
+                f"(protected {details.get('protected_tokens')} tokens)",
+            )
+        return Result(
+            prepared.parsed,
+            self.store,
+            self.tenant.scope,
+            self.max_page_chars,
+            note=prepared.manifest.outcome,
+        )
 
 
 @dataclass
@@ -275,8 +294,9 @@ class Preset:
         policy_name = derived_name(self.preset, budget)
         policy = self.policies.resolve(policy_name, MODEL)
         store = MemoryStore(SECRET)
-        preparer = Preparer(policies=self.policies, counters=self.counters, catalog=self.catalog,
-                            store=store)
+        preparer = Preparer(
+            policies=self.policies, counters=self.counters, catalog=self.catalog, store=store
+        )
         tenant = Tenant("bench", policy_name, "bench", None, False)
         return _Proxy(preparer, store, tenant, policy.read_tool.max_page_chars)
 
@@ -289,8 +309,9 @@ def _window_for(budget: BudgetPolicy, allowance: int, catalog: ModelCatalog) -> 
     """The smallest context window that gives exactly `allowance` with RESERVED_OUTPUT."""
     window = allowance + RESERVED_OUTPUT
     while True:
-        trial = budget.model_copy(update={"context_window": window,
-                                          "reserved_output": RESERVED_OUTPUT})
+        trial = budget.model_copy(
+            update={"context_window": window, "reserved_output": RESERVED_OUTPUT}
+        )
         got = compute_budget(trial, MODEL, None, catalog).allowance
         if got >= allowance:
             return window
@@ -298,8 +319,9 @@ def _window_for(budget: BudgetPolicy, allowance: int, catalog: ModelCatalog) -> 
 
 
 @contextmanager
-def derived_policies(budgets: list[int], catalog: ModelCatalog, extra: Path | None = None
-                     ) -> Iterator[tuple[PolicyStore, list[str]]]:
+def derived_policies(
+    budgets: list[int], catalog: ModelCatalog, extra: Path | None = None
+) -> Iterator[tuple[PolicyStore, list[str]]]:
     """(store holding every preset x budget, the preset names), loaded from a temp dir.
 
     `extra` is a directory of further policy files (e.g. a proposed change extending `default`)
@@ -313,8 +335,10 @@ def derived_policies(budgets: list[int], catalog: ModelCatalog, extra: Path | No
         for preset in presets:
             for budget in budgets:
                 window = _window_for(base.get(preset).budget, budget, catalog)
-                text = (f"extends: {preset}\nbudget:\n  context_window: {window}\n"
-                        f"  reserved_output: {RESERVED_OUTPUT}\n")
+                text = (
+                    f"extends: {preset}\nbudget:\n  context_window: {window}\n"
+                    f"  reserved_output: {RESERVED_OUTPUT}\n"
+                )
                 Path(tmp, derived_name(preset, budget) + ".yaml").write_text(text)
         store = PolicyStore.load(Path(tmp))
         for budget in budgets:
@@ -326,8 +350,14 @@ def derived_policies(budgets: list[int], catalog: ModelCatalog, extra: Path | No
         yield store, presets
 
 
-def all_methods(counters: TokenCounters, catalog: ModelCatalog, policies: PolicyStore,
-                presets: list[str], *, litellm: bool = True) -> list[Method]:
+def all_methods(
+    counters: TokenCounters,
+    catalog: ModelCatalog,
+    policies: PolicyStore,
+    presets: list[str],
+    *,
+    litellm: bool = True,
+) -> list[Method]:
     counter = counters.for_model(MODEL)
     methods: list[Method] = [FullHistory(), SlidingWindow(counter), FillAndRestart(counter)]
     if litellm:

@@ -103,8 +103,9 @@ def main_table(records: list[Record], methods: list[str], budgets: list[int]) ->
     return "\n".join(lines)
 
 
-def scenario_table(records: list[Record], method: str, budgets: list[int],
-                   scenarios: list[str]) -> str:
+def scenario_table(
+    records: list[Record], method: str, budgets: list[int], scenarios: list[str]
+) -> str:
     lines = [
         f"| scenario | budget | requests | mean tokens full → {method} | saved | refused | "
         "over budget | broken pairs | evidence reachable | via artifact | cached prefix |",
@@ -112,11 +113,14 @@ def scenario_table(records: list[Record], method: str, budgets: list[int],
     ]
     for scenario in scenarios:
         for budget in budgets:
-            rs = [r for r in records
-                  if r.method == method and r.budget == budget and r.scenario == scenario]
+            rs = [
+                r
+                for r in records
+                if r.method == method and r.budget == budget and r.scenario == scenario
+            ]
             row = aggregate(rs)
             fwd = row.requests - row.refused
-            mean = (f"{row.before // fwd:,} → {row.after // fwd:,}" if fwd else "— (all refused)")
+            mean = f"{row.before // fwd:,} → {row.after // fwd:,}" if fwd else "— (all refused)"
             lines.append(
                 f"| {scenario} | {budget:,} | {row.requests} | {mean} | {_pct(row.saved)} | "
                 f"{row.refused} | {row.over} | {row.broken} | {_pct(row.reach_share)} | "
@@ -142,24 +146,35 @@ def misses(records: list[Record], method: str, growing: str = GROWING) -> str:
             broken[f"{r.budget:,}: {cause}"] += o.prompt_tokens - o.prefix_tokens
     out = [f"Evidence missing for `{method}` (probes, by scenario @ budget: cause):"]
     out += [f"- {k}: {v}" for k, v in sorted(lost.items())] or ["- none"]
-    out.append(f"\nUncached prompt tokens of `{method}` on {growing}, by budget and by what "
-               "changed first relative to the previous prompt:")
+    out.append(
+        f"\nUncached prompt tokens of `{method}` on {growing}, by budget and by what "
+        "changed first relative to the previous prompt:"
+    )
     out += [f"- {k}: {v:,} tokens" for k, v in sorted(broken.items())] or ["- none"]
     return "\n".join(out)
 
 
-def _prefix_share(records: list[Record], method: str, budget: int,
-                  scenario: str = GROWING) -> float | None:
+def _prefix_share(
+    records: list[Record], method: str, budget: int, scenario: str = GROWING
+) -> float | None:
     """`method`'s cached-prefix share on a growing conversation at `budget`."""
-    return aggregate(r for r in records if r.method == method and r.scenario == scenario
-                     and r.budget == budget).prefix_share
+    return aggregate(
+        r for r in records if r.method == method and r.scenario == scenario and r.budget == budget
+    ).prefix_share
 
 
-def prefix_ceiling_note(records: list[Record], budgets: list[int],
-                        method: str = DEFAULT_METHOD) -> str:
+def prefix_ceiling_note(
+    records: list[Record], budgets: list[int], method: str = DEFAULT_METHOD
+) -> str:
     """Why the cached-prefix share on E is bounded: each turn's new messages are never cached."""
-    full = sorted((r for r in records if r.method == "full history" and r.scenario == GROWING
-                   and r.budget == budgets[0]), key=lambda r: r.seed)
+    full = sorted(
+        (
+            r
+            for r in records
+            if r.method == "full history" and r.scenario == GROWING and r.budget == budgets[0]
+        ),
+        key=lambda r: r.seed,
+    )
     per_seed: dict[int, list[int]] = {}
     for r in full:
         per_seed.setdefault(r.seed, []).append(r.outcome.tokens_before)
@@ -167,12 +182,17 @@ def prefix_ceiling_note(records: list[Record], budgets: list[int],
     if not growth:
         return ""
     turn = sum(growth) / len(growth)
-    rows = [f"{b:,}: {method} {_pct(_prefix_share(records, method, b))}, reference "
-            f"{_pct(_prefix_share(records, REFERENCE_METHOD, b))}, "
-            f"one turn = {100 * turn / b:.1f}% of the budget" for b in budgets]
-    return (f"Cached prefix on E: a turn adds {turn:,.0f} tokens on average (full history), and "
-            "a turn's new messages are never a cached prefix. The fill-and-restart reference "
-            "shows what that leaves at each budget: " + "; ".join(rows) + ".")
+    rows = [
+        f"{b:,}: {method} {_pct(_prefix_share(records, method, b))}, reference "
+        f"{_pct(_prefix_share(records, REFERENCE_METHOD, b))}, "
+        f"one turn = {100 * turn / b:.1f}% of the budget"
+        for b in budgets
+    ]
+    return (
+        f"Cached prefix on E: a turn adds {turn:,.0f} tokens on average (full history), and "
+        "a turn's new messages are never a cached prefix. The fill-and-restart reference "
+        "shows what that leaves at each budget: " + "; ".join(rows) + "."
+    )
 
 
 @dataclass(frozen=True)
@@ -185,30 +205,43 @@ class Goal:
 def goals(records: list[Record], budgets: list[int], method: str = DEFAULT_METHOD) -> list[Goal]:
     rs = [r for r in records if r.method == method]
     reach = {b: aggregate(r for r in rs if r.budget == b) for b in budgets}
-    saved = {(s, b): aggregate(r for r in rs if r.scenario == s and r.budget == b).saved
-             for s in REDUCTION_SCENARIOS for b in budgets}
+    saved = {
+        (s, b): aggregate(r for r in rs if r.scenario == s and r.budget == b).saved
+        for s in REDUCTION_SCENARIOS
+        for b in budgets
+    }
     prefix = {b: _prefix_share(records, method, b) for b in budgets}
     ceiling = {b: _prefix_share(records, REFERENCE_METHOD, b) for b in budgets}
     total = aggregate(rs)
     return [
-        Goal("evidence reachable for 100% of probes at every budget",
-             all(row.reachable == row.probes for row in reach.values()),
-             ", ".join(f"{b:,}: {_pct(row.reach_share)}" for b, row in reach.items())),
+        Goal(
+            "evidence reachable for 100% of probes at every budget",
+            all(row.reachable == row.probes for row in reach.values()),
+            ", ".join(f"{b:,}: {_pct(row.reach_share)}" for b, row in reach.items()),
+        ),
         Goal("0 budget overruns", total.over == 0, f"{total.over} overruns"),
         Goal("0 broken tool pairs", total.broken == 0, f"{total.broken} requests"),
-        Goal(">= 70% fewer input tokens than full history on B-D",
-             all(v is not None and v >= 0.7 for v in saved.values()),
-             ", ".join(f"{s}@{b:,}: {_pct(v)}" for (s, b), v in saved.items())),
-        Goal(">= 90% cached-prefix share on E",
-             all(v is not None and v >= 0.9 for v in prefix.values()),
-             ", ".join(f"{b:,}: {_pct(v)} (fill-and-restart reference {_pct(ceiling[b])})"
-                       for b, v in prefix.items())),
+        Goal(
+            ">= 70% fewer input tokens than full history on B-D",
+            all(v is not None and v >= 0.7 for v in saved.values()),
+            ", ".join(f"{s}@{b:,}: {_pct(v)}" for (s, b), v in saved.items()),
+        ),
+        Goal(
+            ">= 90% cached-prefix share on E",
+            all(v is not None and v >= 0.9 for v in prefix.values()),
+            ", ".join(
+                f"{b:,}: {_pct(v)} (fill-and-restart reference {_pct(ceiling[b])})"
+                for b, v in prefix.items()
+            ),
+        ),
     ]
 
 
 def goals_text(items: list[Goal]) -> str:
-    return "\n".join(f"- [{'x' if g.met else ' '}] {g.text} — {'met' if g.met else 'MISSED'} "
-                     f"({g.detail})" for g in items)
+    return "\n".join(
+        f"- [{'x' if g.met else ' '}] {g.text} — {'met' if g.met else 'MISSED'} ({g.detail})"
+        for g in items
+    )
 
 
 def write_section(path: Path, section: str) -> None:
@@ -219,7 +252,7 @@ def write_section(path: Path, section: str) -> None:
     if match is None:
         text = text.rstrip("\n") + "\n\n" + body
     else:
-        following = re.search(r"^## ", text[match.end():], flags=re.MULTILINE)
+        following = re.search(r"^## ", text[match.end() :], flags=re.MULTILINE)
         end = match.end() + following.start() if following else len(text)
         tail = text[end:]
         text = text[: match.start()] + body + ("\n" + tail if tail else "")
@@ -230,15 +263,17 @@ def outcome_notes(records: list[Record], methods: list[str]) -> str:
     """Per method, how its requests ended (ctxproxy manifest outcomes, baseline failures)."""
     lines = []
     for method in methods:
-        notes = Counter(r.outcome.note.split(" (")[0] for r in records
-                        if r.method == method and r.outcome.note)
+        notes = Counter(
+            r.outcome.note.split(" (")[0] for r in records if r.method == method and r.outcome.note
+        )
         if notes:
             lines.append(f"- {method}: " + ", ".join(f"{k} {v}" for k, v in sorted(notes.items())))
     return "\n".join(lines) or "- none"
 
 
-def agent_table(records: list[Record], methods: list[str], budgets: list[int],
-                scenario: str) -> str:
+def agent_table(
+    records: list[Record], methods: list[str], budgets: list[int], scenario: str
+) -> str:
     """The sessions with large turns: per budget and method, the cached-prefix share (next to
     the fill-and-restart reference) and what it cost in evidence, budget and tool pairs."""
     lines = [
@@ -249,14 +284,20 @@ def agent_table(records: list[Record], methods: list[str], budgets: list[int],
     for budget in budgets:
         reference = _prefix_share(records, REFERENCE_METHOD, budget, scenario)
         for method in methods:
-            row = aggregate(r for r in records if r.budget == budget and r.method == method
-                            and r.scenario == scenario)
+            row = aggregate(
+                r
+                for r in records
+                if r.budget == budget and r.method == method and r.scenario == scenario
+            )
             if not row.requests:
                 continue
             share = row.prefix_share
             fwd = row.requests - row.refused
-            gap = ("—" if share is None or reference is None
-                   else f"{100 * (share - reference):+.1f} pts")
+            gap = (
+                "—"
+                if share is None or reference is None
+                else f"{100 * (share - reference):+.1f} pts"
+            )
             lines.append(
                 f"| {budget:,} | {method} | {row.requests} | {row.refused} | {row.over} | "
                 f"{row.broken} | {_pct(row.reach_share)} ({_share(row.reachable, row.probes)}) | "
@@ -266,8 +307,9 @@ def agent_table(records: list[Record], methods: list[str], budgets: list[int],
     return "\n".join(lines)
 
 
-def prefix_goal(records: list[Record], budgets: dict[str, list[int]],
-                method: str = DEFAULT_METHOD) -> Goal:
+def prefix_goal(
+    records: list[Record], budgets: dict[str, list[int]], method: str = DEFAULT_METHOD
+) -> Goal:
     """`method`'s cached-prefix share at or above the fill-and-restart reference, per growing
     scenario and budget."""
     cells = []
@@ -279,5 +321,9 @@ def prefix_goal(records: list[Record], budgets: dict[str, list[int]],
             ok = share is not None and reference is not None and share >= reference
             met = met and ok
             cells.append(f"{scenario}@{budget:,}: {_pct(share)} vs {_pct(reference)}")
-    return Goal("cached-prefix share >= the fill-and-restart reference on every growing "
-                "session at every budget", met, ", ".join(cells))
+    return Goal(
+        "cached-prefix share >= the fill-and-restart reference on every growing "
+        "session at every budget",
+        met,
+        ", ".join(cells),
+    )

@@ -84,8 +84,10 @@ class Gen:
 
     def date(self) -> str:
         return self.unique(
-            lambda: f"20{self.rng.randint(31, 39)}-{self.rng.randint(1, 12):02d}-"
-            f"{self.rng.randint(1, 28):02d}"
+            lambda: (
+                f"20{self.rng.randint(31, 39)}-{self.rng.randint(1, 12):02d}-"
+                f"{self.rng.randint(1, 28):02d}"
+            )
         )
 
     def person(self) -> str:

@@ -42,9 +42,29 @@ FAILED_ANSWER = "(no answer: the request failed)"
 # llama-cpp-python's context_length_exceeded message, which carries its own prompt count.
 _REQUESTED = re.compile(r"\((\d+) in the messages")
 _WORDS = [
-    "retry", "timeout", "ledger", "invoice", "refund", "webhook", "settle", "capture", "batch",
-    "queue", "worker", "shard", "lock", "cursor", "replica", "commit", "rollback", "checksum",
-    "nonce", "token", "session", "gateway", "merchant",
+    "retry",
+    "timeout",
+    "ledger",
+    "invoice",
+    "refund",
+    "webhook",
+    "settle",
+    "capture",
+    "batch",
+    "queue",
+    "worker",
+    "shard",
+    "lock",
+    "cursor",
+    "replica",
+    "commit",
+    "rollback",
+    "checksum",
+    "nonce",
+    "token",
+    "session",
+    "gateway",
+    "merchant",
 ]
 
 
@@ -111,12 +131,16 @@ def _int_header(headers: Mapping[str, str], name: str) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-def call(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_tokens: int,
-         turn: int) -> Call:
+def call(
+    client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_tokens: int, turn: int
+) -> Call:
     start = time.perf_counter()
     try:
         raw = client.chat.completions.with_raw_response.create(
-            model=model, messages=messages, max_tokens=max_tokens, temperature=0,  # type: ignore[arg-type]
+            model=model,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=0,  # type: ignore[arg-type]
         )
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
@@ -125,7 +149,11 @@ def call(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_
         requested = _REQUESTED.search(message)
         headers = exc.response.headers
         return Call(
-            turn, len(messages), False, exc.status_code, time.perf_counter() - start,
+            turn,
+            len(messages),
+            False,
+            exc.status_code,
+            time.perf_counter() - start,
             prompt_tokens=int(requested.group(1)) if requested else None,
             error=f"{code}: {message}" if code else message,
             tokens_before=_int_header(headers, "x-ctxproxy-tokens-before"),
@@ -137,7 +165,11 @@ def call(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_
     completion = raw.parse()
     usage, choice = completion.usage, completion.choices[0]
     return Call(
-        turn, len(messages), True, raw.http_response.status_code, time.perf_counter() - start,
+        turn,
+        len(messages),
+        True,
+        raw.http_response.status_code,
+        time.perf_counter() - start,
         prompt_tokens=usage.prompt_tokens if usage else None,
         completion_tokens=usage.completion_tokens if usage else None,
         finish_reason=choice.finish_reason,
@@ -151,7 +183,9 @@ def call(client: openai.OpenAI, model: str, messages: list[dict[str, Any]], max_
 def prepare(proxy: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
     """ctxproxy's dry run (POST /v1/context/prepare: no upstream call): body and manifest."""
     request = urllib.request.Request(
-        f"{proxy}/context/prepare", data=json.dumps(body).encode(), method="POST",
+        f"{proxy}/context/prepare",
+        data=json.dumps(body).encode(),
+        method="POST",
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=60) as response:
@@ -175,8 +209,13 @@ def inspect_reduction(proxy: str, key: str, body: dict[str, Any], result: Call) 
         result.without_tools = dry_run(proxy, key, prepared)[0]
 
 
-def converse(client: openai.OpenAI, args: argparse.Namespace, label: str,
-             dry_keys: dict[str, str], own_key: str | None = None) -> list[Call]:
+def converse(
+    client: openai.OpenAI,
+    args: argparse.Namespace,
+    label: str,
+    dry_keys: dict[str, str],
+    own_key: str | None = None,
+) -> list[Call]:
     """One conversation; `dry_keys` (direct run): count every body with these ctxproxy keys;
     `own_key` (proxied run): inspect every reduced request with this key."""
     history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
@@ -192,11 +231,16 @@ def converse(client: openai.OpenAI, args: argparse.Namespace, label: str,
         calls.append(result)
         history.append({"role": "assistant", "content": result.answer or FAILED_ANSWER})
         status = "ok" if result.ok else f"{result.status} {result.error}"
-        counted = (f"{result.tokens_before}->{result.tokens_after} {result.actions}"
-                   if result.actions is not None else f"dry run {result.dry_run}")
-        print(f"[{label}] turn {turn}: {result.messages} msgs, prompt_tokens="
-              f"{result.prompt_tokens}, ctxproxy {counted}, {status} ({result.seconds:.1f}s)",
-              file=sys.stderr)
+        counted = (
+            f"{result.tokens_before}->{result.tokens_after} {result.actions}"
+            if result.actions is not None
+            else f"dry run {result.dry_run}"
+        )
+        print(
+            f"[{label}] turn {turn}: {result.messages} msgs, prompt_tokens="
+            f"{result.prompt_tokens}, ctxproxy {counted}, {status} ({result.seconds:.1f}s)",
+            file=sys.stderr,
+        )
     return calls
 
 
@@ -211,8 +255,10 @@ def _ratio(a: int | None, b: int | None) -> float | None:
 def _spread(values: list[float]) -> str:
     if not values:
         return "-"
-    return (f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, "
-            f"n={len(values)})")
+    return (
+        f"{statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}, "
+        f"n={len(values)})"
+    )
 
 
 def _short(text: str | None, width: int = 90) -> str:
@@ -255,27 +301,41 @@ def _direct_lines(direct: list[Call], window: int) -> list[str]:
         f"{fails}/{len(direct)} turns failed; largest prompt that succeeded: {last_ok} tokens.",
         f"- direct error: HTTP {first_fail.status} `{_short(first_fail.error, 300)}`",
     ]
-    cut = [f"turn {c.turn} ({c.prompt_tokens} + {c.completion_tokens} tokens)" for c in direct
-           if c.ok and c.finish_reason == "length"
-           and (c.prompt_tokens or 0) + (c.completion_tokens or 0) >= window]
+    cut = [
+        f"turn {c.turn} ({c.prompt_tokens} + {c.completion_tokens} tokens)"
+        for c in direct
+        if c.ok
+        and c.finish_reason == "length"
+        and (c.prompt_tokens or 0) + (c.completion_tokens or 0) >= window
+    ]
     if cut:
-        lines.append(f"- direct: answered, but the answer was cut short by the window: "
-                     f"{', '.join(cut)}")
+        lines.append(
+            f"- direct: answered, but the answer was cut short by the window: {', '.join(cut)}"
+        )
     return lines
 
 
-def summary(direct: list[Call], runs: dict[str, list[Call]], methods: dict[str, str],
-            window: int) -> list[str]:
-    lines = ["", "### Summary", "", *_direct_lines(direct, window), "",
-             "| tokenizer variant | counting method | ok via ctxproxy | first reduced turn | "
-             "largest prompt sent (server count) |",
-             "|---|---|---:|---:|---:|"]
+def summary(
+    direct: list[Call], runs: dict[str, list[Call]], methods: dict[str, str], window: int
+) -> list[str]:
+    lines = [
+        "",
+        "### Summary",
+        "",
+        *_direct_lines(direct, window),
+        "",
+        "| tokenizer variant | counting method | ok via ctxproxy | first reduced turn | "
+        "largest prompt sent (server count) |",
+        "|---|---|---:|---:|---:|",
+    ]
     for variant, calls in runs.items():
         ok = sum(c.ok for c in calls)
         acted = next((c.turn for c in calls if c.actions not in (None, "none")), None)
         largest = max((c.prompt_tokens or 0 for c in calls if c.ok), default=0)
-        lines.append(f"| {variant} | {methods.get(variant, '?')} | {ok}/{len(calls)} | "
-                     f"{_cell(acted)} | {largest} |")
+        lines.append(
+            f"| {variant} | {methods.get(variant, '?')} | {ok}/{len(calls)} | "
+            f"{_cell(acted)} | {largest} |"
+        )
     lines += [
         "",
         "Calibration = ctxproxy's count / the server's `usage.prompt_tokens` (median, min, max, "
@@ -292,7 +352,8 @@ def summary(direct: list[Call], runs: dict[str, list[Call]], methods: dict[str, 
         on_direct = [r for c in direct if (r := _ratio(c.dry_run.get(variant), c.prompt_tokens))]
         per_message = [
             ((c.prompt_tokens or 0) - c.dry_run[variant]) / c.messages
-            for c in direct if c.prompt_tokens and variant in c.dry_run
+            for c in direct
+            if c.prompt_tokens and variant in c.dry_run
         ]
         gap = f"{statistics.median(per_message):+.2f}" if per_message else "-"
         lines.append(
@@ -317,12 +378,16 @@ def summary(direct: list[Call], runs: dict[str, list[Call]], methods: dict[str, 
 def run(args: argparse.Namespace) -> int:
     variants = dict(v.split("=", 1) for v in args.variant)
     main = next(iter(variants))
-    probe = {"model": args.model, "messages": [{"role": "user", "content": "hi"}],
-             "max_tokens": args.max_tokens}
+    probe = {
+        "model": args.model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": args.max_tokens,
+    }
     methods = {name: dry_run(args.proxy, key, probe)[1] for name, key in variants.items()}
     methods = {name: re.sub(r"^hf:.*/", "hf:.../", m) for name, m in methods.items()}
-    direct_client = openai.OpenAI(base_url=args.direct, api_key="sk-no-key-needed",
-                                  max_retries=0, timeout=600)
+    direct_client = openai.OpenAI(
+        base_url=args.direct, api_key="sk-no-key-needed", max_retries=0, timeout=600
+    )
     direct = converse(direct_client, args, "direct", variants)
     runs = {}
     for name, key in variants.items():
@@ -340,16 +405,23 @@ def run(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"direct": [asdict(c) for c in direct],
-             "proxied": {n: [asdict(c) for c in calls] for n, calls in runs.items()},
-             "methods": methods}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "direct": [asdict(c) for c in direct],
+                    "proxied": {n: [asdict(c) for c in calls] for n, calls in runs.items()},
+                    "methods": methods,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="drive the conversation and print the tables")
     r.add_argument("--direct", required=True, help="llama.cpp server base URL (…/v1)")
@@ -358,8 +430,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--window", type=int, default=2048, help="the server's n_ctx")
     r.add_argument("--turns", type=int, default=32)
     r.add_argument("--max-tokens", type=int, default=48)
-    r.add_argument("--variant", action="append", required=True,
-                   help="LABEL=PROXY_KEY, one per ctxproxy tenant (the first is the main one)")
+    r.add_argument(
+        "--variant",
+        action="append",
+        required=True,
+        help="LABEL=PROXY_KEY, one per ctxproxy tenant (the first is the main one)",
+    )
     r.add_argument("--json", help="also write every call here")
     e = sub.add_parser("export-tokenizer", help="GGUF vocabulary -> tokenizer.json")
     e.add_argument("gguf")

@@ -35,24 +35,45 @@ def export_tokenizer(gguf_path: str, out: str, texts: list[str]) -> int:
     tokens, merges = strings("tokenizer.ggml.tokens"), strings("tokenizer.ggml.merges")
     types_field = reader.fields["tokenizer.ggml.token_type"]
     types = [int(types_field.parts[i][0]) for i in types_field.data]
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                  "use_regex": True}
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": True,
+    }
     tokenizer = {
-        "version": "1.0", "truncation": None, "padding": None,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
         "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for i, t in enumerate(tokens) if types[i] == 3  # CONTROL
+            {
+                "id": i,
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for i, t in enumerate(tokens)
+            if types[i] == 3  # CONTROL
         ],
         "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence",
-                          "pretokenizers": [*_PRE_TOKENIZERS[pre], byte_level]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [*_PRE_TOKENIZERS[pre], byte_level]},
         "post_processor": None,
         "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": {t: i for i, t in enumerate(tokens)}, "merges": merges},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {t: i for i, t in enumerate(tokens)},
+            "merges": merges,
+        },
     }
     Path(out).write_text(json.dumps(tokenizer, ensure_ascii=False))
     return check_tokenizer(gguf_path, out, texts)
@@ -70,6 +91,9 @@ def check_tokenizer(gguf_path: str, tokenizer_json: str, texts: list[str]) -> in
         a = ours.encode(text, add_special_tokens=False).ids
         b = theirs.tokenize(text.encode(), add_bos=False, special=False)
         same += a == list(b)
-    print(f"exported tokenizer: {len(ours.get_vocab())} tokens; identical to llama.cpp's on "
-          f"{same}/{len(texts)} texts", file=sys.stderr)
+    print(
+        f"exported tokenizer: {len(ours.get_vocab())} tokens; identical to llama.cpp's on "
+        f"{same}/{len(texts)} texts",
+        file=sys.stderr,
+    )
     return 0 if same == len(texts) else 1

@@ -50,8 +50,11 @@ class Counting:
 
             async def counted(*a: Any, **k: Any) -> Any:
                 self.trips += 1
-                self.bytes += sum(len(arg) if isinstance(arg, bytes) else len(str(arg))
-                                  for args, _ in pipe.command_stack for arg in args)
+                self.bytes += sum(
+                    len(arg) if isinstance(arg, bytes) else len(str(arg))
+                    for args, _ in pipe.command_stack
+                    for arg in args
+                )
                 return await execute(*a, **k)
 
             pipe.execute = counted
@@ -66,16 +69,21 @@ async def run(url: str) -> None:
     prefix = f"ctxproxy-bench-{secrets.token_hex(4)}:"
     store = RedisStore(url, secrets.token_bytes(32), key_prefix=prefix)
     counting = Counting(store)
-    preparer = Preparer(policies=PolicyStore.load(directory), counters=TokenCounters(),
-                        catalog=ModelCatalog(), store=store)
+    preparer = Preparer(
+        policies=PolicyStore.load(directory),
+        counters=TokenCounters(),
+        catalog=ModelCatalog(),
+        store=store,
+    )
     try:
         history = agent_history(60, result_chars=12_000)
         body = {"model": "gpt-4o", "messages": history}
         await report("same history re-sent 50 times", preparer, counting, [body] * 50)
         fresh = agent_history(60, result_chars=11_000, seed=1)  # contents not stored yet
         growing = [{"model": "gpt-4o", "messages": fresh[: 2 + 4 * n - 1]} for n in range(11, 61)]
-        await report("history growing one turn per request (50 requests)", preparer, counting,
-                     growing)
+        await report(
+            "history growing one turn per request (50 requests)", preparer, counting, growing
+        )
     finally:
         keys = [k async for k in store._redis.scan_iter(match=f"{prefix}*")]
         if keys:
@@ -83,8 +91,9 @@ async def run(url: str) -> None:
         await store.close()
 
 
-async def report(label: str, preparer: Preparer, counting: Counting,
-                 bodies: list[dict[str, Any]]) -> None:
+async def report(
+    label: str, preparer: Preparer, counting: Counting, bodies: list[dict[str, Any]]
+) -> None:
     trips, sent = [], []
     for body in bodies:
         before_trips, before_bytes = counting.trips, counting.bytes
@@ -95,8 +104,10 @@ async def report(label: str, preparer: Preparer, counting: Counting,
     print(f"\n{label}: {len(bodies)} requests")
     print("| request | round trips | bytes sent |\n|---|---|---|")
     print(f"| first | {trips[0]} | {sent[0]:,} |")
-    print(f"| later (median) | {statistics.median(trips[1:]):g} | "
-          f"{statistics.median(sent[1:]):,.0f} |")
+    print(
+        f"| later (median) | {statistics.median(trips[1:]):g} | "
+        f"{statistics.median(sent[1:]):,.0f} |"
+    )
     print(f"| later (max) | {max(trips[1:])} | {max(sent[1:]):,} |")
     print(f"| total | {sum(trips)} | {sum(sent):,} |")
 

@@ -1,6 +1,6 @@
 """The floor: a minimal aiohttp forwarder with one pooled ClientSession (same stack as ctxproxy).
 
-    python bench/ref_forwarder.py --port 9101 --upstream http://127.0.0.1:9100
+python bench/ref_forwarder.py --port 9101 --upstream http://127.0.0.1:9100
 """
 
 import argparse
@@ -18,12 +18,14 @@ async def forward(request: web.Request) -> web.StreamResponse:
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
     url = request.app[UPSTREAM] + request.path_qs
-    async with session.request(request.method, url, data=await request.read(),
-                               headers=headers) as upstream:
+    async with session.request(
+        request.method, url, data=await request.read(), headers=headers
+    ) as upstream:
         kind = upstream.headers.get("Content-Type", "application/json")
         if not kind.startswith("text/event-stream"):
-            return web.Response(body=await upstream.read(), status=upstream.status,
-                                headers={"Content-Type": kind})
+            return web.Response(
+                body=await upstream.read(), status=upstream.status, headers={"Content-Type": kind}
+            )
         response = web.StreamResponse(status=upstream.status, headers={"Content-Type": kind})
         await response.prepare(request)
         async for chunk in upstream.content.iter_any():

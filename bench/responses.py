@@ -43,15 +43,31 @@ GROWING = (
 def codex_turn(turn: int, rng: random.Random, output_chars: int) -> list[dict[str, Any]]:
     words = " ".join(f"w{rng.randrange(5000)}" for _ in range(output_chars // 6))
     return [
-        {"type": "message", "role": "user",
-         "content": [{"type": "input_text", "text": f"step {turn}: look at file {turn}"}]},
-        {"type": "reasoning", "id": f"rs_{turn}", "summary": [],
-         "encrypted_content": "gAAAAB" + "".join(rng.choice("abcdef0123") for _ in range(800))},
-        {"type": "function_call", "id": f"fc_{turn}", "call_id": f"call_{turn}",
-         "name": "shell", "arguments": orjson.dumps({"cmd": ["cat", f"f{turn}"]}).decode()},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": f"step {turn}: look at file {turn}"}],
+        },
+        {
+            "type": "reasoning",
+            "id": f"rs_{turn}",
+            "summary": [],
+            "encrypted_content": "gAAAAB" + "".join(rng.choice("abcdef0123") for _ in range(800)),
+        },
+        {
+            "type": "function_call",
+            "id": f"fc_{turn}",
+            "call_id": f"call_{turn}",
+            "name": "shell",
+            "arguments": orjson.dumps({"cmd": ["cat", f"f{turn}"]}).decode(),
+        },
         {"type": "function_call_output", "call_id": f"call_{turn}", "output": words},
-        {"type": "message", "role": "assistant", "id": f"msg_{turn}",
-         "content": [{"type": "output_text", "text": f"File {turn} looks fine."}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": f"msg_{turn}",
+            "content": [{"type": "output_text", "text": f"File {turn} looks fine."}],
+        },
     ]
 
 
@@ -64,9 +80,19 @@ def history(turns: int, output_chars: int, seed: int = 7) -> list[dict[str, Any]
 
 
 def body_of(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"model": "gpt-4o", "instructions": "You are a coding agent.", "input": items,
-            "store": False, "tools": [{"type": "function", "name": "shell",
-                                       "parameters": {"type": "object", "properties": {}}}]}
+    return {
+        "model": "gpt-4o",
+        "instructions": "You are a coding agent.",
+        "input": items,
+        "store": False,
+        "tools": [
+            {
+                "type": "function",
+                "name": "shell",
+                "parameters": {"type": "object", "properties": {}},
+            }
+        ],
+    }
 
 
 def harness(policy: str) -> Harness:
@@ -90,9 +116,11 @@ async def part_one(runs: int) -> None:
             prepared = await h.preparer.prepare(body, raw, TENANT, OPENAI_RESPONSES)
             times.append((time.perf_counter() - start) * 1000)
         m = prepared.manifest
-        print(f"| {len(raw) / 1e6:.2f} MB | {len(body['input'])} | {name} | {times[0]:.1f} "
-              f"| {statistics.median(times[1:]):.2f} | {m.outcome} "
-              f"| {m.tokens_before} -> {m.tokens_after} |")
+        print(
+            f"| {len(raw) / 1e6:.2f} MB | {len(body['input'])} | {name} | {times[0]:.1f} "
+            f"| {statistics.median(times[1:]):.2f} | {m.outcome} "
+            f"| {m.tokens_before} -> {m.tokens_after} |"
+        )
 
 
 def check_units(items: list[Any], original: dict[str, Any]) -> None:
@@ -128,9 +156,11 @@ async def part_two(turns: int) -> None:
             kept += sum(counter.count_message(m) for m in previous[:same])
             total += sum(counter.count_message(m) for m in previous)
         previous = items
-    print(f"\n{turns} turns, window 16000: reduced on {changed} turns; cached-prefix share "
-          f"{kept / total:.1%}; prepare p50 {statistics.median(times):.2f} ms; every call paired "
-          "and every reasoning item byte-identical before its call")
+    print(
+        f"\n{turns} turns, window 16000: reduced on {changed} turns; cached-prefix share "
+        f"{kept / total:.1%}; prepare p50 {statistics.median(times):.2f} ms; every call paired "
+        "and every reasoning item byte-identical before its call"
+    )
 
 
 def main() -> None:

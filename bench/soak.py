@@ -40,13 +40,18 @@ def free_port() -> int:
 
 
 def tool_turn(i: int, chars: int) -> list[dict[str, Any]]:
-    call = {"id": f"call_{i}", "type": "function",
-            "function": {"name": "read_file", "arguments": f'{{"path": "f{i}"}}'}}
+    call = {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": f'{{"path": "f{i}"}}'},
+    }
     text = "".join(f"{i}:{n} value={(n * 7919) % 10007}\n" for n in range(chars // 20))
-    return [{"role": "user", "content": f"step {i}"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": f"call_{i}", "content": text},
-            {"role": "assistant", "content": f"done {i}"}]
+    return [
+        {"role": "user", "content": f"step {i}"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": text},
+        {"role": "assistant", "content": f"done {i}"},
+    ]
 
 
 def bodies(seed: int) -> dict[str, tuple[dict[str, Any], int]]:
@@ -73,19 +78,35 @@ class Procs:
         (self.dir / "policies" / "default.yaml").write_text(POLICY)
         config = {
             "server": {"port": proxy_port, "log_level": "WARNING"},
-            "store": {"kind": "redis", "url": f"redis://127.0.0.1:{redis_port}/0",
-                      "secret": secrets.token_hex(16)},
+            "store": {
+                "kind": "redis",
+                "url": f"redis://127.0.0.1:{redis_port}/0",
+                "secret": secrets.token_hex(16),
+            },
             "upstreams": [{"name": "soak", "base_url": f"http://127.0.0.1:{upstream_port}/v1"}],
             "policies_dir": str(self.dir / "policies"),
         }
         (self.dir / "config.yaml").write_bytes(orjson.dumps(config))
         self.all: list[subprocess.Popen[bytes]] = []
-        self.redis = self._start(["redis-server", "--port", str(redis_port), "--bind",
-                                  "127.0.0.1", "--save", "", "--appendonly", "no"])
-        self.upstream = self._start([sys.executable, str(HERE / "soak_upstream.py"),
-                                     "--port", str(upstream_port)])
-        self.proxy = self._start([sys.executable, "-m", "proxy.cli", "serve", "--config",
-                                  str(self.dir / "config.yaml")])
+        self.redis = self._start(
+            [
+                "redis-server",
+                "--port",
+                str(redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]
+        )
+        self.upstream = self._start(
+            [sys.executable, str(HERE / "soak_upstream.py"), "--port", str(upstream_port)]
+        )
+        self.proxy = self._start(
+            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.dir / "config.yaml")]
+        )
 
     def _start(self, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.dir / f"{Path(argv[0]).name}-{len(self.all)}.log", "wb")  # noqa: SIM115
@@ -104,8 +125,11 @@ class Procs:
 
 
 def sample(pid: int) -> tuple[int, int]:
-    rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().split("\n")
-               if line.startswith("VmRSS:"))
+    rss = next(
+        int(line.split()[1])
+        for line in Path(f"/proc/{pid}/status").read_text().split("\n")
+        if line.startswith("VmRSS:")
+    )
     return rss // 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
@@ -122,12 +146,14 @@ async def wait_ready(url: str) -> None:
     raise TimeoutError("the proxy did not become ready")
 
 
-async def one(session: aiohttp.ClientSession, url: str, body: bytes, expected: int
-              ) -> tuple[bool, float, str]:
+async def one(
+    session: aiohttp.ClientSession, url: str, body: bytes, expected: int
+) -> tuple[bool, float, str]:
     start = time.perf_counter()
     try:
-        async with session.post(url, data=body,
-                                headers={"Content-Type": "application/json"}) as response:
+        async with session.post(
+            url, data=body, headers={"Content-Type": "application/json"}
+        ) as response:
             data = await response.read()
             ok = response.status == expected and (b"[DONE]" in data or not data.startswith(b"data"))
             detail = "" if ok else f"{response.status} {data[:120]!r}"
@@ -146,6 +172,7 @@ async def load(url: str, pid: int, rate: float, seconds: float) -> dict[str, Any
     tasks: set[asyncio.Task[None]] = set()
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(timeout=timeout) as session:
+
         async def fire(kind: str, at: float) -> None:
             body, expected = kinds[kind]
             ok, ms, detail = await one(session, f"{url}/v1/chat/completions", body, expected)
@@ -171,8 +198,10 @@ async def load(url: str, pid: int, rate: float, seconds: float) -> dict[str, Any
 
 def report(result: dict[str, Any], rate: float, seconds: float) -> None:
     counts, errors = result["counts"], result["errors"]
-    print(f"\nrate {rate:g}/s for {seconds:g} s: {sum(counts.values())} requests "
-          f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})")
+    print(
+        f"\nrate {rate:g}/s for {seconds:g} s: {sum(counts.values())} requests "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+    )
     print(f"unexpected answers: {sum(errors.values())}")
     for detail, count in errors.most_common(5):
         print(f"  {count} x {detail}")
@@ -183,8 +212,10 @@ def report(result: dict[str, Any], rate: float, seconds: float) -> None:
     samples = result["samples"]
     rss = [s[1] for s in samples]
     fds = [s[2] for s in samples]
-    print(f"\nproxy RSS MB: first {rss[0]}, after 1 min {rss[min(12, len(rss) - 1)]}, "
-          f"last {rss[-1]}, max {max(rss)}")
+    print(
+        f"\nproxy RSS MB: first {rss[0]}, after 1 min {rss[min(12, len(rss) - 1)]}, "
+        f"last {rss[-1]}, max {max(rss)}"
+    )
     print(f"proxy open fds: first {fds[0]}, last {fds[-1]}, max {max(fds)}")
 
 

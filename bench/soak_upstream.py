@@ -21,9 +21,14 @@ USAGE = {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55}
 
 
 def _completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {"id": "chatcmpl-soak", "object": "chat.completion", "created": 1700000000,
-            "model": "gpt-4o", "usage": USAGE,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-soak",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-4o",
+        "usage": USAGE,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }
 
 
 def _wants_read(body: dict[str, Any]) -> str | None:
@@ -42,8 +47,11 @@ async def chat(request: web.Request) -> web.StreamResponse:
     artifact = _wants_read(body)
     if artifact:
         arguments = orjson.dumps({"artifact_id": artifact, "offset": 0, "max_chars": 500}).decode()
-        call = {"id": "soak_read_1", "type": "function",
-                "function": {"name": "read_context_artifact", "arguments": arguments}}
+        call = {
+            "id": "soak_read_1",
+            "type": "function",
+            "function": {"name": "read_context_artifact", "arguments": arguments},
+        }
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         if body.get("stream"):
             return await _stream(request, [{"tool_calls": [{"index": 0, **call}]}], "tool_calls")
@@ -54,12 +62,17 @@ async def chat(request: web.Request) -> web.StreamResponse:
     return web.json_response(_completion({"role": "assistant", "content": "ok"}, "stop"))
 
 
-async def _stream(request: web.Request, deltas: list[dict[str, Any]], finish: str
-                  ) -> web.StreamResponse:
+async def _stream(
+    request: web.Request, deltas: list[dict[str, Any]], finish: str
+) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await response.prepare(request)
-    base = {"id": "chatcmpl-soak", "object": "chat.completion.chunk", "created": 1700000000,
-            "model": "gpt-4o"}
+    base = {
+        "id": "chatcmpl-soak",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "gpt-4o",
+    }
     for delta in deltas:
         chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")

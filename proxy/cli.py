@@ -18,7 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.settings import ConfigError, Settings, load_settings, startup_warnings
+from proxy.settings import ConfigError, Settings, startup_warnings
+from proxy.settings.loading import load_settings
 
 EXIT_CONFIG = 2
 POLICY_LOGGER = "ctxproxy.policy"

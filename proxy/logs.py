@@ -38,7 +38,9 @@ _SECRETS = (
 )
 # Everything a LogRecord has without `extra`; the rest are extra fields.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "taskName",
+    "message",
+    "asctime",
+    "taskName",
 }
 
 
@@ -95,9 +97,9 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str, log_format: Literal["json", "text"]) -> logging.Handler:
     """The root handler of `ctxproxy serve` (stderr), replacing any handler already there."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(
-        _TEXT_FORMAT
-    ))
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
+    )
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -126,6 +128,8 @@ def access_fields(
         "duration_ms": round(duration_s * 1000, 2),
         "upstream_ms": None if upstream is None else round(upstream * 1000, 2),
     }
+    if stats.cached_tokens is not None:
+        fields["cached_tokens"] = stats.cached_tokens
     if stats.synthetic_rounds:
         fields["synthetic_rounds"] = stats.synthetic_rounds
         fields["artifact_reads"] = stats.artifact_reads
@@ -157,8 +161,13 @@ def access_log(fields: dict[str, Any]) -> None:
     tokens it never got to); the fields are there for JSON."""
     message = "%s %s %s %d %.1fms tenant=%s policy=%s"
     args: list[Any] = [
-        fields["request_id"], fields["method"], fields["route"], fields["status"],
-        fields["duration_ms"], fields["tenant"], fields["policy"],
+        fields["request_id"],
+        fields["method"],
+        fields["route"],
+        fields["status"],
+        fields["duration_ms"],
+        fields["tenant"],
+        fields["policy"],
     ]
     if fields["tokens_before"] is not None:
         message += " tokens=%s->%s actions=%s"

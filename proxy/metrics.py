@@ -30,19 +30,36 @@ from proxy.tokens.calibration import ModelCalibration
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
-_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
-                    60, 120)
+_LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+)
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-_TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000,
-                  1_000_000)
+_TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000, 1_000_000)
 
 
-_READ_OUTCOMES = frozenset({
-    ReadStatus.found,
-    ReadStatus.artifact_not_found,
-    ReadStatus.invalid_arguments,
-    ReadStatus.artifact_store_unavailable,
-})
+_READ_OUTCOMES = frozenset(
+    {
+        ReadStatus.found,
+        ReadStatus.artifact_not_found,
+        ReadStatus.invalid_arguments,
+        ReadStatus.artifact_store_unavailable,
+    }
+)
 """The statuses a synthetic read is counted under by name; the budget refusals count as `error`."""
 
 
@@ -97,53 +114,86 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
-            "ctxproxy_requests", "HTTP requests answered.",
-            ["route", "status", "tenant", "policy"], registry=r,
+            "ctxproxy_requests",
+            "HTTP requests answered.",
+            ["route", "status", "tenant", "policy"],
+            registry=r,
         )
         self.request_seconds = Histogram(
-            "ctxproxy_request_duration_seconds", "Whole request time, streams included.",
-            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+            "ctxproxy_request_duration_seconds",
+            "Whole request time, streams included.",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.overhead_seconds = Histogram(
             "ctxproxy_proxy_overhead_seconds",
-            "From request arrival to the upstream request being sent (reading, auth, "
-            "preparation).", buckets=_OVERHEAD_BUCKETS, registry=r,
+            "From request arrival to the upstream request being sent (reading, auth, preparation).",
+            buckets=_OVERHEAD_BUCKETS,
+            registry=r,
         )
         self.upstream_seconds = Histogram(
-            "ctxproxy_upstream_latency_seconds", "From sending to the upstream's response headers.",
-            ["upstream"], buckets=_LATENCY_BUCKETS, registry=r,
+            "ctxproxy_upstream_latency_seconds",
+            "From sending to the upstream's response headers.",
+            ["upstream"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.tokens_before = Histogram(
-            "ctxproxy_tokens_before_preparation", "Prompt tokens as the client sent them.",
-            ["policy"], buckets=_TOKEN_BUCKETS, registry=r,
+            "ctxproxy_tokens_before_preparation",
+            "Prompt tokens as the client sent them.",
+            ["policy"],
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
         )
         self.tokens_after = Histogram(
-            "ctxproxy_tokens_after_preparation", "Prompt tokens as sent upstream.",
-            ["policy"], buckets=_TOKEN_BUCKETS, registry=r,
+            "ctxproxy_tokens_after_preparation",
+            "Prompt tokens as sent upstream.",
+            ["policy"],
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
         )
         self.outcomes = Counter(
-            "ctxproxy_preparations", "Chat completions prepared, by manifest outcome.",
-            ["policy", "outcome"], registry=r,
+            "ctxproxy_preparations",
+            "Chat completions prepared, by manifest outcome.",
+            ["policy", "outcome"],
+            registry=r,
         )
         self.actions = Counter(
-            "ctxproxy_actions", "Preparation actions applied, by step.", ["step"], registry=r,
+            "ctxproxy_actions",
+            "Preparation actions applied, by step.",
+            ["step"],
+            registry=r,
         )
         self.tokens_freed = Counter(
-            "ctxproxy_tokens_freed", "Prompt tokens freed by preparation, by step.", ["step"],
+            "ctxproxy_tokens_freed",
+            "Prompt tokens freed by preparation, by step.",
+            ["step"],
             registry=r,
         )
         self.refusals = Counter(
-            "ctxproxy_refusals", "Chat completions refused before any upstream call.",
-            ["reason"], registry=r,
+            "ctxproxy_refusals",
+            "Chat completions refused before any upstream call.",
+            ["reason"],
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "ctxproxy_cached_input_tokens",
+            "Prompt tokens upstreams reported as read from their prompt cache (OpenAI "
+            "prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens).",
+            ["upstream"],
+            registry=r,
         )
         self.synthetic_rounds = Counter(
-            "ctxproxy_synthetic_rounds", "Rounds of synthetic read-tool calls executed.",
+            "ctxproxy_synthetic_rounds",
+            "Rounds of synthetic read-tool calls executed.",
             registry=r,
         )
         self.artifact_reads = Counter(
             "ctxproxy_artifact_reads",
             "Artifact reads (synthetic tool calls and the artifacts endpoint), by outcome.",
-            ["source", "outcome"], registry=r,
+            ["source", "outcome"],
+            registry=r,
         )
         self._store_errors = _StoreErrors()
         r.register(self._store_errors)
@@ -181,6 +231,10 @@ class Metrics:
             self.overhead_seconds.observe(overhead)
         for call in stats.upstream_calls:
             self._child(self.upstream_seconds, call.upstream).observe(call.seconds)
+        if stats.cached_tokens and stats.upstream_calls:
+            self._child(self.cached_tokens, stats.upstream_calls[0].upstream).inc(
+                stats.cached_tokens
+            )
 
     def record_preparation(self, manifest: Manifest) -> None:
         """A chat completion's manifest (not refused; dry runs are not counted)."""

@@ -35,6 +35,9 @@ class RequestStats:
     upstream_calls: list[UpstreamCall] = field(default_factory=list)
     synthetic_rounds: int = 0
     artifact_reads: int = 0
+    cached_tokens: int | None = None
+    """Prompt tokens the upstream read from its cache, as its usage reported them (whole JSON
+    answers: summed over the rounds)."""
     error: str | None = None
     """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
     reason: RefusalReason | None = None

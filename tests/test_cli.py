@@ -86,6 +86,7 @@ def root_handlers() -> Iterator[None]:
 
 # -- item 15: prepare, policy schema, policy check ----------------------------------------------
 
+
 def small_request(tmp_path: Path) -> Path:
     request = tmp_path / "request.json"
     request.write_bytes(orjson.dumps({"model": "gpt-4o", "messages": agent_history(20, 3000)}))
@@ -145,6 +146,7 @@ def test_policy_check_accepts_files(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 # -- items 12 and 18: serve ---------------------------------------------------------------------
 
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
@@ -170,16 +172,21 @@ def test_serve_reports_any_start_up_failure_in_one_line(
 def test_start_up_summary_names_parts_without_secrets() -> None:
     from proxy.cli import startup_summary
 
-    settings = Settings.model_validate({
-        "upstreams": [
-            {"name": "a", "base_url": "https://user:pw-Secret1@api.example/v1?key=Secret2",
-             "api_key": "sk-Secret3"},
-            {"name": "b", "base_url": "http://127.0.0.1:9/v1"},
-        ],
-        "store": {"kind": "redis", "url": "redis://:Secret4@db:6379/0", "secret": "Secret5"},
-        "auth": {"mode": "keys"},
-        "tenants": [{"name": "acme", "keys": ["Secret6"], "upstream_key": "Secret7"}],
-    })
+    settings = Settings.model_validate(
+        {
+            "upstreams": [
+                {
+                    "name": "a",
+                    "base_url": "https://user:pw-Secret1@api.example/v1?key=Secret2",
+                    "api_key": "sk-Secret3",
+                },
+                {"name": "b", "base_url": "http://127.0.0.1:9/v1"},
+            ],
+            "store": {"kind": "redis", "url": "redis://:Secret4@db:6379/0", "secret": "Secret5"},
+            "auth": {"mode": "keys"},
+            "tenants": [{"name": "acme", "keys": ["Secret6"], "upstream_key": "Secret7"}],
+        }
+    )
     line = startup_summary(settings, ["coding-agent", "default"], "/srv/policies")
     assert "store=redis" in line and "auth=keys" in line and "tenants=acme" in line
     assert "upstreams=a(https://api.example/v1),b(http://127.0.0.1:9/v1)" in line

@@ -36,7 +36,8 @@ def test_envelope_without_details_has_no_extension() -> None:
 def test_only_refusals_carry_a_typed_reason() -> None:
     assert ProxyError(ErrorCode.upstream_timeout, "slow").reason is None
     refusal = ProxyError(
-        ErrorCode.context_length_exceeded, "too long",
+        ErrorCode.context_length_exceeded,
+        "too long",
         reason=RefusalReason.protected_content_exceeds_allowance,
     )
     assert refusal.reason == "protected_content_exceeds_allowance"

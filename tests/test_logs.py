@@ -46,8 +46,7 @@ def test_redact(text: str, expected: str) -> None:
 
 
 def record(msg: str, *args: Any, **extra: Any) -> logging.LogRecord:
-    rec = logging.LogRecord("ctxproxy.test", logging.WARNING, __file__, 1, msg, args or None,
-                            None)
+    rec = logging.LogRecord("ctxproxy.test", logging.WARNING, __file__, 1, msg, args or None, None)
     for key, val in extra.items():
         setattr(rec, key, val)
     return rec
@@ -132,8 +131,11 @@ async def test_one_access_line_per_request(
     fake_upstream.enqueue_many(calling(read_call(0, 30)), completion("ok"))
     try:
         async with aiohttp.ClientSession() as session:
-            async with session.post(f"{proxy.base_url}/chat/completions", json=conversation(),
-                                    headers={"Authorization": f"Bearer {KEY}"}) as response:
+            async with session.post(
+                f"{proxy.base_url}/chat/completions",
+                json=conversation(),
+                headers={"Authorization": f"Bearer {KEY}"},
+            ) as response:
                 assert response.status == 200
                 request_id = response.headers["x-ctxproxy-request-id"]
             async with session.get(f"{proxy.url}/healthz") as response:
@@ -166,8 +168,11 @@ async def test_a_refusal_access_line_shows_the_error_and_its_reason(
     refused = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 6000}]}
     try:
         async with aiohttp.ClientSession() as session:
-            async with session.post(f"{proxy.base_url}/chat/completions", json=refused,
-                                    headers={"Authorization": f"Bearer {KEY}"}) as response:
+            async with session.post(
+                f"{proxy.base_url}/chat/completions",
+                json=refused,
+                headers={"Authorization": f"Bearer {KEY}"},
+            ) as response:
                 assert response.status == 400
             async with session.get(f"{proxy.base_url}/context/artifacts/art_0") as response:
                 assert response.status == 404
@@ -186,8 +191,11 @@ async def test_a_refusal_access_line_shows_the_error_and_its_reason(
 
 @pytest.mark.parametrize(
     ("level", "chat", "probe", "failed_probe"),
-    [(logging.DEBUG, True, True, True), (logging.INFO, True, False, True),
-     (logging.WARNING, False, False, False)],
+    [
+        (logging.DEBUG, True, True, True),
+        (logging.INFO, True, False, True),
+        (logging.WARNING, False, False, False),
+    ],
 )
 def test_access_lines_are_gathered_only_when_they_would_be_written(
     level: int, chat: bool, probe: bool, failed_probe: bool

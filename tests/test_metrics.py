@@ -22,7 +22,8 @@ def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], fl
     text = metrics.render().decode()
     return {
         (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
     }
 
 
@@ -31,10 +32,19 @@ def value(metrics: Metrics, name: str, **labels: str) -> float:
 
 
 def manifest(**overrides: Any) -> Manifest:
-    m = Manifest(policy="default", model="gpt-4o", mode="window", counting_method="tiktoken",
-                 tokens_before=50_000, tokens_after=20_000, outcome="reduced")
-    m.actions = [Action("offload_tool_results", "big", [3, 5], 25_000, ["art_x"]),
-                 Action("clear_tool_results", "old", [7], 5_000)]
+    m = Manifest(
+        policy="default",
+        model="gpt-4o",
+        mode="window",
+        counting_method="tiktoken",
+        tokens_before=50_000,
+        tokens_after=20_000,
+        outcome="reduced",
+    )
+    m.actions = [
+        Action("offload_tool_results", "big", [3, 5], 25_000, ["art_x"]),
+        Action("clear_tool_results", "old", [7], 5_000),
+    ]
     for key, val in overrides.items():
         setattr(m, key, val)
     return m
@@ -59,10 +69,28 @@ def test_request_series_and_latencies() -> None:
     assert stats.upstream_seconds is not None and stats.upstream_seconds >= 0
     metrics.record_request("/v1/chat/completions", 200, stats)
     metrics.record_request("/v1/{tail}", 404, RequestStats())
-    assert value(metrics, "ctxproxy_requests_total", route="/v1/chat/completions", status="200",
-                 tenant="acme", policy="coding-agent") == 1
-    assert value(metrics, "ctxproxy_requests_total", route="/v1/{tail}", status="404",
-                 tenant="-", policy="-") == 1
+    assert (
+        value(
+            metrics,
+            "ctxproxy_requests_total",
+            route="/v1/chat/completions",
+            status="200",
+            tenant="acme",
+            policy="coding-agent",
+        )
+        == 1
+    )
+    assert (
+        value(
+            metrics,
+            "ctxproxy_requests_total",
+            route="/v1/{tail}",
+            status="404",
+            tenant="-",
+            policy="-",
+        )
+        == 1
+    )
     assert value(metrics, "ctxproxy_upstream_latency_seconds_count", upstream="openai") == 1
     assert value(metrics, "ctxproxy_proxy_overhead_seconds_count") == 1
     assert value(metrics, "ctxproxy_request_duration_seconds_count", route="/v1/{tail}") == 1
@@ -71,19 +99,21 @@ def test_request_series_and_latencies() -> None:
 def test_preparation_tokens_and_actions() -> None:
     metrics = Metrics()
     metrics.record_preparation(manifest())
-    metrics.record_preparation(manifest(actions=[], outcome="within_trigger",
-                                        tokens_before=1_000, tokens_after=1_000))
+    metrics.record_preparation(
+        manifest(actions=[], outcome="within_trigger", tokens_before=1_000, tokens_after=1_000)
+    )
     metrics.record_preparation(Manifest(policy="default", model="m", mode="off"))  # not counted
     assert value(metrics, "ctxproxy_tokens_before_preparation_count", policy="default") == 2
     assert value(metrics, "ctxproxy_tokens_before_preparation_sum", policy="default") == 51_000
     assert value(metrics, "ctxproxy_tokens_after_preparation_sum", policy="default") == 21_000
-    assert value(metrics, "ctxproxy_tokens_after_preparation_bucket", policy="default",
-                 le="32000.0") == 2
+    assert (
+        value(metrics, "ctxproxy_tokens_after_preparation_bucket", policy="default", le="32000.0")
+        == 2
+    )
     assert value(metrics, "ctxproxy_actions_total", step="offload_tool_results") == 1
     assert value(metrics, "ctxproxy_tokens_freed_total", step="clear_tool_results") == 5_000
     assert value(metrics, "ctxproxy_preparations_total", policy="default", outcome="reduced") == 1
-    assert value(metrics, "ctxproxy_preparations_total", policy="default",
-                 outcome="unchanged") == 1
+    assert value(metrics, "ctxproxy_preparations_total", policy="default", outcome="unchanged") == 1
 
 
 class _DownStore(MemoryStore):
@@ -94,28 +124,43 @@ class _DownStore(MemoryStore):
 async def test_synthetic_round_outcomes() -> None:
     store = MemoryStore(b"s")
     [aid] = [store.artifact_id("t", "hello world")]
-    await store.put_many("t", {aid: NewArtifact("hello world", "tool_result")}, ttl_seconds=60,
-                         max_per_scope=10)
+    await store.put_many(
+        "t", {aid: NewArtifact("hello world", "tool_result")}, ttl_seconds=60, max_per_scope=10
+    )
     results = [
         await execute(store, "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
-        await execute(store, "t", SEARCH_TOOL, {"artifact_id": aid, "pattern": "world"},
-                      max_page_chars=100),
+        await execute(
+            store, "t", SEARCH_TOOL, {"artifact_id": aid, "pattern": "world"}, max_page_chars=100
+        ),
         await execute(store, "other", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
         await execute(store, "t", READ_TOOL, "{not json", max_page_chars=100),
         await execute(_DownStore(b"s"), "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=9),
     ]
     assert [r.status for r in results] == [
-        "found", "found", "artifact_not_found", "invalid_arguments", "artifact_store_unavailable"
+        "found",
+        "found",
+        "artifact_not_found",
+        "invalid_arguments",
+        "artifact_store_unavailable",
     ]
     metrics = Metrics()
     metrics.record_round([r.status for r in results])
     metrics.record_endpoint_read("artifact_not_found")
     assert value(metrics, "ctxproxy_synthetic_rounds_total") == 1
     assert value(metrics, "ctxproxy_artifact_reads_total", source="tool", outcome="found") == 2
-    assert value(metrics, "ctxproxy_artifact_reads_total", source="tool",
-                 outcome="artifact_not_found") == 1
-    assert value(metrics, "ctxproxy_artifact_reads_total", source="endpoint",
-                 outcome="artifact_not_found") == 1
+    assert (
+        value(metrics, "ctxproxy_artifact_reads_total", source="tool", outcome="artifact_not_found")
+        == 1
+    )
+    assert (
+        value(
+            metrics,
+            "ctxproxy_artifact_reads_total",
+            source="endpoint",
+            outcome="artifact_not_found",
+        )
+        == 1
+    )
 
 
 def test_budget_refusals_count_as_error_reads() -> None:
@@ -137,8 +182,12 @@ async def test_store_errors_are_read_at_scrape_time() -> None:
     try:
         metrics.watch_store(lambda: store.failed_operations)
         assert await store.ping() is False
-        assert await store.put_many("t", keyed(store, "t", NewArtifact("x", "k")), ttl_seconds=5,
-                                    max_per_scope=5) == set()
+        assert (
+            await store.put_many(
+                "t", keyed(store, "t", NewArtifact("x", "k")), ttl_seconds=5, max_per_scope=5
+            )
+            == set()
+        )
         assert store.failed_operations == 2
         assert value(metrics, "ctxproxy_store_errors_total") == 2
     finally:

@@ -29,8 +29,11 @@ def test_license_is_the_apache_2_text_named_in_pyproject() -> None:
 
 def test_dockerfile_has_a_healthcheck_and_a_documented_config_mount() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
-    instructions = [line.split()[0] for line in dockerfile.splitlines()
-                    if line.strip() and not line.startswith((" ", "#"))]
+    instructions = [
+        line.split()[0]
+        for line in dockerfile.splitlines()
+        if line.strip() and not line.startswith((" ", "#"))
+    ]
     assert "HEALTHCHECK" in instructions
     assert "/healthz" in dockerfile
     assert "/etc/ctxproxy/config.yaml" in dockerfile

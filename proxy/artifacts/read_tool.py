@@ -41,9 +41,21 @@ from proxy.artifacts.tool_specs import (
 )
 
 __all__ = [  # the tools' names and specs live in tool_specs; importable from here as before
-    "HARD_MAX_PAGE_CHARS", "READ_TOOL", "SEARCH_TOOL", "ReadResult", "ReadStatus", "RoundBudget",
-    "SearchWorker", "ToolNames", "ToolSpec", "execute", "is_synthetic", "names_avoiding",
-    "page_cap", "read_result", "tool_specs",
+    "HARD_MAX_PAGE_CHARS",
+    "READ_TOOL",
+    "SEARCH_TOOL",
+    "ReadResult",
+    "ReadStatus",
+    "RoundBudget",
+    "SearchWorker",
+    "ToolNames",
+    "ToolSpec",
+    "execute",
+    "is_synthetic",
+    "names_avoiding",
+    "page_cap",
+    "read_result",
+    "tool_specs",
 ]
 
 INLINE_SEARCH_CHARS = 256 * 1024  # larger artifacts are searched in a worker thread

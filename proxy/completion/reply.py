@@ -39,9 +39,7 @@ class ChunkStream:
     generator that never started runs no `finally`).
     """
 
-    def __init__(
-        self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]
-    ) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None], on_close: Callable[[], None]) -> None:
         self._chunks = chunks
         self._on_close: Callable[[], None] | None = on_close
 
@@ -75,6 +73,7 @@ async def relayed(
     extra_headers: Mapping[str, str],
     request_id: str,
     error_event: RelayedErrorEvent,
+    observe: Callable[[bytes], None] | None = None,
 ) -> Reply:
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
 
@@ -83,12 +82,13 @@ async def relayed(
     (one that breaks raises `UpstreamError`); a larger one streams chunk by chunk whatever its
     content type, and if it breaks after it started, the stream raises `UpstreamError` and the
     edge cuts the connection (the client sees an incomplete body, never a body that looks whole).
-    `answer` is closed when its body is read or the stream is closed.
+    `answer` is closed when its body is read or the stream is closed. `observe` sees each chunk
+    of a relayed event stream as it passes (unchanged).
     """
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     if answer.is_event_stream:
-        chunks_out = _chunks(answer, request_id, error_event)
+        chunks_out = _chunks(answer, request_id, error_event, observe)
         return Reply(answer.status, headers, stream=ChunkStream(chunks_out, answer.close))
     chunks = answer.chunks()
     try:
@@ -167,12 +167,17 @@ async def _body_chunks(
 
 
 async def _chunks(
-    answer: UpstreamResponse, request_id: str, error_event: RelayedErrorEvent
+    answer: UpstreamResponse,
+    request_id: str,
+    error_event: RelayedErrorEvent,
+    observe: Callable[[bytes], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     tail: deque[bytes] = deque()
     size = 0
     try:
         async for chunk in answer.chunks():
+            if observe is not None:
+                observe(chunk)
             tail.append(chunk)
             size += len(chunk)
             while size - len(tail[0]) >= TAIL_BYTES:

@@ -129,9 +129,7 @@ class SyntheticRounds:
             items = wire.round_items(content, calls, [r.text for r in attempt])
             return self._render(self.messages[:start] + items)
 
-        fitted = await fitted_call(
-            self.refit, render, wire.encode, results, self.tools.allowance
-        )
+        fitted = await fitted_call(self.refit, render, wire.encode, results, self.tools.allowance)
         if fitted is None:
             return self._without_round(start)
         if fitted.results is not results:  # keep what was sent, for the rounds after this one
@@ -172,9 +170,13 @@ class SyntheticRounds:
         async def run(call: Any) -> ReadResult:
             async with gate:
                 return await execute(
-                    self.store, self.scope, self.names.canonical(wire.call_name(call)),
-                    wire.call_arguments(call), max_page_chars=self.tools.max_page_chars,
-                    budget=budget, worker=self.search_worker,
+                    self.store,
+                    self.scope,
+                    self.names.canonical(wire.call_name(call)),
+                    wire.call_arguments(call),
+                    max_page_chars=self.tools.max_page_chars,
+                    budget=budget,
+                    worker=self.search_worker,
                 )
 
         results = list(await asyncio.gather(*(run(call) for call in calls)))
@@ -211,6 +213,9 @@ class SyntheticRounds:
 
     def log_outcome(self) -> None:
         log.info(
-            "request %s: synthetic rounds=%d artifact reads=%d", self.request_id, self.rounds,
-            self.reads, extra={"request_id": self.request_id},
+            "request %s: synthetic rounds=%d artifact reads=%d",
+            self.request_id,
+            self.rounds,
+            self.reads,
+            extra={"request_id": self.request_id},
         )

@@ -17,7 +17,7 @@ Nothing here knows the HTTP server nor a wire format: the caller hands in a `Com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from proxy.completion.retry import PrepareAgain, checked_first_answer
 from proxy.completion.round_fit import Refit
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
+from proxy.completion.usage_tap import CachedTokensTap
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.base import ChatFormat
@@ -40,6 +41,8 @@ from proxy.stats import RequestStats
 from proxy.tokens.calibration import CountCalibration
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
+
+CACHED_TOKENS_HEADER = "x-ctxproxy-cached-tokens"
 
 
 @dataclass(frozen=True)
@@ -81,39 +84,45 @@ async def _attempt(
     """One attempt; with `prepare_again`, an overflow answer may lead to one more (without)."""
     headers = CIMultiDict(context.headers)
     headers["Content-Type"] = "application/json"
-    upstream = context.upstream
     if prepared.synthetic is None:
-        first = await upstream.chat_completions(
-            headers=headers,
-            body=prepared.body,
-            timer=context.stats,
-            route=context.chat_format.upstream_route,
-        )
-        answer = await checked_first_answer(first, prepare_again)
-        if isinstance(answer, Prepared):
-            return await _attempt(context, answer, None)
-        reply = await relayed(
-            answer, prepared.headers(), context.request_id, context.chat_format.relayed_error_event
-        )
-        if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
-            _observe_usage(context, prepared, _json_object(reply.body))
-        return reply
-    rounds = SyntheticRounds(
-        upstream,
-        headers,
-        context.store,
-        context.scope,
-        prepared.synthetic,
-        prepared.parsed,
-        context.metrics,
-        context.stats,
-        context.request_id,
-        context.chat_format,
-        max_answer_bytes=context.max_parsed_response_bytes,
-        search_worker=context.search_worker,
-        refit=context.refit,
-        working_set=prepared.working_set,
+        return await _relayed_attempt(context, prepared, headers, prepare_again)
+    return await _rounds_attempt(context, prepared, headers, prepare_again)
+
+
+async def _relayed_attempt(
+    context: CompletionContext,
+    prepared: Prepared,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None,
+) -> Reply:
+    """Without synthetic tools: the upstream's answer is relayed as it comes."""
+    wire = context.chat_format
+    first = await context.upstream.chat_completions(
+        headers=headers, body=prepared.body, timer=context.stats, route=wire.upstream_route
     )
+    answer = await checked_first_answer(first, prepare_again)
+    if isinstance(answer, Prepared):
+        return await _attempt(context, answer, None)
+    tap = CachedTokensTap(wire, context.stats)
+    reply = await relayed(
+        answer, prepared.headers(), context.request_id, wire.relayed_error_event, tap
+    )
+    if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
+        payload = _json_object(reply.body)
+        _observe_usage(context, prepared, payload)
+        if payload is not None:
+            _report_cached(context.stats, reply.headers, wire, wire.answer_usage(payload))
+    return reply
+
+
+async def _rounds_attempt(
+    context: CompletionContext,
+    prepared: Prepared,
+    headers: CIMultiDict[str],
+    prepare_again: PrepareAgain | None,
+) -> Reply:
+    """With synthetic tools: the proxy's read rounds run until the answer is the client's."""
+    rounds = _rounds(context, prepared, headers)
     streaming = False
     again: Prepared | None = None
     try:
@@ -139,6 +148,28 @@ async def _attempt(
     finally:
         if not streaming and again is None:  # a retry logs its own outcome
             rounds.log_outcome()
+
+
+def _rounds(
+    context: CompletionContext, prepared: Prepared, headers: CIMultiDict[str]
+) -> SyntheticRounds:
+    assert prepared.synthetic is not None
+    return SyntheticRounds(
+        context.upstream,
+        headers,
+        context.store,
+        context.scope,
+        prepared.synthetic,
+        prepared.parsed,
+        context.metrics,
+        context.stats,
+        context.request_id,
+        context.chat_format,
+        max_answer_bytes=context.max_parsed_response_bytes,
+        search_worker=context.search_worker,
+        refit=context.refit,
+        working_set=prepared.working_set,
+    )
 
 
 async def complete_json(
@@ -172,11 +203,23 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
+    _report_cached(rounds.stats, headers, wire, usage)
     if wire.strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
             wire.with_usage(payload, usage)
         raw = dumps(payload)
     return Reply(200, headers, body=raw)
+
+
+def _report_cached(
+    stats: RequestStats, headers: MutableMapping[str, str], wire: ChatFormat, usage: Any
+) -> None:
+    """The upstream's cached prompt tokens: in `x-ctxproxy-cached-tokens` and the stats (for the
+    metrics and the access line), when its usage reports them."""
+    cached = wire.cached_tokens(usage)
+    if cached is not None:
+        stats.cached_tokens = cached
+        headers[CACHED_TOKENS_HEADER] = str(cached)
 
 
 def _observe_usage(

@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Mapping
 
 from proxy.completion.reply import CappedChunks, ChunkStream, Reply, read_capped
 from proxy.completion.rounds import SyntheticRounds
+from proxy.completion.usage_tap import CachedTokensTap
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.sse import SSEParser
 from proxy.upstream.base import UpstreamResponse
@@ -49,13 +50,16 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
     answer: UpstreamResponse | None = first
     wire = rounds.chat_format
     stream = wire.stream_filter(rounds.names)
+    tap = CachedTokensTap(wire, rounds.stats)
     try:
         while answer is not None:
             stream.start_round(rounds.loop_allowed)
+            tap.next_round()
             parser = SSEParser()
             chunks = CappedChunks(answer, rounds.max_answer_bytes, rounds.upstream.name)
             try:
                 async for chunk in chunks:  # the parser holds at most one round's bytes
+                    tap(chunk)
                     out, failed = stream.render(parser.feed(chunk))
                     if out:
                         yield out
@@ -129,4 +133,3 @@ def _answer_error(rounds: SyntheticRounds, status: int, body: bytes) -> bytes:
             ErrorCode.upstream_unavailable, f"Upstream {name!r} answered HTTP {status}"
         )
     return rounds.chat_format.error_event(error, rounds.request_id)
-

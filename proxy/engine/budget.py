@@ -198,9 +198,7 @@ def compute_budget(
         allowance, trigger, target, limit = (
             int(n / count_ratio) for n in (allowance, trigger, target, limit)
         )
-    return Budget(
-        window, reserved, margin, allowance, trigger, target, limit, source, count_ratio
-    )
+    return Budget(window, reserved, margin, allowance, trigger, target, limit, source, count_ratio)
 
 
 _WINDOW_NOTES = {

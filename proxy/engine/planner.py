@@ -133,8 +133,7 @@ def _reduce_to(totals: _Totals, t: int, horizons: list[int], goal: int) -> list[
     return out
 
 
-def _cut(totals: _Totals, t: int, horizons: list[int], goals: list[int], trigger: int
-         ) -> list[int]:
+def _cut(totals: _Totals, t: int, horizons: list[int], goals: list[int], trigger: int) -> list[int]:
     """The cut, among those reducing to each goal (deepest first), whose prompts keep the most
     of themselves cached until the trigger is crossed again.
 
@@ -172,11 +171,17 @@ def unchanged_prefix(totals: _Totals, t: int, old: list[int], new: list[int]) ->
             continue
         if step.extra_cost and old[k]:
             first = min(first, _first_reduced(totals, step, old[k]))
-        first = min(first, next(
-            (u for u in range(old[k], min(new[k], t + 1))
-             if totals.unit_cost(u, old) != totals.unit_cost(u, new)),
+        first = min(
             first,
-        ))
+            next(
+                (
+                    u
+                    for u in range(old[k], min(new[k], t + 1))
+                    if totals.unit_cost(u, old) != totals.unit_cost(u, new)
+                ),
+                first,
+            ),
+        )
     base = totals.reduced_base if any(old) else totals.base
     return base + totals.units_cost(first, old)
 

@@ -456,4 +456,3 @@ class Preparer:
             details=details,
             reason=reason,
         )
-

@@ -7,6 +7,7 @@ engine's `WireFormat` for the request, `AnswerFormat` for the answer) plus one l
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_responses import OPENAI_RESPONSES
@@ -14,6 +15,7 @@ from proxy.formats.openai_responses import OPENAI_RESPONSES
 FORMATS: Mapping[str, ChatFormat] = MappingProxyType(
     {
         OPENAI_CHAT.name: OPENAI_CHAT,
+        ANTHROPIC_MESSAGES.name: ANTHROPIC_MESSAGES,
         OPENAI_RESPONSES.name: OPENAI_RESPONSES,
     }
 )

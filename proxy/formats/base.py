@@ -127,6 +127,13 @@ class AnswerFormat(Protocol):
     def prompt_tokens(self, usage: Any) -> int | None:
         """The prompt tokens a usage reports (None when it reports none)."""
 
+    def cached_tokens(self, usage: Any) -> int | None:
+        """The prompt tokens a usage says the provider read from its cache (None: not said)."""
+
+    def stream_cached_tokens(self, data: bytes) -> int | None:
+        """The cached prompt tokens the last usage in these bytes of an event stream states (a
+        scan, nothing parsed; None when they state none)."""
+
     def with_usage(self, payload: dict[str, Any], usage: dict[str, Any]) -> None:
         """Put the summed usage in the answer, in place."""
 

@@ -11,6 +11,7 @@ from typing import Any
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import (
     SESSION_SCOPE_MARK,
+    RouteSettings,
     SessionSettings,
     Settings,
     TenantSettings,
@@ -33,6 +34,8 @@ class Tenant:
     """True when the client's own Authorization is meant for the upstream."""
     session: SessionSettings | None = None
     """Where this tenant's requests name a session (None: no sessions)."""
+    routes: tuple[RouteSettings, ...] = ()
+    """The tenant's own routes, tried before the global ones."""
 
     def in_session(self, value: str | None) -> Tenant:
         """This tenant within session `value`: the tenant's scope plus a hash of the value, so
@@ -68,7 +71,7 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
     value = headers.get("Authorization")
     if value and value[:7].lower() == "bearer ":
         return value[7:].strip() or None
-    return headers.get("api-key") or None
+    return headers.get("x-api-key") or headers.get("api-key") or None
 
 
 def client_credential(headers: Mapping[str, str]) -> str | None:
@@ -149,7 +152,13 @@ class TenantResolver:
                 "Incorrect API key provided. Use a ctxproxy key configured for your tenant.",
             )
         return Tenant(
-            tenant.name, tenant.policy, tenant.name, tenant.upstream_key, False, tenant.session
+            tenant.name,
+            tenant.policy,
+            tenant.name,
+            tenant.upstream_key,
+            False,
+            tenant.session,
+            tuple(tenant.routes),
         )
 
     @property
@@ -175,7 +184,7 @@ class TenantResolver:
             scope = f"{t.name}:anonymous:{secrets.token_hex(16)}"
         else:
             scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
-        return Tenant(t.name, t.policy, scope, t.upstream_key, True, t.session)
+        return Tenant(t.name, t.policy, scope, t.upstream_key, True, t.session, tuple(t.routes))
 
     def _remember(self, presented: tuple[tuple[str, ...], ...], tenant: Tenant) -> None:
         if self._seen and len(self._seen) >= self._memo_size:
@@ -191,5 +200,7 @@ def _presented(headers: Mapping[str, str]) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(_values(headers, name)) for name in CREDENTIAL_HEADERS)
     authorization, x_api_key, api_key = CREDENTIAL_HEADERS  # unrolled: on every request
     return (
-        tuple(getall(authorization, ())), tuple(getall(x_api_key, ())), tuple(getall(api_key, ()))
+        tuple(getall(authorization, ())),
+        tuple(getall(x_api_key, ())),
+        tuple(getall(api_key, ())),
     )

@@ -19,6 +19,7 @@ from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
+from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
@@ -86,6 +87,31 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _complete(request, OPENAI_CHAT)
 
 
+async def messages(request: web.Request) -> web.StreamResponse:
+    """`POST /v1/messages`: Anthropic Messages through the same engine."""
+    return await _complete(request, ANTHROPIC_MESSAGES)
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """`POST /v1/messages/count_tokens`: the proxy's count of the request as it would go upstream
+    (prepared under the tenant's policy; a request that could not fit counts as refused)."""
+    services = request.app[SERVICES]
+    raw, body = await read_json_body(request)
+    tenant: Tenant = request[TENANT].in_body_session(body)
+    wire = ANTHROPIC_MESSAGES
+    windows = _request_windows(request, services, tenant, wire.model(body))
+    try:
+        prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
+    except ProxyError as exc:
+        final = (exc.details or {}).get("final_tokens")
+        if exc.code is not ErrorCode.context_length_exceeded or not isinstance(final, int):
+            raise
+        return web.json_response({"input_tokens": final})
+    _note_prepared(request, prepared)
+    tokens = prepared.manifest.tokens_after or prepared.manifest.tokens_before
+    return web.json_response({"input_tokens": tokens})
+
+
 async def responses(request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`: prepared like a chat completion, unless the request continues
     history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
@@ -144,11 +170,17 @@ def _request_windows(
     request: web.Request, services: Services, tenant: Tenant, model: str
 ) -> RequestWindows:
     """The upstream serving `model`, the headers it gets, and what it said of its windows."""
-    upstream = services.upstream_for(model)
-    headers = forward_request_headers(
-        request.headers, tenant.upstream_authorization(upstream.settings)
+    upstream = services.upstream_for(model, tenant.routes)
+    return services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
+
+
+def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) -> CIMultiDict[str]:
+    """The client's headers for `upstream`, with the credentials the tenant sends there."""
+    return forward_request_headers(
+        request.headers,
+        tenant.upstream_authorization(upstream.settings),
+        api_key_header=upstream.settings.kind == "anthropic",
     )
-    return services.windows.for_request(upstream, headers)
 
 
 def _completion_context(
@@ -186,6 +218,8 @@ def _note_prepared(request: web.Request, prepared: Prepared) -> None:
 
 
 async def prepare_dry_run(request: web.Request) -> web.Response:
+    """The exact upstream body and the manifest; `?format=anthropic_messages` for a Messages
+    body (default `openai_chat`)."""
     services = request.app[SERVICES]
     raw, body = await read_json_body(request)
     tenant: Tenant = request[TENANT].in_body_session(body)
@@ -272,10 +306,8 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
-    upstream = services.upstream_for(_model_hint(request, body))
-    headers = forward_request_headers(
-        request.headers, tenant.upstream_authorization(upstream.settings)
-    )
+    upstream = services.upstream_for(_model_hint(request, body), tenant.routes)
+    headers = _upstream_headers(request, tenant, upstream)
     answer = await upstream.open(
         request.method,
         request.match_info["tail"],
@@ -323,6 +355,8 @@ async def readyz(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/responses", responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)

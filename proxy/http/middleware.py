@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.anthropic_messages.errors import error_body as anthropic_error_body
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
@@ -28,13 +29,23 @@ REQUEST_ID_HEADER = "x-ctxproxy-request-id"
 _UNAUTHENTICATED = frozenset({"/healthz", "/readyz"})
 METRICS_ROUTE = "/metrics"
 CHAT_ROUTE = "/v1/chat/completions"
+MESSAGES_ROUTE = "/v1/messages"
+COMPLETION_ROUTES = frozenset({CHAT_ROUTE, MESSAGES_ROUTE})
+ANTHROPIC_ROUTES = frozenset({MESSAGES_ROUTE, "/v1/messages/count_tokens"})
+"""Routes whose errors use Anthropic's envelope (`formats.anthropic_messages.errors`)."""
 CLIENT_CLOSED = 499
 """The status recorded when the client went away (or the handler was cancelled) mid-request."""
 
 
-def json_error(error: ProxyError, request_id: str) -> web.Response:
+def json_error(error: ProxyError, request_id: str, path: str = "") -> web.Response:
+    """The error answer, in the envelope of the route's format (OpenAI's unless Anthropic's)."""
+    envelope = (
+        anthropic_error_body(error, request_id)
+        if path in ANTHROPIC_ROUTES
+        else error.envelope(request_id)
+    )
     return web.Response(
-        body=dumps(error.envelope(request_id)),
+        body=dumps(envelope),
         status=error.code.status,
         content_type="application/json",
         headers={REQUEST_ID_HEADER: request_id},
@@ -76,17 +87,17 @@ async def _answer(
     except ProxyError as exc:
         stats.error, stats.reason = exc.code.name, exc.reason
         _note_refusal(request, exc)
-        return json_error(exc, request_id)
+        return json_error(exc, request_id, request.path)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return json_error(_http_exception_error(exc), request_id)
+        return json_error(_http_exception_error(exc), request_id, request.path)
     except ConnectionResetError:
         raise
     except Exception:
         log.exception("unhandled error", extra={"request_id": request_id})
         error = ProxyError(ErrorCode.internal_error, "Internal proxy error")
-        return json_error(error, request_id)
+        return json_error(error, request_id, request.path)
     if not response.prepared:
         response.headers[REQUEST_ID_HEADER] = request_id
     return response
@@ -107,7 +118,7 @@ def route_label(request: web.Request) -> str:
 
 def _note_refusal(request: web.Request, error: ProxyError) -> None:
     """A chat completion refused by preparation (dry runs are not counted)."""
-    if route_label(request) != CHAT_ROUTE:
+    if route_label(request) not in COMPLETION_ROUTES:
         return
     if error.reason is not None:
         request.app[SERVICES].metrics.record_refusal(error.reason)

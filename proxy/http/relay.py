@@ -42,7 +42,8 @@ async def _write_stream(
             return response
         except ProxyError as exc:
             log.warning(
-                "relayed body broke after it started (%s): connection cut", exc.code.name,
+                "relayed body broke after it started (%s): connection cut",
+                exc.code.name,
                 extra={"request_id": request[REQUEST_ID]},
             )
             if request.transport is not None:

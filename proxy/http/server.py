@@ -101,7 +101,9 @@ class EdgeRequestHandler(web.RequestHandler):
         log.info("closed a connection whose request headers took over %gs", self._header_timeout)
         self.transport.write(
             _raw_response(
-                408, "Request Timeout", ErrorCode.request_timeout,
+                408,
+                "Request Timeout",
+                ErrorCode.request_timeout,
                 f"The request headers did not arrive within {self._header_timeout:g}s",
             )
         )
@@ -210,7 +212,10 @@ def run_app(
 
 
 async def _serve(
-    app: web.Application, host: str, port: int, limits: ServerSettings,
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: ServerSettings,
     announce: Callable[[str], None],
 ) -> None:
     runner = EdgeRunner(app, limits)

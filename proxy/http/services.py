@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -9,7 +10,7 @@ from aiohttp import web
 
 from proxy.http.auth import Tenant, TenantResolver
 from proxy.metrics import Metrics
-from proxy.settings import Settings
+from proxy.settings import RouteSettings, Settings
 from proxy.stats import RequestStats
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
@@ -57,8 +58,8 @@ class Services:
             raise NotStarted("preparer")
         return self.preparer
 
-    def upstream_for(self, model: str) -> Upstream:
-        return self.upstreams[self.settings.upstream_for(model).name]
+    def upstream_for(self, model: str, tenant_routes: Sequence[RouteSettings] = ()) -> Upstream:
+        return self.upstreams[self.settings.upstream_for(model, tenant_routes).name]
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services", Services)

@@ -25,6 +25,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from proxy.tokens.blocks import (
+    BLOCK_COSTS,
+    block_tokens,
+)
 from proxy.tokens.cache import LruCache, cache_digest, message_key
 from proxy.tokens.estimate import estimate_tokens
 from proxy.tokens.tool_schema import format_functions, split_tools
@@ -315,6 +319,8 @@ class Counter:
             image = part.get("image_url") if kind == "image_url" else part
             low = isinstance(image, dict) and image.get("detail") == "low"
             return IMAGE_LOW_DETAIL_TOKENS if low else IMAGE_HIGH_DETAIL_TOKENS
+        if kind in BLOCK_COSTS:  # Anthropic blocks: never their base64 counted as text
+            return block_tokens(kind, part, self.count_text, self._json, self._part_tokens)
         return self._json(part)
 
     def _tools_tokens(self, tools: Any) -> int:

@@ -8,6 +8,7 @@ from types import MappingProxyType
 import aiohttp
 
 from proxy.settings import UpstreamSettings
+from proxy.upstream.anthropic_http import AnthropicHttpUpstream
 from proxy.upstream.base import Upstream
 from proxy.upstream.litellm_adapter import LitellmUpstream
 from proxy.upstream.openai_http import OpenAIHttpUpstream
@@ -17,6 +18,7 @@ UpstreamFactory = Callable[[UpstreamSettings, aiohttp.ClientSession], Upstream]
 UPSTREAM_KINDS: Mapping[str, UpstreamFactory] = MappingProxyType(
     {
         "openai": OpenAIHttpUpstream,
+        "anthropic": AnthropicHttpUpstream,
         "litellm": LitellmUpstream,
     }
 )

@@ -19,6 +19,8 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 
 CHAT_COMPLETIONS_ROUTE = "/chat/completions"
+MESSAGES_ROUTE = "/messages"
+"""Anthropic Messages: served by Anthropic, and by vLLM and llama.cpp beside chat completions."""
 """The endpoint of OpenAI chat completions, relative to the API root."""
 
 

@@ -34,12 +34,13 @@ when the proxy sends a key of its own, so the client's never travels next to the
 
 
 def forward_request_headers(
-    incoming: Mapping[str, str], authorization: str | None
+    incoming: Mapping[str, str], authorization: str | None, *, api_key_header: bool = False
 ) -> CIMultiDict[str]:
     """Client headers minus hop-by-hop ones (fixed, and those the client's `Connection` names).
 
     `authorization`: None keeps the client's credentials, "" removes them (every header of
-    `CREDENTIAL_HEADERS`), anything else replaces them."""
+    `CREDENTIAL_HEADERS`), anything else replaces them. `api_key_header`: a replacing `Bearer`
+    key goes as `x-api-key` instead (Anthropic's own header)."""
     named = {part.strip().lower() for part in incoming.get("Connection", "").split(",")}
     out: CIMultiDict[str] = CIMultiDict()
     for name, value in incoming.items():
@@ -49,7 +50,9 @@ def forward_request_headers(
         if authorization is not None and lower in CREDENTIAL_HEADERS:
             continue
         out.add(name, value)
-    if authorization:
+    if authorization and api_key_header and authorization[:7].lower() == "bearer ":
+        out["x-api-key"] = authorization[7:]
+    elif authorization:
         out["Authorization"] = authorization
     return out
 

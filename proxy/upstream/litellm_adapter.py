@@ -9,8 +9,10 @@ then `data: [DONE]`), so the rest of the proxy cannot tell this upstream from an
 Provider errors become OpenAI error answers with the provider's status (a context-window error
 keeps its message and gets the code `context_length_exceeded`, so the overflow retry and the
 clients recognise it); timeouts and connection failures are `UpstreamError`s like any
-transport failure. Other routes (`/models`, ...) and other formats' completions (`/responses`)
-are not served: a 404 in the OpenAI envelope.
+transport failure. Anthropic Messages completions (`/messages`: Claude Code on any provider,
+e.g. a local vLLM) go through litellm's Messages interface, which answers in Anthropic's format
+(whole, or its events as they come), errors in Anthropic's envelope. Other routes (`/models`,
+...) and other formats' completions (`/responses`) are not served: a 404 in the OpenAI envelope.
 
 litellm is imported on the first call, in a thread (it takes seconds and ~190 MB): a deployment
 that never routes here never imports it.
@@ -32,6 +34,7 @@ from proxy.jsonio import dumps, loads_object
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import (
     CHAT_COMPLETIONS_ROUTE,
+    MESSAGES_ROUTE,
     CallTimer,
     UpstreamError,
     UpstreamResponse,
@@ -80,23 +83,38 @@ class LitellmUpstream:
         timer: CallTimer | None = None,
         route: str = CHAT_COMPLETIONS_ROUTE,
     ) -> UpstreamResponse:
-        if route != CHAT_COMPLETIONS_ROUTE:  # e.g. `/responses`: not translated, a 404
+        if route not in (CHAT_COMPLETIONS_ROUTE, MESSAGES_ROUTE):  # `/responses`: a 404
             return await self.open("POST", route, headers=headers, body=body, timer=timer)
+        messages = route == MESSAGES_ROUTE
         litellm = await self._module()
         request = loads_object(body)
         stream = request.get("stream") is True
-        arguments = self.arguments(request, headers)
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
-            answer = await litellm.acompletion(**arguments)
+            if messages:  # Anthropic clients: litellm's Messages interface, any provider
+                answer = await litellm.anthropic.messages.acreate(
+                    **self.messages_arguments(request, headers)
+                )
+            else:
+                answer = await litellm.acompletion(**self.arguments(request, headers))
         except Exception as exc:
-            return self._failed(litellm, exc)
+            return self._failed(litellm, exc, messages)
         finally:
             if timer is not None:
                 timer.upstream_answered(self.name, sent)
         if stream:
-            return StreamResponse(_Events(answer, self.name))
+            return StreamResponse(_Events(answer, self.name, raw=messages))
         return BufferedResponse(200, _JSON, dumps(_plain(answer)))
+
+    def messages_arguments(
+        self, request: dict[str, Any], headers: CIMultiDict[str]
+    ) -> dict[str, Any]:
+        """litellm's Messages arguments: the Anthropic body's fields, the provider's model, the
+        key and base URL of this upstream (answers come back in Anthropic's format)."""
+        arguments = self.arguments(request, headers)
+        arguments.pop("drop_params", None)
+        arguments["stream"] = request.get("stream") is True
+        return arguments
 
     def arguments(self, request: dict[str, Any], headers: CIMultiDict[str]) -> dict[str, Any]:
         """litellm's arguments for an OpenAI request body: every field passes, the model gets
@@ -123,7 +141,9 @@ class LitellmUpstream:
                     self._litellm = await asyncio.to_thread(import_litellm)
         return self._litellm
 
-    def _failed(self, litellm: ModuleType, exc: Exception) -> UpstreamResponse:
+    def _failed(
+        self, litellm: ModuleType, exc: Exception, messages: bool = False
+    ) -> UpstreamResponse:
         code = transport_failure(exc)
         if code is ErrorCode.upstream_timeout:
             raise UpstreamError(code, f"Upstream {self.name!r} did not answer in time") from exc
@@ -131,7 +151,24 @@ class LitellmUpstream:
             raise UpstreamError(
                 code, f"Upstream {self.name!r} is unreachable: {type(exc).__name__}"
             ) from exc
+        if messages:
+            return anthropic_error_response(litellm, exc)
         return error_response(litellm, exc)
+
+
+def anthropic_error_response(litellm: ModuleType, exc: Exception) -> UpstreamResponse:
+    """A provider's error in Anthropic's envelope, for a Messages client; a context-window error
+    reads "prompt is too long" (what Claude Code and the `anthropic` SDK look for)."""
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and 400 <= status <= 599 else 502
+    message = str(getattr(exc, "message", "") or exc)
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        status = 400
+        if "prompt is too long" not in message:
+            message = f"prompt is too long: {message}"
+    error_type = _STATUS_TYPES.get(status, "api_error")
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    return BufferedResponse(status, _JSON, dumps(body))
 
 
 def transport_failure(exc: BaseException) -> ErrorCode | None:
@@ -191,10 +228,12 @@ class _Events:
     """litellm's stream chunks as OpenAI SSE events, then the done marker (an iterator, not a
     generator: a reader that stops early leaves nothing to finalise but litellm's stream)."""
 
-    def __init__(self, chunks: Any, name: str) -> None:
+    def __init__(self, chunks: Any, name: str, *, raw: bool = False) -> None:
         self._chunks = chunks.__aiter__()
         self._name = name
         self._done = False
+        self._raw = raw
+        """litellm's Messages stream: its items are Anthropic events, encoded already."""
 
     def __aiter__(self) -> _Events:
         return self
@@ -206,10 +245,14 @@ class _Events:
             chunk = await self._chunks.__anext__()
         except StopAsyncIteration:
             self._done = True
+            if self._raw:
+                raise
             return b"data: [DONE]\n\n"
         except Exception as exc:
             self._done = True
             raise self._error(exc) from exc
+        if self._raw:
+            return chunk if isinstance(chunk, bytes) else str(chunk).encode()
         return b"data: " + dumps(_plain(chunk)) + b"\n\n"
 
     def _error(self, exc: Exception) -> UpstreamError:

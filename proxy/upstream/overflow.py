@@ -1,7 +1,8 @@
 """An upstream's "context length exceeded" answer, and the window it states.
 
 Recognised: OpenAI's 400 with `code: context_length_exceeded` ("This model's maximum context
-length is 8192 tokens. However, ..."), vLLM's 400 with the same sentence, llama.cpp's
+length is 8192 tokens. However, ..."), Anthropic's 400 `invalid_request_error` ("prompt is too
+long: 210000 tokens > 200000 maximum"), vLLM's 400 with the same sentence, llama.cpp's
 `exceed_context_size_error` (with `n_ctx` in the error object) and its older texts ("... exceeds
 the available context size (n_ctx = 4096)"). The window is taken only from these shapes; a number
 that appears elsewhere in an error is never taken for one.
@@ -21,12 +22,15 @@ MAX_ERROR_BYTES = 64 * 1024
 
 _CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
 _OVERFLOW_TEXT = re.compile(
-    r"maximum context length|context (?:size|length|window)|n_ctx|too many tokens", re.IGNORECASE
+    r"maximum context length|context (?:size|length|window)|n_ctx|too many tokens"
+    r"|prompt is too long",
+    re.IGNORECASE,
 )
 _WINDOW_PATTERNS = (
     re.compile(r"maximum context length is (\d{1,9}) tokens", re.IGNORECASE),
     re.compile(r"n_ctx(?:_slot)?\s*[=:]\s*(\d{1,9})", re.IGNORECASE),
     re.compile(r"context (?:size|length|window) (?:is|of) (\d{1,9})", re.IGNORECASE),
+    re.compile(r"prompt is too long: \d{1,12} tokens > (\d{1,9}) maximum", re.IGNORECASE),
 )
 
 

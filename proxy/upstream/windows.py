@@ -146,9 +146,7 @@ class ModelWindows:
         return _Listing(windows, n_ctx, self._clock())
 
 
-async def _get_json(
-    upstream: Upstream, path: str, at_root: bool, headers: CIMultiDict[str]
-) -> Any:
+async def _get_json(upstream: Upstream, path: str, at_root: bool, headers: CIMultiDict[str]) -> Any:
     """The JSON an upstream answers to `GET path`, or None when it is no usable answer."""
     try:
         answer = await upstream.open("GET", path, headers=headers, body=None, at_root=at_root)

@@ -220,18 +220,23 @@ async def test_the_searches_of_one_round_share_a_budget() -> None:
     budget = RoundBudget(search_chars=250)
     args = {"artifact_id": aid, "pattern": "9"}
     for _ in range(2):
-        searched = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100,
-                                 budget=budget)
+        searched = await execute(
+            memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget
+        )
         found = json.loads(searched.text)
         assert found["total_matches"] == 10
-    refused_read = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100,
-                                 budget=budget)
+    refused_read = await execute(
+        memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget
+    )
     assert refused_read.status is ReadStatus.search_budget_exhausted
     refused = json.loads(refused_read.text)
     assert error_code(refused) == "search_budget_exhausted"
     read = json.loads(
-        (await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
-                       budget=budget)).text
+        (
+            await execute(
+                memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100, budget=budget
+            )
+        ).text
     )
     assert read["content"] == "0123456789" * 10  # reads are not searches
     fresh = json.loads((await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100)).text)
@@ -242,8 +247,9 @@ async def test_a_round_makes_at_most_its_calls() -> None:
     memory, aid = await _stored("text")
     budget = RoundBudget(calls=2)
     reads = [
-        await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100,
-                      budget=budget)
+        await execute(
+            memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100, budget=budget
+        )
         for _ in range(3)
     ]
     assert [r.status for r in reads] == [ReadStatus.found] * 2 + [ReadStatus.too_many_calls]
@@ -272,10 +278,12 @@ async def test_large_searches_of_an_app_queue_on_its_one_worker_thread(
     worker = SearchWorker()
     try:
         args = {"artifact_id": aid, "pattern": "x", "max_results": 1}
-        results = await asyncio.gather(*(
-            execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
-            for _ in range(4)
-        ))
+        results = await asyncio.gather(
+            *(
+                execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
+                for _ in range(4)
+            )
+        )
     finally:
         worker.close()
     assert [json.loads(r.text)["total_matches"] for r in results] == [10_000] * 4
@@ -371,8 +379,10 @@ async def put_one(content: str) -> tuple[MemoryStore, str]:
     return memory, aid
 
 
-@pytest.mark.parametrize(("count", "total", "lower_bound"),
-                         [(9_999, 9_999, False), (10_000, 10_000, True), (10_001, 10_000, True)])
+@pytest.mark.parametrize(
+    ("count", "total", "lower_bound"),
+    [(9_999, 9_999, False), (10_000, 10_000, True), (10_001, 10_000, True)],
+)
 async def test_search_counts_matches_up_to_a_cap_then_says_so(
     count: int, total: int, lower_bound: bool
 ) -> None:
@@ -428,8 +438,11 @@ async def test_search_pattern_length(pattern: str, message: str | None) -> None:
         (READ_TOOL, {"artifact_id": "ID", "offset": "5"}, "`offset` must be an integer"),
         (READ_TOOL, {"artifact_id": "ID", "offset": -1}, "`offset` must be >= 0"),
         (READ_TOOL, {"artifact_id": "ID", "max_chars": 0}, "`max_chars` must be >= 1"),
-        (SEARCH_TOOL, {"artifact_id": "ID", "pattern": "x", "max_results": 0},
-         "`max_results` must be >= 1"),
+        (
+            SEARCH_TOOL,
+            {"artifact_id": "ID", "pattern": "x", "max_results": 0},
+            "`max_results` must be >= 1",
+        ),
         ("read_file", {"artifact_id": "ID"}, "unknown synthetic tool 'read_file'"),
     ],
 )
@@ -461,8 +474,9 @@ async def test_arguments_only_the_stdlib_parser_accepts(store: MemoryStore) -> N
 async def test_a_lone_surrogate_is_escaped_so_the_result_is_valid_utf8() -> None:
     memory = MemoryStore(SECRET)
     content = "before \ud800 after"
-    await memory.put_many(SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})),
-                          ttl_seconds=60, max_per_scope=9)
+    await memory.put_many(
+        SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})), ttl_seconds=60, max_per_scope=9
+    )
     aid = memory.artifact_id(SCOPE, content)
     result = await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100)
     raw = result.text
@@ -473,10 +487,16 @@ async def test_a_lone_surrogate_is_escaped_so_the_result_is_valid_utf8() -> None
 @pytest.mark.parametrize(
     ("error", "message", "logged"),
     [
-        (StoreUnavailable("down"),
-         "The artifact store is temporarily unavailable; try again later.", []),
-        (RuntimeError("bug"), "The artifact store failed to answer.",
-         [f"artifact store failed while executing {READ_TOOL}"]),
+        (
+            StoreUnavailable("down"),
+            "The artifact store is temporarily unavailable; try again later.",
+            [],
+        ),
+        (
+            RuntimeError("bug"),
+            "The artifact store failed to answer.",
+            [f"artifact store failed while executing {READ_TOOL}"],
+        ),
     ],
 )
 async def test_store_failure_tells_the_model_and_logs_a_bug(

@@ -135,7 +135,10 @@ def test_corrupt_values_are_named(raw: bytes, problem: str) -> None:
 def test_a_header_without_kind_or_time_still_decodes() -> None:
     artifact = decode_value("art_1", b'\x00{"m": {"a": 1}}\nthe content')
     assert (artifact.content, artifact.kind, artifact.meta, artifact.created_at) == (
-        "the content", "", {"a": 1}, 0.0
+        "the content",
+        "",
+        {"a": 1},
+        0.0,
     )
 
 
@@ -243,9 +246,7 @@ async def test_order_within_a_batch_counts_only_until_a_later_reference(
     assert await readable(real, "t1", "x", "y", "z", "w") == [True, False, True, True]
 
 
-async def test_the_index_of_a_scope_stays_within_the_cap(
-    live: Live, clock: Clock
-) -> None:
+async def test_the_index_of_a_scope_stays_within_the_cap(live: Live, clock: Clock) -> None:
     real, client, prefix = live
     for text in ("a", "b", "c", "d", "e"):
         clock.now += 1
@@ -262,17 +263,13 @@ async def test_a_scope_with_a_lone_surrogate_works(live: Live) -> None:
     assert await readable(real, scope, "data") == [True]
 
 
-async def test_unserialisable_meta_is_logged(
-    live: Live, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_unserialisable_meta_is_logged(live: Live, caplog: pytest.LogCaptureFixture) -> None:
     real, _, _ = live
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
     aid = real.artifact_id("t1", "bad")
     item = NewArtifact("bad", "k", {"x": object()})
     assert await real.put_many("t1", {aid: item}, ttl_seconds=60, max_per_scope=9) == set()
-    assert store_log(caplog) == [
-        f"artifact {aid} not stored: unserialisable kind/meta (TypeError)"
-    ]
+    assert store_log(caplog) == [f"artifact {aid} not stored: unserialisable kind/meta (TypeError)"]
 
 
 async def test_write_failures_are_counted_logged_and_keep_what_was_stored(

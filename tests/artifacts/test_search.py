@@ -12,7 +12,16 @@ from proxy.artifacts.store import Artifact
 
 TEXT = "xAAaaAax\naaa\u0130Ia \u03a3\u03c3\u03c2 aAa" * 5 + "aaaa"
 PATTERNS = [
-    "aa", "aaa", "a", "x\na", "ii", "\u03c3\u03c3", "\u03c2\u03a3", "AAAA", "zz", TEXT[3:40]
+    "aa",
+    "aaa",
+    "a",
+    "x\na",
+    "ii",
+    "\u03c3\u03c3",
+    "\u03c2\u03a3",
+    "AAAA",
+    "zz",
+    TEXT[3:40],
 ]
 
 

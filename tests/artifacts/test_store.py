@@ -405,9 +405,7 @@ async def test_redis_repeat_write_skips_payload(
     assert "SET" not in pipeline_spy[0] and pipeline_spy[0].count("EXPIRE") == 4
     pipeline_spy.clear()
     new = NewArtifact("the only new one", "tool_result", {})
-    assert (
-        await put(store, "t1", [*items, new], ttl_seconds=TTL, max_per_scope=CAP) == [True] * 4
-    )
+    assert await put(store, "t1", [*items, new], ttl_seconds=TTL, max_per_scope=CAP) == [True] * 4
     assert len(pipeline_spy) == 2 and pipeline_spy[1].count("SET") == 1
 
 

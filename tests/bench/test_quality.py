@@ -36,8 +36,11 @@ SCOPE = "bench"
 
 
 def _snapshot(seed: int) -> list[bytes]:
-    return [dumps([r.body, [p.__dict__ for p in r.probes]])
-            for s in generate(seed, growing_turns=12) for r in s.requests]
+    return [
+        dumps([r.body, [p.__dict__ for p in r.probes]])
+        for s in generate(seed, growing_turns=12)
+        for r in s.requests
+    ]
 
 
 def test_generator_is_deterministic_and_seeded() -> None:
@@ -60,8 +63,7 @@ def test_generated_conversations_are_valid_and_answerable() -> None:
 
 
 def _exchange(content: str) -> list[dict[str, Any]]:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "lookup", "arguments": "{}"}}
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
     return [
         {"role": "system", "content": "Be precise."},
         {"role": "user", "content": "Look it up."},
@@ -93,8 +95,9 @@ async def test_evidence_only_counts_when_the_read_tool_can_return_it() -> None:
     original = _body(_exchange("the code is QX-7731; " + "filler " * 50))
     stored = original["messages"][3]["content"]
     known = store.artifact_id(SCOPE, stored)
-    ok = await store.put_many(SCOPE, {known: NewArtifact(stored, "tool_result")}, ttl_seconds=60,
-                              max_per_scope=10)
+    ok = await store.put_many(
+        SCOPE, {known: NewArtifact(stored, "tool_result")}, ttl_seconds=60, max_per_scope=10
+    )
     assert ok == {known}
     unknown = store.artifact_id(SCOPE, "never stored")
 
@@ -148,23 +151,25 @@ async def test_fill_and_restart_appends_until_full_then_restarts_at_the_current_
     messages: list[Any] = [system]
     sent: list[list[Any]] = []
     for turn in range(6):
-        messages = [*messages, {"role": "user", "content": f"question {turn} " + "word " * 12},
-                    {"role": "assistant", "content": f"answer {turn}"}]
+        messages = [
+            *messages,
+            {"role": "user", "content": f"question {turn} " + "word " * 12},
+            {"role": "assistant", "content": f"answer {turn}"},
+        ]
         result = await session.prepare(_body(messages))
         assert result.body is not None
         sent.append(result.body["messages"])
     restarts = [i for i in range(1, len(sent)) if sent[i][: len(sent[i - 1])] != sent[i - 1]]
     assert restarts, "the history outgrew 90 tokens, so it must have restarted"
     for i in restarts:
-        assert sent[i] == [system, *messages[2 * i + 1: 2 * i + 3]]
+        assert sent[i] == [system, *messages[2 * i + 1 : 2 * i + 3]]
     for i in set(range(1, len(sent))) - set(restarts):
-        assert sent[i] == [*sent[i - 1], *messages[2 * i + 1: 2 * i + 3]]
+        assert sent[i] == [*sent[i - 1], *messages[2 * i + 1 : 2 * i + 3]]
 
 
 async def test_default_preset_smoke_run() -> None:
     scenario = growing(3, turns=8)
-    records, methods = await evaluate([scenario], [900], COUNTERS, ModelCatalog(),
-                                      litellm=False)
+    records, methods = await evaluate([scenario], [900], COUNTERS, ModelCatalog(), litellm=False)
     assert "sliding window" in methods and DEFAULT_METHOD in methods
     row = aggregate(r for r in records if r.method == DEFAULT_METHOD)
     assert row.requests == 8 and row.over == 0 and row.broken == 0
@@ -199,8 +204,9 @@ def test_agent_session_has_large_valid_turns_with_answerable_probes() -> None:
 
 async def test_agent_table_reports_the_share_next_to_the_reference() -> None:
     scenario = agent_session(1, turns=10)
-    records, methods = await evaluate([scenario], [8_000], COUNTERS, ModelCatalog(),
-                                      litellm=False, only=("default",))
+    records, methods = await evaluate(
+        [scenario], [8_000], COUNTERS, ModelCatalog(), litellm=False, only=("default",)
+    )
     assert methods[-1] == DEFAULT_METHOD
     table = agent_table(records, methods, [8_000], AGENT_KEY)
     assert "| 8,000 | fill-and-restart (reference) |" in table and "+0.0 pts" in table

@@ -43,8 +43,15 @@ def counters() -> TokenCounters:
 
 
 def page(chars: int) -> ReadResult:
-    value = {"artifact_id": "art_x", "offset": 0, "content": "x" * chars, "next_offset": None,
-             "total_chars": chars, "truncated": False, "untrusted_content": True}
+    value = {
+        "artifact_id": "art_x",
+        "offset": 0,
+        "content": "x" * chars,
+        "next_offset": None,
+        "total_chars": chars,
+        "truncated": False,
+        "untrusted_content": True,
+    }
     return ReadResult(ReadStatus.found, json.dumps(value), value)
 
 
@@ -121,8 +128,9 @@ async def test_other_errors_are_not_taken_for_a_call_that_does_not_fit() -> None
 
 
 Script = list[list[tuple[str, int, int]]]
-CALL = st.tuples(st.sampled_from([READ_TOOL, SEARCH_TOOL]), st.integers(0, 40_000),
-                 st.integers(1, 20_000))
+CALL = st.tuples(
+    st.sampled_from([READ_TOOL, SEARCH_TOOL]), st.integers(0, 40_000), st.integers(1, 20_000)
+)
 SCRIPTS = st.lists(st.lists(CALL, min_size=1, max_size=50), min_size=1, max_size=5)
 EXAMPLES = 30
 
@@ -138,8 +146,16 @@ def read_happy(script: Script) -> FakeUpstream:
         if found is None or planned is None:
             return json_answer(answer("done"))
         calls = [
-            tool_call(f"c{i}", name, {"artifact_id": found.group(0), "offset": offset,
-                                      "max_chars": chars, "pattern": "value=1"})
+            tool_call(
+                f"c{i}",
+                name,
+                {
+                    "artifact_id": found.group(0),
+                    "offset": offset,
+                    "max_chars": chars,
+                    "pattern": "value=1",
+                },
+            )
             for i, (name, offset, chars) in enumerate(planned)
         ]
         return json_answer(answer(None, *calls))
@@ -149,11 +165,14 @@ def read_happy(script: Script) -> FakeUpstream:
 
 def request() -> dict[str, Any]:
     call = {"id": "call_dump", "type": "function", "function": {"name": "dump", "arguments": "{}"}}
-    return {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "What is the value on line 512?"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_dump", "content": BIG},
-    ]}
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "What is the value on line 512?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_dump", "content": BIG},
+        ],
+    }
 
 
 @settings(

@@ -114,7 +114,9 @@ async def test_rounds_grow_the_conversation_and_the_last_allowed_round_drops_the
     store = MemoryStore(b"secret")
     content = "line 1\nline 2\n"
     await store.put_many(
-        SCOPE, keyed(store, SCOPE, NewArtifact(content, "tool_result", {})), ttl_seconds=60,
+        SCOPE,
+        keyed(store, SCOPE, NewArtifact(content, "tool_result", {})),
+        ttl_seconds=60,
         max_per_scope=10,
     )
     artifact_id = store.artifact_id(SCOPE, content)
@@ -174,8 +176,11 @@ def named_tool(name: str) -> dict[str, Any]:
     [
         ([READ_TOOL], READ_TOOL + "_ctxproxy", SEARCH_TOOL),
         ([SEARCH_TOOL, "run_shell"], READ_TOOL, SEARCH_TOOL + "_ctxproxy"),
-        ([READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL],
-         READ_TOOL + "_ctxproxy2", SEARCH_TOOL + "_ctxproxy"),
+        (
+            [READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL],
+            READ_TOOL + "_ctxproxy2",
+            SEARCH_TOOL + "_ctxproxy",
+        ),
     ],
 )
 def test_a_client_tool_never_shares_a_name_with_the_proxys(
@@ -190,10 +195,12 @@ def test_a_client_tool_never_shares_a_name_with_the_proxys(
     assert first["tools"][: len(client_names)] == client_tools  # the client's, untouched
     names = tool_names(first)
     assert len(set(names)) == len(names)
-    own = first["tools"][len(client_names):]
+    own = first["tools"][len(client_names) :]
     renamed = [t for t in own if t["function"]["name"] not in (READ_TOOL, SEARCH_TOOL)]
-    assert all("Notices in this conversation call this tool" in t["function"]["description"]
-               for t in renamed)
+    assert all(
+        "Notices in this conversation call this tool" in t["function"]["description"]
+        for t in renamed
+    )
     last = without_synthetic_tools(first, rounds.names)
     assert tool_names(last) == client_names
 
@@ -220,15 +227,23 @@ async def test_only_the_proxys_names_are_executed() -> None:
 
 async def test_the_calls_of_a_round_get_unique_ids_in_the_follow_up() -> None:
     # Issue 11 item 11: missing, empty or repeated ids gave `tool_call_id: null` or duplicates.
-    history = [*MESSAGES,
-               {"role": "assistant", "content": None, "tool_calls": [call("old", "run_shell")]},
-               {"role": "tool", "tool_call_id": "old", "content": "done"}]
+    history = [
+        *MESSAGES,
+        {"role": "assistant", "content": None, "tool_calls": [call("old", "run_shell")]},
+        {"role": "tool", "tool_call_id": "old", "content": "done"},
+    ]
     body = body_with([CLIENT_TOOL]) | {"messages": history}
     rounds = make_rounds(body, max_rounds=3)
     missing = call("x", READ_TOOL, "{}")
     del missing["id"]
-    calls = [missing, call("", READ_TOOL), call("dup", READ_TOOL), call("dup", SEARCH_TOOL),
-             call("old", READ_TOOL), {**call("x", READ_TOOL), "id": 7}]
+    calls = [
+        missing,
+        call("", READ_TOOL),
+        call("dup", READ_TOOL),
+        call("dup", SEARCH_TOOL),
+        call("old", READ_TOOL),
+        {**call("x", READ_TOOL), "id": 7},
+    ]
     await rounds.execute(None, calls)
     await rounds.execute(None, [call("dup", READ_TOOL), call("dup", READ_TOOL)])
     messages = loads(await rounds.next_body())["messages"]
@@ -238,9 +253,14 @@ async def test_the_calls_of_a_round_get_unique_ids_in_the_follow_up() -> None:
     assert len(set(ids)) == len(ids) and all(isinstance(i, str) and i for i in ids)
     assert ids == [
         "old",
-        "call_ctxproxy_1_0", "call_ctxproxy_1_1", "dup", "call_ctxproxy_1_3",
-        "call_ctxproxy_1_4", "call_ctxproxy_1_5",
-        "call_ctxproxy_2_0", "call_ctxproxy_2_1",
+        "call_ctxproxy_1_0",
+        "call_ctxproxy_1_1",
+        "dup",
+        "call_ctxproxy_1_3",
+        "call_ctxproxy_1_4",
+        "call_ctxproxy_1_5",
+        "call_ctxproxy_2_0",
+        "call_ctxproxy_2_1",
     ]
     assert calls[2]["id"] == "dup" and "id" not in missing  # the answer's calls are not changed
 
@@ -290,5 +310,3 @@ async def test_a_round_runs_a_bounded_number_of_calls_a_few_at_a_time() -> None:
     codes = {r["error"]["code"] for r in results[MAX_CALLS_PER_ROUND:]}
     assert codes == {"too_many_calls"}
     assert store.most == CONCURRENT_CALLS
-
-

@@ -58,13 +58,16 @@ async def test_plain_answer_is_relayed_byte_for_byte() -> None:
     reply = await run_completion(context, request)
     assert (reply.status, reply.body, reply.stream) == (200, raw, None)
     assert list(reply.headers.items()) == [
-        ("Content-Type", "application/json"), ("x-request-id", "req_up"),
+        ("Content-Type", "application/json"),
+        ("x-request-id", "req_up"),
         *EXTRA_HEADERS.items(),
     ]
     [call] = upstream.calls
     assert (call.method, call.path, call.body) == ("POST", "/chat/completions", request.body)
     assert list(call.headers.items()) == [
-        ("Authorization", "Bearer sk-up"), ("X-Tag", "t"), ("Content-Type", "application/json")
+        ("Authorization", "Bearer sk-up"),
+        ("X-Tag", "t"),
+        ("Content-Type", "application/json"),
     ]
     assert list(context.headers.items()) == [("Authorization", "Bearer sk-up"), ("X-Tag", "t")]
     assert upstream.all_closed
@@ -78,7 +81,8 @@ async def test_a_client_content_type_is_replaced_in_place() -> None:
     context.headers.add("X-Last", "1")
     await run_completion(context, prepared(max_rounds=None))
     assert list(upstream.calls[0].headers.items())[-2:] == [
-        ("Content-Type", "application/json"), ("X-Last", "1")
+        ("Content-Type", "application/json"),
+        ("X-Last", "1"),
     ]
 
 
@@ -97,7 +101,9 @@ async def test_an_error_answer_is_relayed_with_its_status(max_rounds: int | None
 
 async def test_a_plain_stream_is_relayed_chunk_for_chunk() -> None:
     events: list[dict[str, Any] | bytes] = [
-        chunk({"content": "Hi"}), b'data: {"raw" :  1}\n\n', b": keep-alive\n\n"
+        chunk({"content": "Hi"}),
+        b'data: {"raw" :  1}\n\n',
+        b": keep-alive\n\n",
     ]
     upstream = FakeUpstream(sse_answer(events))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=None, stream=True))
@@ -164,19 +170,24 @@ async def test_a_synthetic_round_then_the_final_answer() -> None:
     assert reply.status == 200 and reply.stream is None and reply.body is not None
     payload = loads(reply.body)
     assert payload["choices"][0]["message"] == {"role": "assistant", "content": "It says line 2."}
-    assert payload["usage"] == {"prompt_tokens": 250, "completion_tokens": 12,
-                                "total_tokens": 262}
+    assert payload["usage"] == {"prompt_tokens": 250, "completion_tokens": 12, "total_tokens": 262}
     assert list(reply.headers.items()) == [
-        ("Content-Type", "application/json"), ("x-request-id", "req_up"),
-        *EXTRA_HEADERS.items(), (ROUNDS_HEADER, "1"), (READS_HEADER, "1"),
+        ("Content-Type", "application/json"),
+        ("x-request-id", "req_up"),
+        *EXTRA_HEADERS.items(),
+        (ROUNDS_HEADER, "1"),
+        (READS_HEADER, "1"),
     ]
     first, second = upstream.calls
     assert first.body == request.body  # the prepared bytes, as they are
     follow_up = second.json()
     assert follow_up["messages"][:1] == request.parsed["messages"]
     assistant, result = follow_up["messages"][1:]
-    assert assistant == {"role": "assistant", "content": "let me look",
-                         "tool_calls": [read_call("s1", artifact_id)]}
+    assert assistant == {
+        "role": "assistant",
+        "content": "let me look",
+        "tool_calls": [read_call("s1", artifact_id)],
+    }
     assert result["tool_call_id"] == "s1"
     assert json.loads(result["content"])["content"] == "line 1\nline 2\n"
     assert tool_names(follow_up) == ["run_shell", READ_TOOL, SEARCH_TOOL]
@@ -287,8 +298,9 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients() -> Non
 
 async def test_several_choices_go_upstream_without_the_synthetic_tools() -> None:
     two = answer("one")
-    two["choices"].append({"index": 1, "message": {"role": "assistant", "content": "two"},
-                           "finish_reason": "stop"})
+    two["choices"].append(
+        {"index": 1, "message": {"role": "assistant", "content": "two"}, "finish_reason": "stop"}
+    )
     upstream = FakeUpstream(json_answer(two))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=2, n=2))
     [sent] = upstream.bodies
@@ -309,7 +321,8 @@ def big_answer(size: int, piece: int = 64 * 1024, error: UpstreamError | None = 
 async def test_a_large_relayed_answer_streams_chunk_by_chunk(max_rounds: int | None) -> None:
     # Issue 11 item 5: a 300 MB passthrough download was held whole (1.1 GB RSS).
     upstream = FakeUpstream(
-        big_answer(4 * 1024 * 1024) if max_rounds is None
+        big_answer(4 * 1024 * 1024)
+        if max_rounds is None
         else Answer(status=500, chunks=big_answer(4 * 1024 * 1024).chunks)
     )
     reply = await run_completion(make_context(upstream), prepared(max_rounds))

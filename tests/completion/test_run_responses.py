@@ -23,8 +23,11 @@ from proxy.tokens.calibration import CountCalibration
 
 INPUT = [{"role": "user", "content": "what was in the log?"}]
 REASONING = {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}
-ANSWER = {"type": "message", "role": "assistant",
-          "content": [{"type": "output_text", "text": "It says hello."}]}
+ANSWER = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "It says hello."}],
+}
 
 
 def prepared(synthetic: bool) -> Prepared:
@@ -37,8 +40,12 @@ def prepared(synthetic: bool) -> Prepared:
 
 
 def response(*output: Any, input_tokens: int = 10) -> dict[str, Any]:
-    return {"id": "resp_x", "object": "response", "output": list(output),
-            "usage": {"input_tokens": input_tokens, "output_tokens": 2}}
+    return {
+        "id": "resp_x",
+        "object": "response",
+        "output": list(output),
+        "usage": {"input_tokens": input_tokens, "output_tokens": 2},
+    }
 
 
 async def test_a_plain_answer_goes_to_the_responses_route_and_back_byte_for_byte() -> None:
@@ -55,8 +62,13 @@ async def test_a_plain_answer_goes_to_the_responses_route_and_back_byte_for_byte
 async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
     store = MemoryStore(b"secret")
     artifact = await stored(store, "hello from the log " * 20)
-    call = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": READ_TOOL,
-            "arguments": json.dumps({"artifact_id": artifact, "max_chars": 50})}
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_r",
+        "name": READ_TOOL,
+        "arguments": json.dumps({"artifact_id": artifact, "max_chars": 50}),
+    }
     upstream = FakeUpstream(
         json_answer(response(REASONING, call, input_tokens=10)),
         json_answer(response(ANSWER, input_tokens=30)),
@@ -79,9 +91,7 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
 async def test_the_input_tokens_of_a_json_answer_feed_the_calibration() -> None:
     upstream = FakeUpstream(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
     calibration = CountCalibration(min_counted_tokens=1, min_samples=3)
-    context = replace(
-        make_context(upstream), chat_format=OPENAI_RESPONSES, calibration=calibration
-    )
+    context = replace(make_context(upstream), chat_format=OPENAI_RESPONSES, calibration=calibration)
     request = prepared(synthetic=False)
     request.manifest.counting_method = "tiktoken:o200k_base"
     request.manifest.tokens_after = 1000

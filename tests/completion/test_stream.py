@@ -54,8 +54,9 @@ def final_round(*texts: str) -> list[dict[str, Any]]:
     ]
 
 
-async def start(upstream: FakeUpstream, store: MemoryStore | None = None,
-                max_rounds: int = 2) -> Reply:
+async def start(
+    upstream: FakeUpstream, store: MemoryStore | None = None, max_rounds: int = 2
+) -> Reply:
     context = make_context(upstream, store)
     reply = await run_completion(context, prepared(max_rounds, stream=True))
     assert reply.status == 200 and reply.body is None and reply.stream is not None
@@ -65,17 +66,23 @@ async def start(upstream: FakeUpstream, store: MemoryStore | None = None,
 def texts(payloads: list[Any]) -> str:
     return "".join(
         p["choices"][0]["delta"].get("content") or ""
-        for p in payloads if isinstance(p, dict) and p.get("choices")
+        for p in payloads
+        if isinstance(p, dict) and p.get("choices")
     )
 
 
 async def test_text_deltas_pass_one_write_per_upstream_chunk() -> None:
-    events = [chunk({"role": "assistant", "content": ""}),
-              *(chunk({"content": w}) for w in ("Hel", "lo")), chunk(finish="stop")]
+    events = [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": w}) for w in ("Hel", "lo")),
+        chunk(finish="stop"),
+    ]
     upstream = FakeUpstream(sse_answer(events, headers={"x-request-id": "up-1"}))
     reply = await start(upstream)
     assert list(reply.headers.items()) == [
-        ("Content-Type", "text/event-stream"), ("x-request-id", "up-1"), *EXTRA_HEADERS.items()
+        ("Content-Type", "text/event-stream"),
+        ("x-request-id", "up-1"),
+        *EXTRA_HEADERS.items(),
     ]
     items = await drain(reply)
     assert items[:-1] == [b"data: " + dumps(e) + b"\n\n" for e in events]
@@ -86,8 +93,12 @@ async def test_text_deltas_pass_one_write_per_upstream_chunk() -> None:
 async def test_a_chunk_holding_nothing_for_the_client_is_not_written() -> None:
     two_events = sse_event(chunk({"content": "a"})) + sse_event(chunk({"content": "b"}))
     events: list[dict[str, Any] | bytes] = [
-        two_events, chunk(call_delta(0, "s1", READ_TOOL, "")), b": comment\n\n",
-        chunk({"content": "c"}), chunk(finish="tool_calls"), b"data: [DONE]\n\n",
+        two_events,
+        chunk(call_delta(0, "s1", READ_TOOL, "")),
+        b": comment\n\n",
+        chunk({"content": "c"}),
+        chunk(finish="tool_calls"),
+        b"data: [DONE]\n\n",
     ]
     upstream = FakeUpstream(sse_answer(events, done=False))
     items = await drain(await start(upstream, max_rounds=0))
@@ -119,8 +130,11 @@ async def test_synthetic_calls_are_held_executed_and_the_stream_continues() -> N
     finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
     assert [f for f in finishes if f is not None] == ["stop"]
     assert chunks[-1]["choices"] == []
-    assert chunks[-1]["usage"] == {"prompt_tokens": 250, "completion_tokens": 12,
-                                   "total_tokens": 262}
+    assert chunks[-1]["usage"] == {
+        "prompt_tokens": 250,
+        "completion_tokens": 12,
+        "total_tokens": 262,
+    }
     assert not any("usage" in c for c in chunks[:-1])  # each round's usage was held back
 
     second = upstream.bodies[1]
@@ -129,8 +143,7 @@ async def test_synthetic_calls_are_held_executed_and_the_stream_continues() -> N
     assert assistant["content"] == "Let me look."
     assert assistant["tool_calls"][0]["function"]["name"] == READ_TOOL
     assert result["tool_call_id"] == "s1" and "line 2" in result["content"]
-    assert [t["function"]["name"] for t in second["tools"]] == ["run_shell", READ_TOOL,
-                                                                 SEARCH_TOOL]
+    assert [t["function"]["name"] for t in second["tools"]] == ["run_shell", READ_TOOL, SEARCH_TOOL]
     assert (context.stats.synthetic_rounds, context.stats.artifact_reads) == (1, 1)
     assert upstream.all_closed
 
@@ -146,10 +159,17 @@ async def test_a_stream_broken_mid_round_ends_with_one_error_event() -> None:
     upstream = FakeUpstream(sse_answer(events, done=False, error=broken()))
     payloads = data_of(await drain(await start(upstream)))
     assert texts(payloads[:1]) == "partial"
-    assert payloads[1:] == [{"error": {
-        "message": BROKEN, "type": "api_error", "param": None, "code": "upstream_unavailable",
-        "ctxproxy": {"request_id": REQUEST_ID},
-    }}]
+    assert payloads[1:] == [
+        {
+            "error": {
+                "message": BROKEN,
+                "type": "api_error",
+                "param": None,
+                "code": "upstream_unavailable",
+                "ctxproxy": {"request_id": REQUEST_ID},
+            }
+        }
+    ]
     assert upstream.all_closed and len(upstream.calls) == 1
 
 
@@ -164,15 +184,25 @@ async def test_an_error_event_from_the_upstream_goes_out_and_ends_the_stream() -
 @pytest.mark.parametrize(
     ("follow_up", "expected"),
     [
-        (json_answer(b'{"error": {"message": "busy", "code": "x"}}', status=503),
-         {"error": {"message": "busy", "code": "x"}}),
-        (json_answer(b"<html>bad gateway</html>", status=502),
-         {"code": "upstream_unavailable", "message": "Upstream 'fake' answered HTTP 502"}),
-        (json_answer({"id": "x", "choices": []}),
-         {"code": "upstream_invalid_response",
-          "message": "Upstream 'fake' did not stream a follow-up round"}),
-        (UpstreamError(ErrorCode.upstream_timeout, "Upstream 'fake' did not answer within 1s"),
-         {"code": "upstream_timeout", "message": "Upstream 'fake' did not answer within 1s"}),
+        (
+            json_answer(b'{"error": {"message": "busy", "code": "x"}}', status=503),
+            {"error": {"message": "busy", "code": "x"}},
+        ),
+        (
+            json_answer(b"<html>bad gateway</html>", status=502),
+            {"code": "upstream_unavailable", "message": "Upstream 'fake' answered HTTP 502"},
+        ),
+        (
+            json_answer({"id": "x", "choices": []}),
+            {
+                "code": "upstream_invalid_response",
+                "message": "Upstream 'fake' did not stream a follow-up round",
+            },
+        ),
+        (
+            UpstreamError(ErrorCode.upstream_timeout, "Upstream 'fake' did not answer within 1s"),
+            {"code": "upstream_timeout", "message": "Upstream 'fake' did not answer within 1s"},
+        ),
     ],
 )
 async def test_a_follow_up_round_that_does_not_stream_is_an_error_event(
@@ -249,7 +279,8 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_str
     artifact_id = await stored(store, "stored text")
     arguments = dumps({"artifact_id": artifact_id}).decode()
     own_round = [
-        chunk(call_delta(0, "s1", READ_TOOL + "_ctxproxy", arguments)), chunk(finish="tool_calls")
+        chunk(call_delta(0, "s1", READ_TOOL + "_ctxproxy", arguments)),
+        chunk(finish="tool_calls"),
     ]
     clients_round = [
         chunk(call_delta(0, "k1", READ_TOOL, arguments), **SECOND_ID),
@@ -258,18 +289,22 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_str
     upstream = FakeUpstream(sse_answer(own_round), sse_answer(clients_round))
     clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
     context = make_context(upstream, store)
-    reply = await run_completion(
-        context, prepared(2, stream=True, client_tools=[clients_tool])
-    )
+    reply = await run_completion(context, prepared(2, stream=True, client_tools=[clients_tool]))
     payloads = data_of(await drain(reply))
-    calls = [c for p in payloads[:-1] if p["choices"]
-             for c in p["choices"][0]["delta"].get("tool_calls", [])]
+    calls = [
+        c
+        for p in payloads[:-1]
+        if p["choices"]
+        for c in p["choices"][0]["delta"].get("tool_calls", [])
+    ]
     assert [(c["id"], c["function"]["name"]) for c in calls] == [("k1", READ_TOOL)]
     finishes = [p["choices"][0]["finish_reason"] for p in payloads[:-1] if p["choices"]]
     assert [f for f in finishes if f] == ["tool_calls"]
     first, second = upstream.bodies
     assert [t["function"]["name"] for t in first["tools"]] == [
-        READ_TOOL, READ_TOOL + "_ctxproxy", SEARCH_TOOL
+        READ_TOOL,
+        READ_TOOL + "_ctxproxy",
+        SEARCH_TOOL,
     ]
     assert "stored text" in second["messages"][-1]["content"]
     assert context.stats.artifact_reads == 1

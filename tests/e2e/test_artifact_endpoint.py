@@ -21,12 +21,14 @@ KEYS = {
 }
 
 
-async def request(method: str, url: str, key: str | None = "sk-acme",
-                  body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+async def request(
+    method: str, url: str, key: str | None = "sk-acme", body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with aiohttp.ClientSession() as session, session.request(
-        method, url, json=body, headers=headers
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, json=body, headers=headers) as response,
+    ):
         return response.status, await response.json(content_type=None)
 
 
@@ -59,9 +61,19 @@ async def test_reads_a_page_like_the_read_tool(proxies: SyntheticProxies) -> Non
     assert status == 200 and far["content"] == "" and far["next_offset"] is None
 
 
-@pytest.mark.parametrize("query", ["offset=-1", "offset=abc", "max_chars=0", "max_chars=1.5",
-                                   "offset=%EF%BC%91", "offset=" + "9" * 4300,
-                                   "max_chars=" + "1" * 5000, "offset=" + "9" * 16])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "offset=-1",
+        "offset=abc",
+        "max_chars=0",
+        "max_chars=1.5",
+        "offset=%EF%BC%91",
+        "offset=" + "9" * 4300,
+        "max_chars=" + "1" * 5000,
+        "offset=" + "9" * 16,
+    ],
+)
 async def test_bad_query_is_400(proxies: SyntheticProxies, query: str) -> None:
     proxy = await proxies.start(**KEYS)
     artifact_id = await offload(proxy.base_url)
@@ -74,8 +86,11 @@ async def test_bad_query_is_400(proxies: SyntheticProxies, query: str) -> None:
 async def test_unknown_and_foreign_ids_are_404(proxies: SyntheticProxies) -> None:
     proxy = await proxies.start(**KEYS)
     artifact_id = await offload(proxy.base_url, "sk-acme")
-    for key, target in [("sk-acme", UNKNOWN_ID), ("sk-acme", "not-an-id"),
-                        ("sk-globex", artifact_id)]:
+    for key, target in [
+        ("sk-acme", UNKNOWN_ID),
+        ("sk-acme", "not-an-id"),
+        ("sk-globex", artifact_id),
+    ]:
         status, body = await request("GET", f"{proxy.base_url}/context/artifacts/{target}", key)
         assert status == 404, (key, target)
         assert body["error"]["code"] == "artifact_not_found"
@@ -125,11 +140,19 @@ async def test_a_result_sent_as_content_parts_reads_back_with_its_layout(
     layout = page["content_parts"]
     assert layout == [
         {"span": [0, cut], "part": {"type": "text", "text": None}},
-        {"span": [cut, len(BIG)], "part": {"text": None, "type": "text",
-                                           "cache_control": {"type": "ephemeral"}, "x": None}},
+        {
+            "span": [cut, len(BIG)],
+            "part": {
+                "text": None,
+                "type": "text",
+                "cache_control": {"type": "ephemeral"},
+                "x": None,
+            },
+        },
     ]
-    rebuilt = [{**entry["part"], "text": page["content"][slice(*entry["span"])]}
-               for entry in layout]
+    rebuilt = [
+        {**entry["part"], "text": page["content"][slice(*entry["span"])]} for entry in layout
+    ]
     assert rebuilt == parts
     # a result sent as a plain string has no layout (the same text would share the artifact:
     # its id is that of the text, and the first write's layout stays)

@@ -62,11 +62,15 @@ def agent_script(stream: bool) -> Reply:
             found = ARTIFACT_ID.search(done["call_dump"])
             assert found is not None, "the tool's output was not offloaded"
             arguments = json.dumps({"artifact_id": found.group(0), "offset": 0, "max_chars": 400})
-            output = [reasoning_item("rs_2", ENCRYPTED + "2"),
-                      function_call_item(READ, arguments, call_id="call_read")]
+            output = [
+                reasoning_item("rs_2", ENCRYPTED + "2"),
+                function_call_item(READ, arguments, call_id="call_read"),
+            ]
         else:
-            output = [reasoning_item("rs_1", ENCRYPTED, summary=["Dump the table first."]),
-                      function_call_item("dump_table", "{}", call_id="call_dump")]
+            output = [
+                reasoning_item("rs_1", ENCRYPTED, summary=["Dump the table first."]),
+                function_call_item("dump_table", "{}", call_id="call_dump"),
+            ]
         usage = responses_usage(max(1, len(record.body) // 4), 20)
         if stream:
             return response_stream(output, usage=usage, model="gpt-5")
@@ -107,8 +111,9 @@ def assert_upstream_saw_a_reduced_paired_history(fake: FakeUpstream) -> None:
         assert calls == sorted(outputs(body))  # every call paired
         reasoning = {i["id"]: i for i in items if i.get("type") == "reasoning"}
         assert reasoning["rs_1"]["encrypted_content"] == ENCRYPTED
-        assert reasoning["rs_1"]["summary"] == [{"type": "summary_text",
-                                                 "text": "Dump the table first."}]
+        assert reasoning["rs_1"]["summary"] == [
+            {"type": "summary_text", "text": "Dump the table first."}
+        ]
         position = items.index(reasoning["rs_1"])
         assert items[position + 1]["call_id"] == "call_dump"  # still before its call
     page = json.loads(outputs(third)["call_read"])

@@ -152,9 +152,7 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
     body = {"model": "gpt-4o", "messages": messages}
     tokens = TokenCounters().for_model("gpt-4o").count_request(body)
     for _ in range(3):  # the ratio applies from the third answer on
-        fake_upstream.enqueue(
-            completion("ok", usage=make_usage(int(tokens * 1.5), 1)), path=CHAT
-        )
+        fake_upstream.enqueue(completion("ok", usage=make_usage(int(tokens * 1.5), 1)), path=CHAT)
     async with client(proxy) as sdk:
         for _ in range(3):
             await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]

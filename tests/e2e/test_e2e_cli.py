@@ -93,8 +93,15 @@ async def test_serve_refuses_a_broken_config(tmp_path: object) -> None:
 
 async def run_serve(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli", "serve", "--port", "0", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        "0",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
     out, err = await asyncio.wait_for(process.communicate(), 30)
@@ -107,8 +114,10 @@ START_UP_MISTAKES = [
     ("policies_dir: /nonexistent/policies\n", "policies_dir"),
     ("policies_dir: relative-and-missing\n", "policies_dir"),
     ("store: {kind: redis, url: 'http://127.0.0.1:6379'}\n", "store.url"),
-    ("upstreams: [{name: a, base_url: 'http://127.0.0.1:9', api_key: sk-op-Zx12test}]\n",
-     "upstreams.0.api_key"),
+    (
+        "upstreams: [{name: a, base_url: 'http://127.0.0.1:9', api_key: sk-op-Zx12test}]\n",
+        "upstreams.0.api_key",
+    ),
     ("tenants: [{name: a, keys: [k]}, {name: a}]\n", "tenants.1.name"),
     ("server:\n  port: [1,\n", "invalid YAML"),
 ]
@@ -145,8 +154,14 @@ async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_k
         " {name: beta, keys: [sk-proxy-Jk89test]}]\n"
     )
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli", "serve", "--config", str(config),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     try:
         await wait_until_up(f"http://127.0.0.1:{port}")
@@ -154,8 +169,14 @@ async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_k
         process.terminate()
         output = (await asyncio.wait_for(process.communicate(), 10))[0].decode()
     [summary] = [line for line in output.splitlines() if "listening on" in line]
-    for part in ("store=memory", "upstreams=fake", "auth=keys", "policies=", "coding-agent",
-                 "tenants=acme,beta"):
+    for part in (
+        "store=memory",
+        "upstreams=fake",
+        "auth=keys",
+        "policies=",
+        "coding-agent",
+        "tenants=acme,beta",
+    ):
         assert part in summary, summary
     [warning] = [line for line in output.splitlines() if "WARNING" in line]
     assert "tenant 'beta'" in warning and "Authorization" in warning
@@ -168,8 +189,15 @@ async def test_serve_stops_cleanly_on_a_signal(fake_upstream: FakeUpstream, sign
     port = free_port()
     env = {**os.environ, "OPENAI_BASE_URL": fake_upstream.base_url}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        sys.executable,
+        "-m",
+        "proxy.cli",
+        "serve",
+        "--port",
+        str(port),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
     try:
         await wait_until_up(f"http://127.0.0.1:{port}")

@@ -215,9 +215,7 @@ async def tiny_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncIterat
     await running.stop()
 
 
-async def send(
-    url: str, raw: bytes, timeout: aiohttp.ClientTimeout = TIMEOUT
-) -> tuple[int, bytes]:
+async def send(url: str, raw: bytes, timeout: aiohttp.ClientTimeout = TIMEOUT) -> tuple[int, bytes]:
     async with (
         aiohttp.ClientSession(timeout=timeout) as session,
         session.post(url, data=raw, headers={**JSON, **CLIENT_KEY}) as response,

@@ -68,7 +68,8 @@ async def test_an_answer_through_litellm_is_prepared_and_arrives_in_openai_forma
     fake_upstream.enqueue(completion("through litellm"), path=CHAT)
     async with client(proxy) as sdk:
         raw = await sdk.chat.completions.with_raw_response.create(
-            model="gpt-4o", messages=history_with_a_large_result()  # type: ignore[arg-type]
+            model="gpt-4o",
+            messages=history_with_a_large_result(),  # type: ignore[arg-type]
         )
     answer = raw.parse()
     assert answer.choices[0].message.content == "through litellm"
@@ -133,7 +134,8 @@ async def test_an_overflow_through_litellm_leads_to_one_tighter_retry(
     fake_upstream.enqueue_many(error_reply(400, OVERFLOW), completion("fits now"), path=CHAT)
     async with client(proxy) as sdk:
         raw = await sdk.chat.completions.with_raw_response.create(
-            model="gpt-4o", messages=messages  # type: ignore[arg-type]
+            model="gpt-4o",
+            messages=messages,  # type: ignore[arg-type]
         )
     assert raw.parse().choices[0].message.content == "fits now"
     assert raw.headers["x-ctxproxy-notes"] == "window_corrected,retried_after_overflow"

@@ -68,8 +68,11 @@ async def test_history_held_by_the_provider_is_forwarded_unchanged(
     assert fake_upstream.last.body == raw  # far over the window, and still not touched
     assert "history_at_provider" in headers["x-ctxproxy-notes"]
     assert headers["x-ctxproxy-actions"] == "none"
-    continuation = {"model": "gpt-5", "previous_response_id": "resp_earlier", "input": [
-        {"type": "function_call_output", "call_id": "call_at_provider", "output": BIG}]}
+    continuation = {
+        "model": "gpt-5",
+        "previous_response_id": "resp_earlier",
+        "input": [{"type": "function_call_output", "call_id": "call_at_provider", "output": BIG}],
+    }
     raw = json.dumps(continuation).encode()  # its call is in the provider's history only
     status, headers, _ = await post_raw(proxy.base_url + "/responses", raw)
     assert status == 200 and fake_upstream.last.body == raw
@@ -105,9 +108,10 @@ async def test_unfittable_request_is_the_sdks_context_length_error(
 async def test_other_responses_routes_are_forwarded(
     fake_upstream: FakeUpstream, proxy: RunningProxy
 ) -> None:
-    async with aiohttp.ClientSession() as session, session.get(
-        proxy.base_url + "/responses/resp_123/input_items?limit=2"
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(proxy.base_url + "/responses/resp_123/input_items?limit=2") as response,
+    ):
         assert response.status == 200
         echoed = await response.json()
     assert echoed["path"] == "/v1/responses/resp_123/input_items"
@@ -141,12 +145,18 @@ def long_history(turns: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = [{"type": "message", "role": "developer", "content": "rules"}]
     for turn in range(turns):
         items += [
-            {"type": "message", "role": "user",
-             "content": [{"type": "input_text", "text": f"step {turn}"}]},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"step {turn}"}],
+            },
             reasoning_item(f"rs_{turn}", f"enc-{turn}-" + "z" * 40),
             function_call_item("shell", json.dumps({"cmd": f"cat f{turn}"}), call_id=f"c{turn}"),
-            {"type": "function_call_output", "call_id": f"c{turn}",
-             "output": f"file {turn}\n" + "data " * 300},
+            {
+                "type": "function_call_output",
+                "call_id": f"c{turn}",
+                "output": f"file {turn}\n" + "data " * 300,
+            },
             message_item(f"done {turn}", id=f"msg_{turn}"),
         ]
     return items
@@ -160,8 +170,14 @@ async def test_long_history_cleared_and_dropped_keeps_units_whole(
     sent = fake_upstream.last.json()["input"]
     assert len(fake_upstream.last.body) < 16_000
     assert sent[0] == items[0]
-    notices = [i for i in sent if i.get("type") == "message" and "[ctxproxy#" in str(i)
-               and i.get("role") != "assistant" and "step" not in str(i)]
+    notices = [
+        i
+        for i in sent
+        if i.get("type") == "message"
+        and "[ctxproxy#" in str(i)
+        and i.get("role") != "assistant"
+        and "step" not in str(i)
+    ]
     assert notices, "no drop notice"
     originals = {i["id"]: i for i in items if i.get("type") == "reasoning"}
     calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
@@ -193,41 +209,78 @@ async def test_a_dry_run_prepares_a_responses_body(
 async def test_a_codex_shaped_request_streams_through(
     fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
 ) -> None:
-    patch_tool = {"type": "custom", "name": "apply_patch", "description": "Apply a patch",
-                  "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
-    shell_tool = {"type": "function", "name": "shell", "strict": False,
-                  "parameters": {"type": "object", "properties": {"command": {"type": "array"}}}}
+    patch_tool = {
+        "type": "custom",
+        "name": "apply_patch",
+        "description": "Apply a patch",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+    }
+    shell_tool = {
+        "type": "function",
+        "name": "shell",
+        "strict": False,
+        "parameters": {"type": "object", "properties": {"command": {"type": "array"}}},
+    }
     items: list[dict[str, Any]] = [
-        {"type": "message", "role": "developer",
-         "content": [{"type": "input_text", "text": "<permissions>...</permissions>"}]},
-        {"type": "message", "role": "user",
-         "content": [{"type": "input_text", "text": "fix the failing test"}]},
+        {
+            "type": "message",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "<permissions>...</permissions>"}],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "fix the failing test"}],
+        },
         {"type": "reasoning", "summary": [], "content": None, "encrypted_content": ENCRYPTED},
-        {"type": "function_call", "name": "shell", "call_id": "call_1",
-         "arguments": '{"command":["pytest","-x"]}'},
+        {
+            "type": "function_call",
+            "name": "shell",
+            "call_id": "call_1",
+            "arguments": '{"command":["pytest","-x"]}',
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": BIG},
         {"type": "reasoning", "summary": [], "content": None, "encrypted_content": ENCRYPTED},
-        {"type": "custom_tool_call", "status": "completed", "call_id": "call_2",
-         "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"},
+        {
+            "type": "custom_tool_call",
+            "status": "completed",
+            "call_id": "call_2",
+            "name": "apply_patch",
+            "input": "*** Begin Patch\n*** End Patch",
+        },
         {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Done!"},
     ]
-    body = {"model": "gpt-5", "instructions": "You are Codex.", "input": items,
-            "tools": [shell_tool, patch_tool], "tool_choice": "auto",
-            "parallel_tool_calls": False, "reasoning": {"effort": "medium", "summary": "auto"},
-            "store": False, "stream": True, "include": ["reasoning.encrypted_content"],
-            "prompt_cache_key": "0199-session"}
+    body = {
+        "model": "gpt-5",
+        "instructions": "You are Codex.",
+        "input": items,
+        "tools": [shell_tool, patch_tool],
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "store": False,
+        "stream": True,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "0199-session",
+    }
     stream = await sdk.responses.create(**body)
     text = "".join([e.delta async for e in stream if e.type == "response.output_text.delta"])
     assert text.startswith("echo: ")
     sent = fake_upstream.last.json()
     assert [t["name"] for t in sent["tools"]] == [
-        "shell", "apply_patch", READ, "search_context_artifact"]
+        "shell",
+        "apply_patch",
+        READ,
+        "search_context_artifact",
+    ]
     assert sent["tools"][1] == patch_tool
     assert sent["input"][4]["output"].startswith("[ctxproxy#")
     assert [sent["input"][i] for i in (0, 1, 2, 3, 5, 6, 7)] == [
-        items[i] for i in (0, 1, 2, 3, 5, 6, 7)]
+        items[i] for i in (0, 1, 2, 3, 5, 6, 7)
+    ]
     assert {k: v for k, v in sent.items() if k not in ("input", "tools")} == {
-        k: v for k, v in body.items() if k not in ("input", "tools")}
+        k: v for k, v in body.items() if k not in ("input", "tools")
+    }
 
 
 async def test_a_relayed_stream_that_breaks_ends_with_an_error_numbered_next(

@@ -116,11 +116,16 @@ async def test_a_mixed_answer_gives_the_client_its_call_only(
     fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI, stream: bool
 ) -> None:
     def mixed(record: Recorded) -> Reply:
-        output = [reasoning_item("rs_c", "e1"), function_call_item("dump", "{}", call_id="c9"),
-                  reasoning_item("rs_o", "e2"), read_call(record)]
+        output = [
+            reasoning_item("rs_c", "e1"),
+            function_call_item("dump", "{}", call_id="c9"),
+            reasoning_item("rs_o", "e2"),
+            read_call(record),
+        ]
         usage = responses_usage(50, 5)
-        return response_stream(output, usage=usage) if stream else response_json(output,
-                                                                                 usage=usage)
+        return (
+            response_stream(output, usage=usage) if stream else response_json(output, usage=usage)
+        )
 
     fake_upstream.enqueue(dynamic_reply(mixed))
     if stream:
@@ -130,7 +135,8 @@ async def test_a_mixed_answer_gives_the_client_its_call_only(
     else:
         final = await sdk.responses.create(**history())
     assert [(i.type, getattr(i, "id", None)) for i in final.output] == [
-        ("reasoning", "rs_c"), ("function_call", "fc_c9")
+        ("reasoning", "rs_c"),
+        ("function_call", "fc_c9"),
     ]
     assert len(fake_upstream.requests(RESPONSES)) == 1  # the read ran, no second call
 
@@ -171,8 +177,11 @@ async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time
     def rounds(record: Recorded) -> Reply:
         if any(i.get("call_id") == "call_read" for i in record.json()["input"]):
             return response_stream([message_item("Done.", id="msg_done")])
-        output = [reasoning_item("rs_seen", "enc-seen"), message_item("Reading.", id="msg_seen"),
-                  read_call(record)]
+        output = [
+            reasoning_item("rs_seen", "enc-seen"),
+            message_item("Reading.", id="msg_seen"),
+            read_call(record),
+        ]
         return response_stream(output)
 
     fake_upstream.enqueue_many(dynamic_reply(rounds), dynamic_reply(rounds))

@@ -29,12 +29,14 @@ from synthetic_harness import (
 from proxy.tokens.counters import TokenCounters
 
 
-async def post(url: str, body: dict[str, Any], path: str = "/chat/completions"
-               ) -> tuple[int, bytes]:
+async def post(
+    url: str, body: dict[str, Any], path: str = "/chat/completions"
+) -> tuple[int, bytes]:
     headers = {"Authorization": "Bearer sk-reader"}
-    async with aiohttp.ClientSession(headers=headers) as session, session.post(
-        f"{url}{path}", json=body
-    ) as response:
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.post(f"{url}{path}", json=body) as response,
+    ):
         return response.status, await response.read()
 
 
@@ -74,7 +76,7 @@ async def test_reading_pages_for_four_rounds_never_exceeds_the_allowance(
     if reads == 6:  # six pages do not fit whole, but shortened ones do
         pages = [r for body in sent[1:] for r in tool_results_of(body) if "content" in r]
         assert pages and all(p["shortened"] for p in pages)
-        assert all(BIG[p["offset"]:].startswith(p["content"]) for p in pages)
+        assert all(BIG[p["offset"] :].startswith(p["content"]) for p in pages)
         assert any(p["content"] for p in pages)
 
 
@@ -108,8 +110,10 @@ async def test_when_no_page_fits_the_last_call_goes_without_the_tools(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
     proxy = await proxies.start(max_rounds=4)
-    many = [lambda aid, i=i: call_spec(READ, {"artifact_id": aid, "offset": i}, f"c{i}")
-            for i in range(30)]
+    many = [
+        lambda aid, i=i: call_spec(READ, {"artifact_id": aid, "offset": i}, f"c{i}")
+        for i in range(30)
+    ]
     fake_upstream.enqueue_many(calling(*many), completion("answer without reading"))
     status, raw = await post(proxy.base_url, conversation())
     assert status == 200

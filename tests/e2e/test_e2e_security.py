@@ -49,15 +49,19 @@ REFUSED = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " *
 
 
 async def call(
-    method: str, url: str, key: str | None = None, body: Any = None,
+    method: str,
+    url: str,
+    key: str | None = None,
+    body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     sent = dict(headers or {})
     if key:
         sent["Authorization"] = f"Bearer {key}"
-    async with aiohttp.ClientSession() as session, session.request(
-        method, url, json=body, headers=sent
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, json=body, headers=sent) as response,
+    ):
         return response.status, dict(response.headers), await response.read()
 
 
@@ -78,8 +82,11 @@ def with_tool_output(text: str) -> dict[str, Any]:
 
 ROUTES = [
     ("POST", CHAT, {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}),
-    ("POST", "/v1/context/prepare", {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "x"}]}),
+    (
+        "POST",
+        "/v1/context/prepare",
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]},
+    ),
     ("GET", f"/v1/context/artifacts/{UNKNOWN_ID}", None),
     ("GET", "/v1/models", None),
     ("DELETE", "/v1/files/file-1", None),
@@ -94,9 +101,13 @@ async def test_keys_mode_every_route_needs_a_proxy_key(
 ) -> None:
     proxy = await proxies.start(**KEYS)
     attempts: list[dict[str, str]] = [
-        {}, {"Authorization": f"Bearer {WRONG_KEY}"}, {"Authorization": f"Bearer {ACME_UPSTREAM}"},
-        {"Authorization": ACME_KEY}, {"Authorization": f"Basic {ACME_KEY}"},
-        {"api-key": WRONG_KEY}, {"Authorization": "Bearer "},
+        {},
+        {"Authorization": f"Bearer {WRONG_KEY}"},
+        {"Authorization": f"Bearer {ACME_UPSTREAM}"},
+        {"Authorization": ACME_KEY},
+        {"Authorization": f"Basic {ACME_KEY}"},
+        {"api-key": WRONG_KEY},
+        {"Authorization": "Bearer "},
     ]
     for headers in attempts:
         status, _, raw = await call(method, proxy.url + path, None, body, headers)
@@ -151,6 +162,7 @@ async def test_passthrough_metrics_stay_open_by_default(proxies: SyntheticProxie
 
 # -- tenant isolation -------------------------------------------------------------------------
 
+
 async def test_tenant_cannot_read_another_tenants_artifacts(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
@@ -174,17 +186,25 @@ async def test_tenant_cannot_read_another_tenants_artifacts(
         return lambda _: call_spec(SEARCH, {"artifact_id": aid, "pattern": "secret row"})
 
     fake_upstream.enqueue_many(
-        calling(read_call(0, 500, theirs), search(theirs), read_call(0, 500, UNKNOWN_ID),
-                search(UNKNOWN_ID), read_call(0, 40), search(same_content)),
+        calling(
+            read_call(0, 500, theirs),
+            search(theirs),
+            read_call(0, 500, UNKNOWN_ID),
+            search(UNKNOWN_ID),
+            read_call(0, 40),
+            search(same_content),
+        ),
         completion("done"),
     )
-    status, _, raw = await call("POST", proxy.base_url + "/chat/completions", ACME_KEY,
-                                conversation())
+    status, _, raw = await call(
+        "POST", proxy.base_url + "/chat/completions", ACME_KEY, conversation()
+    )
     assert status == 200, raw
     read_b, search_b, read_x, search_x, own, search_same = tool_results(fake_upstream.last)
     assert json.dumps(read_b).replace(theirs, "ID") == json.dumps(read_x).replace(UNKNOWN_ID, "ID")
     assert json.dumps(search_b).replace(theirs, "ID") == json.dumps(search_x).replace(
-        UNKNOWN_ID, "ID")
+        UNKNOWN_ID, "ID"
+    )
     assert read_b["error"]["code"] == search_b["error"]["code"] == "artifact_not_found"
     assert search_same["error"]["code"] == "artifact_not_found"
     assert own["content"] == BIG[:40]
@@ -211,8 +231,9 @@ CLIENT_CREDENTIALS = [
 
 
 async def prepared_with(base_url: str, headers: dict[str, str]) -> list[str]:
-    status, _, raw = await call("POST", f"{base_url}/context/prepare", None, conversation(),
-                                headers)
+    status, _, raw = await call(
+        "POST", f"{base_url}/context/prepare", None, conversation(), headers
+    )
     assert status == 200, raw
     manifest = json.loads(raw)["manifest"]
     return [aid for action in manifest["actions"] for aid in action["artifact_ids"]]
@@ -247,6 +268,7 @@ async def test_anonymous_artifacts_are_readable_by_nobody(proxies: SyntheticProx
 
 # -- unguessable ids --------------------------------------------------------------------------
 
+
 async def test_artifact_ids_are_hmacs_of_the_server_secret(proxies: SyntheticProxies) -> None:
     first = await proxies.start(**KEYS)
     again = await proxies.start(**KEYS)
@@ -264,6 +286,7 @@ async def test_artifact_ids_are_hmacs_of_the_server_secret(proxies: SyntheticPro
 
 # -- keys never leak --------------------------------------------------------------------------
 
+
 async def exercise(base_url: str, key: str, fake: FakeUpstream) -> list[bytes]:
     """Requests of every kind with `key`; returns every response's headers and body."""
     seen: list[bytes] = []
@@ -273,17 +296,20 @@ async def exercise(base_url: str, key: str, fake: FakeUpstream) -> list[bytes]:
         seen.append(json.dumps(headers).encode() + raw)
 
     fake.enqueue_many(calling(read_call(0, 30)), completion("ok"))
-    await note("POST", "/chat/completions", conversation())                 # reduced + synthetic
-    await note("POST", "/context/prepare", conversation())                  # manifest
-    await note("POST", "/context/prepare", REFUSED)                         # refused dry run
-    await note("POST", "/chat/completions", REFUSED)                        # refused
-    await note("POST", "/chat/completions", {"model": "gpt-4o"})            # failing request
-    await note("GET", f"/context/artifacts/{UNKNOWN_ID}")                   # 404
+    await note("POST", "/chat/completions", conversation())  # reduced + synthetic
+    await note("POST", "/context/prepare", conversation())  # manifest
+    await note("POST", "/context/prepare", REFUSED)  # refused dry run
+    await note("POST", "/chat/completions", REFUSED)  # refused
+    await note("POST", "/chat/completions", {"model": "gpt-4o"})  # failing request
+    await note("GET", f"/context/artifacts/{UNKNOWN_ID}")  # 404
     fake.enqueue(error_reply(401))
-    await note("POST", "/chat/completions", {"model": "gpt-4o", "messages": [
-        {"role": "user", "content": "x"}]})                                 # upstream error
+    await note(
+        "POST",
+        "/chat/completions",
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]},
+    )  # upstream error
     fake.enqueue(error_reply(500))
-    await note("GET", "/models")                                            # upstream error
+    await note("GET", "/models")  # upstream error
     await note("GET", "/models", use=WRONG_KEY)
     return seen
 
@@ -296,8 +322,7 @@ async def test_keys_never_appear_in_logs_manifests_or_errors(
     keyed = await proxies.start(**KEYS)
     seen = await exercise(passthrough.base_url, CLIENT_KEY, fake_upstream)
     seen += await exercise(keyed.base_url, ACME_KEY, fake_upstream)
-    received = b"".join(bytes(json.dumps(dict(r.headers)), "utf-8")
-                        for r in fake_upstream.received)
+    received = b"".join(bytes(json.dumps(dict(r.headers)), "utf-8") for r in fake_upstream.received)
     assert CLIENT_KEY.encode() in received and ACME_UPSTREAM.encode() in received  # were used
     assert ACME_KEY.encode() not in received
     formatter = JsonFormatter()
@@ -313,6 +338,7 @@ async def test_keys_never_appear_in_logs_manifests_or_errors(
 
 
 # -- upstream URLs come from config only ------------------------------------------------------
+
 
 async def raw_get(port: int, target: str, host: str = "127.0.0.1") -> int:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -330,11 +356,20 @@ async def test_passthrough_paths_never_leave_the_configured_upstream(
     async with FakeUpstream() as evil:
         there = f"127.0.0.1:{evil.port}"
         targets = [
-            "/v1/../../x", "/v1/%2e%2e/%2e%2e/x", "/v1/%252e%252e/%252e%252e/x",
-            "/v1/%2E%2E%2F%2E%2E%2Fx", "/v1/a%2F..%2F..%2Fx", "/v1//evil.example/x",
-            f"/v1//{there}/v1/models", f"/v1/http://{there}/v1/models", f"http://{there}/v1/models",
-            "//evil.example/v1/models", f"/v1/%2f%2f{there}/v1/models", "/v1/@evil.example/x",
-            "/v1/%5C..%5C..%5Cx", "/v1/models%3Fx=1%23y",
+            "/v1/../../x",
+            "/v1/%2e%2e/%2e%2e/x",
+            "/v1/%252e%252e/%252e%252e/x",
+            "/v1/%2E%2E%2F%2E%2E%2Fx",
+            "/v1/a%2F..%2F..%2Fx",
+            "/v1//evil.example/x",
+            f"/v1//{there}/v1/models",
+            f"/v1/http://{there}/v1/models",
+            f"http://{there}/v1/models",
+            "//evil.example/v1/models",
+            f"/v1/%2f%2f{there}/v1/models",
+            "/v1/@evil.example/x",
+            "/v1/%5C..%5C..%5Cx",
+            "/v1/models%3Fx=1%23y",
         ]
         for target in targets:
             before = len(fake_upstream.received)
@@ -352,13 +387,16 @@ async def test_passthrough_paths_never_leave_the_configured_upstream(
 
 # -- untrusted framing ------------------------------------------------------------------------
 
+
 async def test_stored_output_is_framed_as_untrusted(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
     proxy = await proxies.start()
     fake_upstream.enqueue_many(
-        calling(read_call(0, 100), lambda aid: call_spec(SEARCH, {
-            "artifact_id": aid, "pattern": "line 7"})),
+        calling(
+            read_call(0, 100),
+            lambda aid: call_spec(SEARCH, {"artifact_id": aid, "pattern": "line 7"}),
+        ),
         completion("ok"),
     )
     status, _, _ = await call("POST", proxy.base_url + "/chat/completions", "k", conversation())
@@ -374,10 +412,12 @@ async def test_stored_output_is_framed_as_untrusted(
 
 # -- metrics ----------------------------------------------------------------------------------
 
+
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     return {
         (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
     }
 
 
@@ -389,8 +429,9 @@ async def test_metrics_after_a_few_requests(
     small = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
     assert (await call("POST", proxy.base_url + "/chat/completions", CLIENT_KEY, small))[0] == 200
     fake_upstream.enqueue_many(calling(read_call(0, 30)), completion("ok"))
-    status, headers, _ = await call("POST", proxy.base_url + "/chat/completions", CLIENT_KEY,
-                                    conversation())
+    status, headers, _ = await call(
+        "POST", proxy.base_url + "/chat/completions", CLIENT_KEY, conversation()
+    )
     assert status == 200 and headers["x-ctxproxy-synthetic-rounds"] == "1"
     assert (await call("POST", proxy.base_url + "/chat/completions", CLIENT_KEY, REFUSED))[0] == 400
     assert (await call("GET", f"{proxy.url}/v1/files/file-{CLIENT_KEY}", CLIENT_KEY))[0] == 200

@@ -39,17 +39,20 @@ def keys_mode(session: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def call(method: str, url: str, key: str, body: Any = None,
-               headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+async def call(
+    method: str, url: str, key: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
     sent = {"Authorization": f"Bearer {key}", **(headers or {})}
-    async with aiohttp.ClientSession() as client, client.request(
-        method, url, json=body, headers=sent
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as client,
+        client.request(method, url, json=body, headers=sent) as response,
+    ):
         return response.status, await response.read()
 
 
-async def offloaded_id(base_url: str, key: str, body: dict[str, Any],
-                       headers: dict[str, str] | None = None) -> str:
+async def offloaded_id(
+    base_url: str, key: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> str:
     status, raw = await call("POST", f"{base_url}/context/prepare", key, body, headers)
     assert status == 200, raw
     [action] = json.loads(raw)["manifest"]["actions"]
@@ -86,8 +89,10 @@ async def test_without_a_session_the_tenant_scope_is_kept(proxies: SyntheticProx
     ("session", "in_body"),
     [
         ({"source": "user"}, lambda value: {"user": value}),
-        ({"source": "metadata", "metadata_key": "conversation"},
-         lambda value: {"metadata": {"conversation": value}}),
+        (
+            {"source": "metadata", "metadata_key": "conversation"},
+            lambda value: {"metadata": {"conversation": value}},
+        ),
     ],
     ids=["user", "metadata"],
 )
@@ -144,10 +149,15 @@ async def test_each_session_has_its_own_per_scope_cap(
     never another session's."""
     write_policy(tmp_path, small_policy() + "artifacts: {max_per_scope: 1}\n", name="capped")
     tenants = [{"name": "acme", "keys": [ACME_KEY], "policy": "capped", "session": {}}]
-    proxy = await start_proxy(make_settings(
-        fake_upstream.base_url, policies_dir=str(tmp_path), store=store_settings,
-        auth={"mode": "keys"}, tenants=tenants,
-    ))
+    proxy = await start_proxy(
+        make_settings(
+            fake_upstream.base_url,
+            policies_dir=str(tmp_path),
+            store=store_settings,
+            auth={"mode": "keys"},
+            tenants=tenants,
+        )
+    )
     try:
         one, two = {SESSION_HEADER: "one"}, {SESSION_HEADER: "two"}
         kept = await offloaded_id(proxy.base_url, ACME_KEY, conversation(), one)

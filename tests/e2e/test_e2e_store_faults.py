@@ -94,15 +94,17 @@ class Rig:
             data = await response.read()
             headers = {str(k): v for k, v in response.headers.items()}
         elapsed = time.monotonic() - started
-        answer = Answer(response.status, data, headers, len(self.upstream.received) - before,
-                        elapsed)
+        answer = Answer(
+            response.status, data, headers, len(self.upstream.received) - before, elapsed
+        )
         if check_ids:
             await self.assert_only_written_ids(answer)
         return answer
 
     async def get_json(self, path: str) -> tuple[int, Any]:
         async with self.session.get(
-            f"{self.proxy.url}{path}", headers={"Authorization": "Bearer k"},
+            f"{self.proxy.url}{path}",
+            headers={"Authorization": "Bearer k"},
             timeout=aiohttp.ClientTimeout(total=8.0),
         ) as response:
             return response.status, await response.json()
@@ -120,8 +122,10 @@ class Rig:
     async def assert_only_written_ids(self, answer: Answer) -> None:
         """Every id the client or the upstream saw for this request is readable right now."""
         seen = [answer.body, orjson.dumps(answer.headers)]
-        seen += [r.body for r in self.upstream.received[len(self.upstream.received)
-                                                        - answer.upstream_calls:]]
+        seen += [
+            r.body
+            for r in self.upstream.received[len(self.upstream.received) - answer.upstream_calls :]
+        ]
         for data in seen:
             for match in set(ART_ID.findall(data)):
                 try:
@@ -147,8 +151,11 @@ async def rig(
     """The proxy on the private Redis (which each test starts, or not)."""
     write_policy(tmp_path, POLICY, name="default")
     store = {
-        "kind": "redis", "url": redis_server.url, "secret": "test-secret",
-        "socket_timeout_s": SOCKET_TIMEOUT_S, "pool_timeout_s": SOCKET_TIMEOUT_S,
+        "kind": "redis",
+        "url": redis_server.url,
+        "secret": "test-secret",
+        "socket_timeout_s": SOCKET_TIMEOUT_S,
+        "pool_timeout_s": SOCKET_TIMEOUT_S,
         "pool_size": POOL_SIZE,
     }
     settings = make_settings(fake_upstream.base_url, policies_dir=str(tmp_path), store=store)
@@ -169,8 +176,9 @@ async def expect_ready(rig: Rig, ready: bool) -> None:
     started = time.monotonic()
     status, body = await rig.get_json("/readyz")
     assert time.monotonic() - started < SLOW_BOUND_S
-    assert (status, body["store"], body["policies"]) == ((200, True, True) if ready
-                                                         else (503, False, True))
+    assert (status, body["store"], body["policies"]) == (
+        (200, True, True) if ready else (503, False, True)
+    )
     status, _ = await rig.get_json("/healthz")
     assert status == 200
 
@@ -293,9 +301,7 @@ async def test_lost_mid_run_then_back_on_the_same_port(
     await expect_no_leaks(rig)
 
 
-async def test_paused_store_is_slow_not_stuck(
-    rig: Rig, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_paused_store_is_slow_not_stuck(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ctxproxy")
     rig.redis.start()
     await expect_offloaded(rig, MID)
@@ -341,8 +347,12 @@ async def test_store_lost_while_the_model_reads_an_artifact(rig: Rig) -> None:
         shown.extend(sorted({m.decode() for m in ART_ID.findall(record.body)}))
         assert shown and all(rig.stored_in_redis(aid) for aid in shown)
         rig.redis.kill()
-        call = {"name": "read_context_artifact", "arguments": orjson.dumps(
-            {"artifact_id": shown[0], "offset": 0, "max_chars": 500}).decode()}
+        call = {
+            "name": "read_context_artifact",
+            "arguments": orjson.dumps(
+                {"artifact_id": shown[0], "offset": 0, "max_chars": 500}
+            ).decode(),
+        }
         return completion(None, tool_calls=[call])
 
     rig.upstream.enqueue(dynamic_reply(kill_then_read))
@@ -383,8 +393,12 @@ async def test_a_cancellation_swallowed_by_a_redis_timeout_is_restored(
     monkeypatch.setattr(store._redis, "get", cancelled_into_timeout)
     monkeypatch.setattr(store._redis, "ping", cancelled_into_timeout)
     calls = [
-        store.put_many("s", keyed(store, "s", NewArtifact("x" * 10, "tool_result")),
-                       ttl_seconds=60, max_per_scope=10),
+        store.put_many(
+            "s",
+            keyed(store, "s", NewArtifact("x" * 10, "tool_result")),
+            ttl_seconds=60,
+            max_per_scope=10,
+        ),
         store.get("s", "art_" + "0" * 32),
         store.ping(),
     ]

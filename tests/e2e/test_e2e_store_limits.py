@@ -36,9 +36,10 @@ async def post(proxy: RunningProxy, path: str, body: dict[str, Any]) -> tuple[in
 
 
 async def get_status(proxy: RunningProxy, path: str) -> int:
-    async with aiohttp.ClientSession() as session, session.get(
-        f"{proxy.base_url}{path}", headers=KEY
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{proxy.base_url}{path}", headers=KEY) as response,
+    ):
         await response.read()
         return response.status
 
@@ -64,9 +65,14 @@ async def test_dry_runs_with_unique_results_stay_within_the_memory_budget(
     for run in range(24):
         messages = agent_history(6, result_chars=1200, seed=run)
         messages[3]["content"] = f"unique result {run} " + "z" * (200 * KB)
-        status, body = await post(budget_proxy, "/context/prepare", {
-            "model": "gpt-4o", "messages": messages,
-        })
+        status, body = await post(
+            budget_proxy,
+            "/context/prepare",
+            {
+                "model": "gpt-4o",
+                "messages": messages,
+            },
+        )
         assert status == 200, body
         assert body["manifest"]["actions"], "the big result was offloaded"
         assert store.held_bytes <= 1024 * KB, f"run {run}: {store.held_bytes} bytes held"

@@ -30,9 +30,10 @@ ANSWER = "Line 512 holds the value 5003."
 
 async def post(url: str, body: dict[str, Any], key: str = "sk-ws") -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {key}"}
-    async with aiohttp.ClientSession(headers=headers) as session, session.post(
-        f"{url}/chat/completions", json=body
-    ) as response:
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.post(f"{url}/chat/completions", json=body) as response,
+    ):
         assert response.status == 200
         raw = await response.read()
     if body.get("stream"):
@@ -66,7 +67,14 @@ async def test_a_read_in_one_turn_is_in_place_byte_for_byte_in_the_next(
     sent_now = later.json()["messages"]
     assert sent_now[: len(sent_then)] == sent_then  # the next prompt starts where the last ended
     assert [m["role"] for m in sent_now] == [
-        "user", "assistant", "tool", "assistant", "tool", "assistant", "user"]
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
     page = json.loads(sent_now[4]["content"])
     assert page["content"] == BIG[100:400]
     assert sent_now[3]["tool_calls"][0]["function"]["name"] == READ
@@ -81,10 +89,14 @@ async def test_a_mixed_answers_synthetic_calls_are_executed_and_kept(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
     proxy = await proxies.start()
-    fake_upstream.enqueue(calling(
-        lambda aid: call_spec("dump", {}, "call_client"),
-        lambda aid: call_spec(READ, {"artifact_id": aid, "offset": 0, "max_chars": 120}, "c_own"),
-    ))
+    fake_upstream.enqueue(
+        calling(
+            lambda aid: call_spec("dump", {}, "call_client"),
+            lambda aid: call_spec(
+                READ, {"artifact_id": aid, "offset": 0, "max_chars": 120}, "c_own"
+            ),
+        )
+    )
     turn = conversation()
     answer = await post(proxy.base_url, turn)
     assert [c["id"] for c in answer["tool_calls"]] == ["call_client"]
@@ -129,4 +141,3 @@ async def test_a_policy_can_turn_the_working_set_off(
     await post(proxy.base_url, next_turn(turn, answer, "again"))
     roles = [m["role"] for m in fake_upstream.requests(CHAT)[2].json()["messages"]]
     assert roles == ["user", "assistant", "tool", "assistant", "user"]
-

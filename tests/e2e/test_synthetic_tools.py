@@ -49,9 +49,10 @@ def sdk(base_url: str) -> openai.AsyncOpenAI:
 
 
 async def post_raw(url: str, body: dict[str, Any]) -> tuple[int, CIMultiDict[str], bytes]:
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{url}/chat/completions", json=body
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{url}/chat/completions", json=body) as response,
+    ):
         return response.status, CIMultiDict(response.headers), await response.read()
 
 
@@ -70,8 +71,11 @@ async def test_read_round_is_invisible_and_usage_summed(
     assert reply.choices[0].message.tool_calls is None
     assert reply.choices[0].finish_reason == "stop"
     assert reply.usage is not None
-    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens,
-            reply.usage.total_tokens) == (2300, 30, 2330)
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.usage.total_tokens) == (
+        2300,
+        30,
+        2330,
+    )
     assert raw.headers["x-ctxproxy-synthetic-rounds"] == "1"
     assert raw.headers["x-ctxproxy-artifact-reads"] == "1"
     first, second = fake_upstream.requests(CHAT)
@@ -94,10 +98,13 @@ async def test_stream_continues_across_rounds_with_one_done(
     caplog.set_level(logging.INFO, logger="ctxproxy.synthetic")
     proxy = await proxies.start()
     fake_upstream.enqueue_many(
-        calling(read_call(0, 50), stream=True, text="Let me check. ",
-                usage=make_usage(1000, 10)),
-        stream_completion(["It is", " 5003."], usage=make_usage(1100, 5), id="chatcmpl-second",
-                          model="other-model"),
+        calling(read_call(0, 50), stream=True, text="Let me check. ", usage=make_usage(1000, 10)),
+        stream_completion(
+            ["It is", " 5003."],
+            usage=make_usage(1100, 5),
+            id="chatcmpl-second",
+            model="other-model",
+        ),
     )
     body = conversation(stream=True, stream_options={"include_usage": True})
     status, headers, raw = await post_raw(proxy.base_url, body)
@@ -169,7 +176,8 @@ async def test_mixed_response_returns_client_calls_only(
             assert deltas[0].id == "call_client" and deltas[0].function is not None
             assert deltas[0].function.name == "dump"
             assert "".join(d.function.arguments or "" for d in deltas if d.function) == (
-                '{"page": 2}')
+                '{"page": 2}'
+            )
         else:
             reply = await client.chat.completions.create(**conversation())
             calls = reply.choices[0].message.tool_calls or []
@@ -197,16 +205,17 @@ async def test_round_cap_last_round_has_no_synthetic_tools(
 ) -> None:
     proxy = await proxies.start(max_rounds=2)
     fake_upstream.enqueue_many(
-        *[calling(read_call(i * 10, 10), stream=stream, usage=make_usage(100, 1))
-          for i in range(3)]
+        *[calling(read_call(i * 10, 10), stream=stream, usage=make_usage(100, 1)) for i in range(3)]
     )
-    body = conversation(stream=stream, tool_choice={"type": "function",
-                                                    "function": {"name": READ}})
+    body = conversation(stream=stream, tool_choice={"type": "function", "function": {"name": READ}})
     status, headers, raw = await post_raw(proxy.base_url, body)
     assert status == 200
     requests = fake_upstream.requests(CHAT)
     assert [tool_names(r) for r in requests] == [
-        ["dump", READ, SEARCH], ["dump", READ, SEARCH], ["dump"]]
+        ["dump", READ, SEARCH],
+        ["dump", READ, SEARCH],
+        ["dump"],
+    ]
     assert "tool_choice" in requests[1].json() and "tool_choice" not in requests[2].json()
     assert [r["content"] for r in tool_results(requests[2])] == [BIG[0:10], BIG[10:20]]
     assert READ.encode() not in raw
@@ -220,24 +229,46 @@ async def test_round_cap_last_round_has_no_synthetic_tools(
         assert choice["finish_reason"] == "stop" and "tool_calls" not in choice["message"]
         assert json.loads(raw)["usage"]["prompt_tokens"] == 300
         assert (headers["x-ctxproxy-synthetic-rounds"], headers["x-ctxproxy-artifact-reads"]) == (
-            "2", "2")
+            "2",
+            "2",
+        )
 
 
 async def test_several_choices_do_not_loop(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream
 ) -> None:
     proxy = await proxies.start()
-    read = {"id": "call_r", "type": "function",
-            "function": {"name": READ, "arguments": '{"artifact_id": "x"}'}}
-    choices = [{"index": i, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": f"c{i}", "tool_calls": [read]}} for i in range(2)]
-    fake_upstream.enqueue(json_reply({"id": "x", "object": "chat.completion", "created": 1,
-                                      "model": "gpt-4o", "choices": choices}))
+    read = {
+        "id": "call_r",
+        "type": "function",
+        "function": {"name": READ, "arguments": '{"artifact_id": "x"}'},
+    }
+    choices = [
+        {
+            "index": i,
+            "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": f"c{i}", "tool_calls": [read]},
+        }
+        for i in range(2)
+    ]
+    fake_upstream.enqueue(
+        json_reply(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": choices,
+            }
+        )
+    )
     status, _, raw = await post_raw(proxy.base_url, conversation(n=2))
     assert status == 200
     got = json.loads(raw)["choices"]
     assert [(c["message"]["content"], c["finish_reason"]) for c in got] == [
-        ("c0", "stop"), ("c1", "stop")]
+        ("c0", "stop"),
+        ("c1", "stop"),
+    ]
     assert all("tool_calls" not in c["message"] for c in got)
     assert len(fake_upstream.requests(CHAT)) == 1
 
@@ -258,8 +289,10 @@ async def test_upstream_errors_in_json_rounds(
 
 @pytest.mark.parametrize(
     ("second", "code"),
-    [(error_reply(500), None), (stream_completion(["a", "b", "c"], abort_after=2),
-                                "upstream_unavailable")],
+    [
+        (error_reply(500), None),
+        (stream_completion(["a", "b", "c"], abort_after=2), "upstream_unavailable"),
+    ],
 )
 async def test_later_round_failure_is_an_sse_error_event(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream, second: Any, code: str | None
@@ -287,9 +320,12 @@ async def test_client_disconnect_mid_synthetic_round_frees_upstream(
         stream_completion([f"w{i} " for i in range(300)], delay_s=0.02),
     )
     seen = b""
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{proxy.base_url}/chat/completions", json=conversation(stream=True)
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{proxy.base_url}/chat/completions", json=conversation(stream=True)
+        ) as response,
+    ):
         while b"w1 " not in seen:
             seen += await asyncio.wait_for(response.content.readany(), 5)
     await fake_upstream.wait_idle(timeout=5)
@@ -336,8 +372,14 @@ async def test_a_client_tool_named_read_context_artifact_stays_the_clients(
     own = lambda aid: call_spec(READ + "_ctxproxy", {"artifact_id": aid}, "call_own")  # noqa: E731
     clients = lambda aid: call_spec(READ, {"artifact_id": aid}, "call_client")  # noqa: E731
     fake_upstream.enqueue_many(calling(own, stream=stream), calling(clients, stream=stream))
-    clients_tool = {"type": "function", "function": {
-        "name": READ, "description": "The client's own reader", "parameters": {"type": "object"}}}
+    clients_tool = {
+        "type": "function",
+        "function": {
+            "name": READ,
+            "description": "The client's own reader",
+            "parameters": {"type": "object"},
+        },
+    }
     body = conversation(stream=stream) | {"tools": [CLIENT_TOOL, clients_tool]}
     status, _, raw = await post_raw(proxy.base_url, body)
     assert status == 200
@@ -347,8 +389,13 @@ async def test_a_client_tool_named_read_context_artifact_stays_the_clients(
     page = tool_results(second)[0]["content"]
     assert page and BIG.startswith(page)
     if stream:
-        calls = [c for chunk in sse_chunks(raw) if chunk["choices"]
-                 for c in chunk["choices"][0]["delta"].get("tool_calls", []) if c.get("id")]
+        calls = [
+            c
+            for chunk in sse_chunks(raw)
+            if chunk["choices"]
+            for c in chunk["choices"][0]["delta"].get("tool_calls", [])
+            if c.get("id")
+        ]
         assert [(c["id"], c["function"]["name"]) for c in calls] == [("call_client", READ)]
     else:
         calls = json.loads(raw)["choices"][0]["message"]["tool_calls"]

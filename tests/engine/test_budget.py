@@ -73,16 +73,20 @@ def test_one_is_the_whole_and_larger_numbers_are_tokens() -> None:
     assert (scaled(1, 500), scaled(1.0, 500), scaled(0.5, 500)) == (500, 500, 250)
     assert (scaled(2, 500), scaled(1.5, 500), scaled(499, 500)) == (2, 1, 499)
     assert (scaled(500, 500), scaled(501, 500)) == (500, 500)
-    b = budget({"context_window": 10_000, "safety_margin": 0, "trigger": 1, "target": 2},
-               {"max_tokens": 1000})
+    b = budget(
+        {"context_window": 10_000, "safety_margin": 0, "trigger": 1, "target": 2},
+        {"max_tokens": 1000},
+    )
     assert (b.allowance, b.trigger, b.target) == (9000, 9000, 2)
 
 
 def test_max_tokens_zero_reserves_nothing() -> None:
     b = budget({"context_window": 10_000, "safety_margin": 0}, {"max_tokens": 0})
     assert (b.reserved_output, b.allowance) == (0, 10_000)
-    b = budget({"context_window": 10_000, "safety_margin": 0}, {"max_completion_tokens": 0,
-                                                                "max_tokens": 700})
+    b = budget(
+        {"context_window": 10_000, "safety_margin": 0},
+        {"max_completion_tokens": 0, "max_tokens": 700},
+    )
     assert b.reserved_output == 0  # max_completion_tokens wins, even when it is 0
 
 

@@ -89,8 +89,15 @@ def test_outcomes_are_typed_and_serialise_as_their_historical_names() -> None:
     assert b'"outcome":"refused"' in dumps(refused.as_dict())
     assert Outcome.nothing_reduced == "store_unavailable_kept"
     assert {o.value for o in Outcome} == {
-        "unchanged", "inspected", "within_trigger", "within_allowance", "invalid_forwarded",
-        "store_unavailable_kept", "reduced", "reduced_above_target", "refused",
+        "unchanged",
+        "inspected",
+        "within_trigger",
+        "within_allowance",
+        "invalid_forwarded",
+        "store_unavailable_kept",
+        "reduced",
+        "reduced_above_target",
+        "refused",
     }
 
 

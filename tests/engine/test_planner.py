@@ -220,16 +220,24 @@ def test_growth_sizing_leaves_room_for_several_turns_of_the_observed_growth() ->
     )
     assert 100 * (n - shallow) == 900  # the target: room for one more unit
     assert 100 * (n - deep) == 700  # room for three units of growth under the trigger
-    off = plan_horizons([100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 0),
-                        **kwargs)
+    off = plan_horizons(
+        [100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 0), **kwargs
+    )
     assert off == [shallow]
 
 
 def test_growth_sizing_never_passes_a_step_limit() -> None:
     n = 11
     step = drop_step(n, keep_last=4, extra=0)
-    [h] = plan_horizons([100] * n, [step], base=0, reduced_base=0, trigger=1000, target=900,
-                        growth=_each_unit_a_turn(n, 50))
+    [h] = plan_horizons(
+        [100] * n,
+        [step],
+        base=0,
+        reduced_base=0,
+        trigger=1000,
+        target=900,
+        growth=_each_unit_a_turn(n, 50),
+    )
     assert h == n - 4  # as deep as the step may go, not deeper
 
 
@@ -247,15 +255,29 @@ def test_a_cut_that_leaves_the_old_prefix_wins_when_deeper_buys_little() -> None
     # reaches 1,370 at best and re-sends the whole prompt, while clearing two results reaches
     # 1,660 and keeps the first 1,000 tokens as they were.
     full, steps = _clear_then_drop([min(t + 1, 3) for t in range(14)])
-    horizons = plan_horizons(full, steps, base=0, reduced_base=0, trigger=2100, target=1900,
-                             growth=_each_unit_a_turn(14, 6))
+    horizons = plan_horizons(
+        full,
+        steps,
+        base=0,
+        reduced_base=0,
+        trigger=2100,
+        target=1900,
+        growth=_each_unit_a_turn(14, 6),
+    )
     assert horizons == [12, 0]
 
 
 def test_a_much_deeper_cut_wins_over_the_longer_unchanged_prefix() -> None:
     full, steps = _clear_then_drop([max(t - 1, 0) for t in range(14)])
-    horizons = plan_horizons(full, steps, base=0, reduced_base=0, trigger=2100, target=1900,
-                             growth=_each_unit_a_turn(14, 6))
+    horizons = plan_horizons(
+        full,
+        steps,
+        base=0,
+        reduced_base=0,
+        trigger=2100,
+        target=1900,
+        growth=_each_unit_a_turn(14, 6),
+    )
     assert horizons == [12, 12]  # 610 tokens: the next cut is many turns away
 
 
@@ -288,8 +310,15 @@ def test_prefix_replay_is_stable_with_growth_sizing(
             drop_step(m, keep_last=2),
         ]
         sizing = GrowthSizing([s for s in starts if s < m], turns)
-        return plan_horizons(costs[:m], steps, base=5, reduced_base=9, trigger=trigger,
-                             target=trigger * 7 // 10, growth=sizing)
+        return plan_horizons(
+            costs[:m],
+            steps,
+            base=5,
+            reduced_base=9,
+            trigger=trigger,
+            target=trigger * 7 // 10,
+            growth=sizing,
+        )
 
     seen = [plan(m) for m in range(1, n + 1)]
     for earlier, later in itertools.pairwise(seen):

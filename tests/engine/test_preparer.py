@@ -30,13 +30,16 @@ SMALL_BUDGET = """
 extends: default
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
 """
-SMALL = SMALL_BUDGET + """
+SMALL = (
+    SMALL_BUDGET
+    + """
 steps:
   - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
      preview_tail_chars: 200}
   - {kind: clear_tool_results, keep_recent_exchanges: 1}
   - {kind: drop_turns, keep_recent_turns: 2}
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -379,20 +382,25 @@ async def test_when_previews_do_not_fit_only_the_newest_result_keeps_one(
     h = make_harness(tmp_path, counters)
     messages = agent_history(1, result_chars=100)
     for i in range(4):
-        call = {"id": f"c{i}", "type": "function",
-                "function": {"name": "read_file", "arguments": "{}"}}
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": "{}"},
+        }
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"data{i} " * 580})
     prepared = await h.prepare(body(messages))
     assert prepared.manifest.tokens_after <= prepared.manifest.allowance
     results = [m for m in prepared.parsed["messages"] if m["role"] == "tool"][-4:]
-    cleared = [h.own_text(r["content"]).startswith("[ctxproxy: tool result cleared")
-               for r in results]
+    cleared = [
+        h.own_text(r["content"]).startswith("[ctxproxy: tool result cleared") for r in results
+    ]
     assert cleared == [True, True, True, False]
     newest = "data3 " * 580
     assert h.own_text(results[-1]["content"]).startswith("[ctxproxy: tool result offloaded")
-    assert results[-1]["content"].endswith(f"\n{newest[:250]}\n...[truncated "
-                                           f"{len(newest) - 350} chars]...\n{newest[-100:]}")
+    assert results[-1]["content"].endswith(
+        f"\n{newest[:250]}\n...[truncated {len(newest) - 350} chars]...\n{newest[-100:]}"
+    )
 
 
 async def test_refusal_reason_names_exhausted_steps(

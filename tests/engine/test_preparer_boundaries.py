@@ -263,7 +263,10 @@ async def test_read_tool_offered_only_when_enabled(
     body = request(turns=2, result_chars=6000)
     n = tokens_of(counters, body)
     h = harness_for(
-        tmp_path, counters, allowance=n, trigger=300,
+        tmp_path,
+        counters,
+        allowance=n,
+        trigger=300,
         extra=OFFLOAD_ONLY + f"read_tool: {{enabled: {str(enabled).lower()}}}\n",
     )
     prepared = await h.prepare(body)
@@ -281,8 +284,13 @@ async def test_protected_content_exactly_at_the_allowance_is_not_the_reason(
     n = tokens_of(counters, body)
 
     async def refusal(allowance: int) -> dict[str, Any]:
-        h = harness_for(tmp_path / str(allowance), counters, allowance=allowance, trigger=100,
-                        extra="steps: []\n")
+        h = harness_for(
+            tmp_path / str(allowance),
+            counters,
+            allowance=allowance,
+            trigger=100,
+            extra="steps: []\n",
+        )
         with pytest.raises(ProxyError) as caught:
             await h.prepare(body)
         return caught.value.details or {}
@@ -311,14 +319,17 @@ async def test_last_resort_only_when_the_plan_is_over_the_allowance(
     """A plan that reaches exactly the allowance is used; one token short, the steps relax."""
     body = four_recent_results()
     extra = "steps: [{kind: clear_tool_results, keep_recent_exchanges: 4}]\n"
-    roomy = harness_for(tmp_path / "roomy", counters, allowance=tokens_of(counters, body),
-                        trigger=300, extra=extra)
+    roomy = harness_for(
+        tmp_path / "roomy", counters, allowance=tokens_of(counters, body), trigger=300, extra=extra
+    )
     strict = (await roomy.prepare(body)).manifest.tokens_after
-    exact = await harness_for(tmp_path / "exact", counters, allowance=strict, trigger=300,
-                              extra=extra).prepare(body)
+    exact = await harness_for(
+        tmp_path / "exact", counters, allowance=strict, trigger=300, extra=extra
+    ).prepare(body)
     assert exact.manifest.tokens_after == strict and exact.manifest.notes == []
-    short = await harness_for(tmp_path / "short", counters, allowance=strict - 1, trigger=300,
-                              extra=extra).prepare(body)
+    short = await harness_for(
+        tmp_path / "short", counters, allowance=strict - 1, trigger=300, extra=extra
+    ).prepare(body)
     assert short.manifest.tokens_after < strict
     assert [n for n in short.manifest.notes if n.startswith("last resort")]
 
@@ -348,14 +359,21 @@ async def test_reduced_to_exactly_the_target_is_reduced(
 ) -> None:
     body = request(turns=1, result_chars=6000)
     n = tokens_of(counters, body)
-    unreachable = harness_for(tmp_path / "low", counters, allowance=n, trigger=300,
-                              extra=OFFLOAD_ONLY)
+    unreachable = harness_for(
+        tmp_path / "low", counters, allowance=n, trigger=300, extra=OFFLOAD_ONLY
+    )
     after = (await unreachable.prepare(body)).manifest.tokens_after
     assert 300 < after < n
 
     async def outcome(target: int) -> str:
-        h = harness_for(tmp_path / str(target), counters, allowance=n, trigger=n - 1,
-                        target=target, extra=OFFLOAD_ONLY)
+        h = harness_for(
+            tmp_path / str(target),
+            counters,
+            allowance=n,
+            trigger=n - 1,
+            target=target,
+            extra=OFFLOAD_ONLY,
+        )
         prepared = await h.prepare(body)
         assert prepared.changed and prepared.manifest.tokens_after == after
         return str(prepared.manifest.outcome)

@@ -246,12 +246,26 @@ def parallel_exchanges(
             messages.append({"role": "user", "content": f"Go on with batch {t}."})
         for e, calls in enumerate(fan_out):
             ids = [f"call_{t}_{e}_{c}" for c in range(calls)]
-            messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": i, "type": "function",
-                 "function": {"name": "read_file", "arguments": f'{{"path": "src/{i}.py"}}'}}
-                for i in ids]})
-            messages += [{"role": "tool", "tool_call_id": i, "content": f"{i}: {result}"}
-                         for i in ids]
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": i,
+                            "type": "function",
+                            "function": {
+                                "name": "read_file",
+                                "arguments": f'{{"path": "src/{i}.py"}}',
+                            },
+                        }
+                        for i in ids
+                    ],
+                }
+            )
+            messages += [
+                {"role": "tool", "tool_call_id": i, "content": f"{i}: {result}"} for i in ids
+            ]
         messages.append({"role": "assistant", "content": f"Batch {t} checked. {answer}"})
     return messages
 

@@ -26,8 +26,17 @@ HISTORY: list[Any] = [
 ]
 ANSWER = {"role": "assistant", "content": "an error on line 3"}
 EXCHANGE: list[Any] = [
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-     "function": {"name": "read_context_artifact", "arguments": '{"artifact_id": "x"}'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read_context_artifact", "arguments": '{"artifact_id": "x"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": '{"content": "line 3: error"}'},
 ]
 
@@ -45,7 +54,8 @@ async def test_an_exchange_goes_back_before_the_answer_it_preceded() -> None:
     assert kept.items == [*HISTORY, *EXCHANGE, later[2], later[3]]
     assert later[2] == {**ANSWER, "refusal": None}  # the request's own list is left alone
     assert working_set_notes(kept) == [
-        "working set: 1 exchange(s) of the read tools put back in place"]
+        "working set: 1 exchange(s) of the read tools put back in place"
+    ]
 
 
 async def test_another_history_scope_or_answerless_request_gets_nothing() -> None:
@@ -82,7 +92,8 @@ async def test_a_store_outage_or_a_damaged_entry_puts_nothing_back() -> None:
     kept = await reinsert(Down(b"secret"), SCOPE, OPENAI_CHAT, items)
     assert (kept.items, kept.exchanges, kept.unavailable) == (items, 0, True)
     assert working_set_notes(kept) == [
-        "working set: the store did not answer; earlier read rounds are left out"]
+        "working set: the store did not answer; earlier read rounds are left out"
+    ]
     store = MemoryStore(b"secret")
     own = working_set_scope(SCOPE)
     entry = {store.artifact_id(own, key(HISTORY).digest): NewArtifact("{not json", "working_set")}
@@ -93,8 +104,10 @@ async def test_a_store_outage_or_a_damaged_entry_puts_nothing_back() -> None:
 def test_anchors_are_the_digests_of_the_history_before_each_answer() -> None:
     items = [*HISTORY, ANSWER, {"role": "user", "content": "more"}, ANSWER]
     anchors = answer_anchors(OPENAI_CHAT, items)
-    assert anchors == {2: history_digest(OPENAI_CHAT, items[:2]),
-                       4: history_digest(OPENAI_CHAT, items[:4])}
+    assert anchors == {
+        2: history_digest(OPENAI_CHAT, items[:2]),
+        4: history_digest(OPENAI_CHAT, items[:4]),
+    }
     assert answer_anchors(OPENAI_CHAT, HISTORY) == {}
     assert history_digests(OPENAI_CHAT, items) == (anchors, history_digest(OPENAI_CHAT, items))
 
@@ -115,16 +128,27 @@ def test_the_key_ignores_what_sdks_add_but_not_what_messages_say() -> None:
 
 async def test_answer_items_the_client_sent_again_are_not_repeated() -> None:
     history: list[Any] = [{"role": "user", "content": "what is in the log?"}]
-    seen = [{"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []},
-            {"type": "message", "role": "assistant", "content": "Reading."}]
-    call = {"type": "function_call", "call_id": "r1", "name": "read_context_artifact",
-            "arguments": "{}"}
+    seen = [
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "e", "summary": []},
+        {"type": "message", "role": "assistant", "content": "Reading."},
+    ]
+    call = {
+        "type": "function_call",
+        "call_id": "r1",
+        "name": "read_context_artifact",
+        "arguments": "{}",
+    }
     result = {"type": "function_call_output", "call_id": "r1", "output": "page"}
     store = MemoryStore(b"secret")
     digest = history_digest(RESPONSES, history)
     assert await remember(store, WorkingSetKey(SCOPE, digest, 60, 100), [*seen, call, result])
-    done = {"type": "message", "role": "assistant", "status": "completed", "id": "msg_2",
-            "content": [{"type": "output_text", "text": "Done."}]}
+    done = {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "id": "msg_2",
+        "content": [{"type": "output_text", "text": "Done."}],
+    }
     sdk_copy = [{**seen[0], "status": None}, {**seen[1], "id": "msg_1"}]
     later = [*history, *sdk_copy, done, {"role": "user", "content": "thanks"}]
     kept = await reinsert(store, SCOPE, RESPONSES, later)

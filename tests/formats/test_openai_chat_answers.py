@@ -77,8 +77,6 @@ def test_a_body_without_a_tools_list_is_left_alone() -> None:
     assert without_synthetic_tools({**body, "tools": None})["tool_choice"] == "auto"
 
 
-
-
 def test_synthetic_only_on_a_synthetic_only_answer() -> None:
     assert synthetic_only(answer(message("checking", READ, SEARCH))) == (
         "checking",
@@ -212,7 +210,9 @@ def test_tools_not_ending_with_the_proxys_are_left_alone() -> None:
 def test_call_accessors() -> None:
     made = call("c1", READ_TOOL, '{"artifact_id": "a"}')
     assert (call_id(made), call_name(made), call_arguments(made)) == (
-        "c1", READ_TOOL, '{"artifact_id": "a"}'
+        "c1",
+        READ_TOOL,
+        '{"artifact_id": "a"}',
     )
     assert call_arguments(call("c2", READ_TOOL, {"artifact_id": "a"})) == {"artifact_id": "a"}
     assert call_arguments(call("c3", READ_TOOL, 7)) == ""
@@ -257,4 +257,3 @@ def test_an_upstream_error_envelope_becomes_one_event_as_it_came() -> None:
 @pytest.mark.parametrize("body", [b"", b"not json", b'{"error": "text"}', b"[1]", b'{"ok": 1}'])
 def test_anything_else_is_not_an_upstream_error_event(body: bytes) -> None:
     assert upstream_error_event(body) is None
-

@@ -88,8 +88,10 @@ def test_result_meta_keeps_the_layout_of_content_parts() -> None:
         "tool_call_id": "c1",
         "content_parts": [
             {"span": [0, 12], "part": {"type": "text", "text": None}},
-            {"span": [12, 18], "part": {"text": None, "type": "text",
-                                        "cache_control": {"type": "ephemeral"}}},
+            {
+                "span": [12, 18],
+                "part": {"text": None, "type": "text", "cache_control": {"type": "ephemeral"}},
+            },
         ],
     }
 

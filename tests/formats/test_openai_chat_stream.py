@@ -93,10 +93,19 @@ def test_synthetic_only_round_is_held_for_execution(parallel_tool_calls_sse: Pat
     content, calls = pending
     assert content is None
     assert [c.as_tool_call() for c in calls] == [
-        {"id": "call_JMW1whyEaYG438VE1OIflxA2", "type": "function", "function": {
-            "name": READ, "arguments": '{"city": "Edinburgh", "country": "GB", "units": "c"}'}},
-        {"id": "call_DNYTawLBoN8fj3KN6qU9N1Ou", "type": "function", "function": {
-            "name": SEARCH, "arguments": '{"ticker": "AAPL", "exchange": "NASDAQ"}'}},
+        {
+            "id": "call_JMW1whyEaYG438VE1OIflxA2",
+            "type": "function",
+            "function": {
+                "name": READ,
+                "arguments": '{"city": "Edinburgh", "country": "GB", "units": "c"}',
+            },
+        },
+        {
+            "id": "call_DNYTawLBoN8fj3KN6qU9N1Ou",
+            "type": "function",
+            "function": {"name": SEARCH, "arguments": '{"ticker": "AAPL", "exchange": "NASDAQ"}'},
+        },
     ]
 
 
@@ -112,16 +121,31 @@ def test_synthetic_only_round_past_the_cap_stops(parallel_tool_calls_sse: Path) 
 
 
 def test_later_round_continues_first_identity_and_sums_usage() -> None:
-    first = stream_chunks(["Let me look. "], tool_calls=[{"name": READ, "arguments": "{}"}],
-                          include_usage=True, usage={"prompt_tokens": 100, "completion_tokens": 7,
-                                                     "total_tokens": 107,
-                                                     "prompt_tokens_details": {"cached_tokens": 3}})
-    second = stream_chunks(["Found", " it."], include_usage=True, id="chatcmpl-second",
-                           created=1_800_000_000, model="gpt-4o-other",
-                           usage={"prompt_tokens": 150, "completion_tokens": 5,
-                                  "total_tokens": 155,
-                                  "prompt_tokens_details": {"cached_tokens": 90},
-                                  "completion_tokens_details": {"reasoning_tokens": 2}})
+    first = stream_chunks(
+        ["Let me look. "],
+        tool_calls=[{"name": READ, "arguments": "{}"}],
+        include_usage=True,
+        usage={
+            "prompt_tokens": 100,
+            "completion_tokens": 7,
+            "total_tokens": 107,
+            "prompt_tokens_details": {"cached_tokens": 3},
+        },
+    )
+    second = stream_chunks(
+        ["Found", " it."],
+        include_usage=True,
+        id="chatcmpl-second",
+        created=1_800_000_000,
+        model="gpt-4o-other",
+        usage={
+            "prompt_tokens": 150,
+            "completion_tokens": 5,
+            "total_tokens": 155,
+            "prompt_tokens_details": {"cached_tokens": 90},
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    )
     stream = StreamFilter()
     stream.start_round(loop_allowed=True)
     out = run_round(stream, first)
@@ -141,7 +165,9 @@ def test_later_round_continues_first_identity_and_sums_usage() -> None:
     assert usage_chunk is not None
     assert usage_chunk["id"] == first[0]["id"] and usage_chunk["choices"] == []
     assert usage_chunk["usage"] == {
-        "prompt_tokens": 250, "completion_tokens": 12, "total_tokens": 262,
+        "prompt_tokens": 250,
+        "completion_tokens": 12,
+        "total_tokens": 262,
         "prompt_tokens_details": {"cached_tokens": 93},
         "completion_tokens_details": {"reasoning_tokens": 2},
     }
@@ -151,8 +177,10 @@ def test_name_in_a_later_delta_is_held_until_known() -> None:
     base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
 
     def chunk(call: dict[str, Any]) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
-                                     "finish_reason": None}]}
+        return {
+            **base,
+            "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}],
+        }
 
     stream = StreamFilter()
     stream.start_round(loop_allowed=True)
@@ -204,7 +232,7 @@ def test_render_passes_other_events_as_they_came_and_flags_an_error() -> None:
     error = SSEEvent(b'{"error": {"message": "boom"}}', b"error")
     other = SSEEvent(b"not json")
     out, failed = stream.render([other, error])
-    assert out == b"data: not json\n\nevent: error\ndata: {\"error\": {\"message\": \"boom\"}}\n\n"
+    assert out == b'data: not json\n\nevent: error\ndata: {"error": {"message": "boom"}}\n\n'
     assert failed
     assert stream.render([other]) == (b"data: not json\n\n", False)
 
@@ -229,19 +257,23 @@ def test_pending_round_gives_the_held_calls_as_tool_calls() -> None:
     assert stream.pending_round() is None
 
 
-
 def test_usage_chunk_carries_the_streams_identity_when_the_upstreams_lacks_it() -> None:
     first = stream_chunks(["Let me look. "], tool_calls=[{"name": READ, "arguments": "{}"}])
     stream = StreamFilter()
     stream.start_round(loop_allowed=True)
     run_round(stream, first)
     stream.start_round(loop_allowed=True)
-    bare_usage = {"object": "chat.completion.chunk", "choices": [],
-                  "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
+    bare_usage = {
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+    }
     assert stream.process(bare_usage) is None
     assert stream.usage_chunk() == {
         "object": "chat.completion.chunk",
-        "id": first[0]["id"], "created": first[0]["created"], "model": first[0]["model"],
+        "id": first[0]["id"],
+        "created": first[0]["created"],
+        "model": first[0]["model"],
         "choices": [],
         "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
     }

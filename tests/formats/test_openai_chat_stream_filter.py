@@ -16,8 +16,9 @@ def chunk(*choices: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {**BASE, "choices": list(choices), **extra}
 
 
-def choice(delta: dict[str, Any] | None = None, finish: str | None = None, index: int = 0,
-           **extra: Any) -> dict[str, Any]:
+def choice(
+    delta: dict[str, Any] | None = None, finish: str | None = None, index: int = 0, **extra: Any
+) -> dict[str, Any]:
     out: dict[str, Any] = {"index": index, "finish_reason": finish, **extra}
     if delta is not None:
         out["delta"] = delta
@@ -50,8 +51,12 @@ def test_chunks_the_filter_has_nothing_to_do_with_pass_as_they_are() -> None:
 
 def test_a_missing_tool_call_index_is_index_0() -> None:
     stream = started()
-    first = {"index": 0, "id": "call_r", "type": "function",
-             "function": {"name": READ, "arguments": ""}}
+    first = {
+        "index": 0,
+        "id": "call_r",
+        "type": "function",
+        "function": {"name": READ, "arguments": ""},
+    }
     assert process(stream, chunk(choice(calls(first)))) is None
     rest = {"function": {"arguments": '{"artifact_id": "art_1"}'}}  # no index, as some servers
     no_index = {**BASE, "choices": [{"delta": calls(rest), "finish_reason": None}]}
@@ -79,8 +84,9 @@ def test_two_choices_keep_their_own_calls_and_never_loop() -> None:
     ls = {"index": 0, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
     out = process(stream, chunk(choice(calls(read), index=0), choice(calls(ls), index=1)))
     assert out == chunk(choice(calls(ls), index=1))
-    done = process(stream, chunk(choice({}, "tool_calls", index=0),
-                                 choice({}, "tool_calls", index=1)))
+    done = process(
+        stream, chunk(choice({}, "tool_calls", index=0), choice({}, "tool_calls", index=1))
+    )
     assert done == chunk(choice({}, "stop", index=0), choice({}, "tool_calls", index=1))
     assert stream.pending_calls() is None
 

@@ -7,17 +7,32 @@ from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
 
 
 def test_add_usage() -> None:
-    a = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
-         "prompt_tokens_details": {"cached_tokens": 1, "audio_tokens": None}}
-    b = {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30,
-         "prompt_tokens_details": {"cached_tokens": 5, "audio_tokens": 2}, "cost": None}
+    a = {
+        "prompt_tokens": 1,
+        "completion_tokens": 2,
+        "total_tokens": 3,
+        "prompt_tokens_details": {"cached_tokens": 1, "audio_tokens": None},
+    }
+    b = {
+        "prompt_tokens": 10,
+        "completion_tokens": 20,
+        "total_tokens": 30,
+        "prompt_tokens_details": {"cached_tokens": 5, "audio_tokens": 2},
+        "cost": None,
+    }
     assert add_usage(None, None) is None
     total = add_usage(add_usage(None, a), b)
-    assert total == {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33,
-                     "prompt_tokens_details": {"cached_tokens": 6, "audio_tokens": 2},
-                     "cost": None}
+    assert total == {
+        "prompt_tokens": 11,
+        "completion_tokens": 22,
+        "total_tokens": 33,
+        "prompt_tokens_details": {"cached_tokens": 6, "audio_tokens": 2},
+        "cost": None,
+    }
     assert a["prompt_tokens"] == 1 and a["prompt_tokens_details"] == {  # inputs untouched
-        "cached_tokens": 1, "audio_tokens": None}
+        "cached_tokens": 1,
+        "audio_tokens": None,
+    }
 
 
 def test_an_answers_usage_is_read_and_replaced_in_place() -> None:
@@ -30,10 +45,11 @@ def test_an_answers_usage_is_read_and_replaced_in_place() -> None:
     assert add_usage({"n": True}, {"n": 2}) == {"n": 2}  # a boolean is no count
 
 
-
 def test_add_usage_takes_non_integers_from_the_latest_round() -> None:
     assert add_usage({"note": "a", "n": 1}, {"note": "b", "tier": "x", "n": 2}) == {
-        "note": "b", "n": 3, "tier": "x"
+        "note": "b",
+        "n": 3,
+        "tier": "x",
     }
     assert add_usage({"note": "a"}, {"note": None}) == {"note": "a"}  # None never overwrites
     assert add_usage({"cost": "n/a"}, {"cost": 3}) == {"cost": 3}  # not summed with a string
@@ -43,6 +59,29 @@ def test_add_usage_takes_non_integers_from_the_latest_round() -> None:
 def test_prompt_tokens_of_a_usage() -> None:
     assert OPENAI_CHAT.prompt_tokens({"prompt_tokens": 1200, "completion_tokens": 3}) == 1200
     assert OPENAI_CHAT.prompt_tokens({"prompt_tokens": 0}) == 0
-    for usage in (None, [], {}, {"prompt_tokens": "12"}, {"prompt_tokens": True},
-                  {"prompt_tokens": -1}, {"prompt_tokens": 1.5}):
+    for usage in (
+        None,
+        [],
+        {},
+        {"prompt_tokens": "12"},
+        {"prompt_tokens": True},
+        {"prompt_tokens": -1},
+        {"prompt_tokens": 1.5},
+    ):
         assert OPENAI_CHAT.prompt_tokens(usage) is None
+
+
+def test_cached_tokens_come_from_the_prompt_details() -> None:
+    from proxy.formats.openai_chat.usage import cached_tokens
+
+    assert cached_tokens({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 6}}) == 6
+    assert cached_tokens({"prompt_tokens": 10}) is None
+    assert cached_tokens({"prompt_tokens_details": {"cached_tokens": -1}}) is None
+    assert cached_tokens(None) is None
+
+
+def test_stream_cached_tokens_take_the_last_statement() -> None:
+    from proxy.formats.openai_chat.usage import stream_cached_tokens
+
+    assert stream_cached_tokens(b'"prompt_tokens_details":{"cached_tokens":12}') == 12
+    assert stream_cached_tokens(b'"prompt_tokens":12') is None

@@ -12,18 +12,29 @@ from proxy.formats.openai_responses import answers
 CLIENT_TOOL = {"type": "function", "name": "grep", "parameters": {"type": "object"}}
 OWN = WIRE.synthetic_tools(tool_specs(20_000))
 REASONING = {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}
-MESSAGE = {"type": "message", "role": "assistant", "content": [{"type": "output_text",
-                                                                "text": "checking"}]}
+MESSAGE = {
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "checking"}],
+}
 
 
 def fc(name: str, call_id: str) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
-            "arguments": '{"artifact_id": "art_1"}'}
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": '{"artifact_id": "art_1"}',
+    }
 
 
 def answer(*output: Any) -> dict[str, Any]:
-    return {"id": "resp_1", "output": list(output), "usage": {"input_tokens": 5,
-                                                              "output_tokens": 2}}
+    return {
+        "id": "resp_1",
+        "output": list(output),
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
 
 
 def test_tools_renamed_away_from_a_client_tool_of_the_same_name() -> None:
@@ -119,12 +130,17 @@ def test_call_accessors_and_ids_in_use() -> None:
 
 
 def test_usage_summed_and_prompt_tokens() -> None:
-    total = WIRE.add_usage(None, {"input_tokens": 5, "output_tokens": 2,
-                                  "input_tokens_details": {"cached_tokens": 1}})
-    total = WIRE.add_usage(total, {"input_tokens": 7, "output_tokens": 3,
-                                   "input_tokens_details": {"cached_tokens": 0}})
-    assert total == {"input_tokens": 12, "output_tokens": 5,
-                     "input_tokens_details": {"cached_tokens": 1}}
+    total = WIRE.add_usage(
+        None, {"input_tokens": 5, "output_tokens": 2, "input_tokens_details": {"cached_tokens": 1}}
+    )
+    total = WIRE.add_usage(
+        total, {"input_tokens": 7, "output_tokens": 3, "input_tokens_details": {"cached_tokens": 0}}
+    )
+    assert total == {
+        "input_tokens": 12,
+        "output_tokens": 5,
+        "input_tokens_details": {"cached_tokens": 1},
+    }
     assert WIRE.prompt_tokens(total) == 12 and WIRE.prompt_tokens({"input_tokens": -1}) is None
     payload = answer()
     WIRE.with_usage(payload, total)
@@ -145,4 +161,3 @@ def test_conversation_copies_the_input() -> None:
     assert answers.conversation({"input": items}) == items
     assert answers.conversation({"input": items}) is not items
     assert answers.conversation({"input": "q"}) == [{"role": "user", "content": "q"}]
-

@@ -45,8 +45,10 @@ def test_model_stream_and_output_limit() -> None:
 def test_result_text_and_rewrite_keep_every_other_field() -> None:
     assert WIRE.is_tool_result(OUTPUT) and not WIRE.is_tool_result(CALL)
     assert WIRE.result_text(OUTPUT) == "found it"
-    parts = {**OUTPUT, "output": [{"type": "input_text", "text": "a"}, {"type": "input_text",
-                                                                        "text": "b"}]}
+    parts = {
+        **OUTPUT,
+        "output": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}],
+    }
     assert WIRE.result_text(parts) == "ab"
     image = {**OUTPUT, "output": [{"type": "input_image", "image_url": "data:..."}]}
     assert WIRE.result_text(image) is None
@@ -63,13 +65,20 @@ def test_item_text_of_messages() -> None:
 
 
 def test_tool_names_resolve_within_each_exchange() -> None:
-    items = [{"role": "user", "content": "q"}, CALL, OUTPUT,
-             {**CALL, "name": "ls"}, {**OUTPUT, "output": "b"}]
+    items = [
+        {"role": "user", "content": "q"},
+        CALL,
+        OUTPUT,
+        {**CALL, "name": "ls"},
+        {**OUTPUT, "output": "b"},
+    ]
     units = WIRE.parse(items).units
     assert WIRE.tool_names(items, units) == {2: "grep", 4: "ls"}
-    shell = [{"role": "user", "content": "q"},
-             {"type": "local_shell_call", "call_id": "s", "action": {}},
-             {"type": "local_shell_call_output", "id": "s", "output": "x"}]
+    shell = [
+        {"role": "user", "content": "q"},
+        {"type": "local_shell_call", "call_id": "s", "action": {}},
+        {"type": "local_shell_call_output", "id": "s", "output": "x"},
+    ]
     assert WIRE.tool_names(shell, WIRE.parse(shell).units) == {2: "local_shell"}
 
 
@@ -120,5 +129,6 @@ def test_invalid_error_names_the_item() -> None:
     problems = WIRE.parse([{"role": "user", "content": "q"}, OUTPUT]).problems
     error = WIRE.invalid_error(problems)
     assert error.param == "input[1]" and error.message.startswith("input[1]: ")
-    assert error.details == {"problems": [
-        {"index": 1, "call_id": "c1", "reason": problems[0].reason}]}
+    assert error.details == {
+        "problems": [{"index": 1, "call_id": "c1", "reason": problems[0].reason}]
+    }

@@ -81,8 +81,11 @@ def test_recorded_stream_whose_call_is_the_proxys_is_held_for_execution() -> Non
 def test_a_later_round_continues_the_first() -> None:
     stream = ResponsesStream(NAMES)
     stream.start_round(loop_allowed=True)
-    first = [reasoning_item("rs_1", "enc"), message_item("Reading.", id="msg_1"),
-             function_call_item(READ_TOOL, '{"artifact_id": "a"}', call_id="c1")]
+    first = [
+        reasoning_item("rs_1", "enc"),
+        message_item("Reading.", id="msg_1"),
+        function_call_item(READ_TOOL, '{"artifact_id": "a"}', call_id="c1"),
+    ]
     out1, _ = feed(stream, stream_of(first, responses_usage(100, 4), "resp_first"))
     stream.start_round(loop_allowed=False)
     second = [message_item("Done.", id="msg_2")]
@@ -101,8 +104,10 @@ def test_a_later_round_continues_the_first() -> None:
 def test_reasoning_before_a_synthetic_call_is_never_shown() -> None:
     stream = ResponsesStream(NAMES)
     stream.start_round(loop_allowed=True)
-    output = [reasoning_item("rs_own", "enc", summary=["s"]),
-              function_call_item(READ_TOOL, "{}", call_id="c1")]
+    output = [
+        reasoning_item("rs_own", "enc", summary=["s"]),
+        function_call_item(READ_TOOL, "{}", call_id="c1"),
+    ]
     out, _ = feed(stream, stream_of(output, responses_usage(1, 1), "resp_1"), chunk=13)
     assert [e["type"] for e in events(out)] == ["response.created", "response.in_progress"]
     pending = stream.pending_round()

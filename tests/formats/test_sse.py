@@ -21,13 +21,14 @@ def parse_all(raw: bytes, size: int) -> list[SSEEvent]:
 
 def recorded_data(raw: bytes) -> list[bytes]:
     """The reference split: every `data: ` line of the file, in order."""
-    return [line[len(b"data: "):] for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    return [line[len(b"data: ") :] for line in raw.split(b"\n") if line.startswith(b"data: ")]
 
 
 @pytest.mark.parametrize("size", [1, 3, 7, 97, 1000, 1 << 20])
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
-def test_parser_on_recorded_stream(parallel_tool_calls_sse: Path, size: int, newline: bytes
-                                   ) -> None:
+def test_parser_on_recorded_stream(
+    parallel_tool_calls_sse: Path, size: int, newline: bytes
+) -> None:
     raw = parallel_tool_calls_sse.read_bytes()
     events = parse_all(raw.replace(b"\n", newline), size)
     assert [e.data for e in events] == recorded_data(raw)
@@ -39,8 +40,10 @@ def test_parser_on_recorded_stream(parallel_tool_calls_sse: Path, size: int, new
 
 
 def test_parser_fields_comments_multiline_and_unterminated_tail() -> None:
-    raw = (b": keep-alive\n\nevent: error\ndata: {\"a\":\ndata:1}\nid: 7\nretry: 5\n\n"
-           b"data\n\n\n\ndata: last")
+    raw = (
+        b': keep-alive\n\nevent: error\ndata: {"a":\ndata:1}\nid: 7\nretry: 5\n\n'
+        b"data\n\n\n\ndata: last"
+    )
     events = parse_all(raw, 2)
     assert events == [SSEEvent(b'{"a":\n1}', b"error"), SSEEvent(b""), SSEEvent(b"last")]
     assert json.loads(events[0].data) == {"a": 1}

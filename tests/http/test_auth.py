@@ -89,16 +89,30 @@ def test_passthrough_scope_covers_every_credential_header() -> None:
 
 def test_anonymous_requests_get_a_private_scope_each() -> None:
     resolver = TenantResolver(settings())
-    scopes = {resolver.resolve(headers).scope for headers in (
-        {}, {}, {"Authorization": ""}, {"Authorization": "Bearer "}, {"x-api-key": ""},
-        {"Authorization": "Basic"})}
+    scopes = {
+        resolver.resolve(headers).scope
+        for headers in (
+            {},
+            {},
+            {"Authorization": ""},
+            {"Authorization": "Bearer "},
+            {"x-api-key": ""},
+            {"Authorization": "Basic"},
+        )
+    }
     assert len(scopes) == 6
 
 
 def test_one_key_has_one_scope_whichever_header_carries_it() -> None:
     resolver = TenantResolver(settings())
-    scopes = {resolver.resolve(headers).scope for headers in (
-        {"Authorization": "Bearer sk-k"}, {"x-api-key": "sk-k"}, {"api-key": "sk-k"})}
+    scopes = {
+        resolver.resolve(headers).scope
+        for headers in (
+            {"Authorization": "Bearer sk-k"},
+            {"x-api-key": "sk-k"},
+            {"api-key": "sk-k"},
+        )
+    }
     assert len(scopes) == 1
     basic = resolver.resolve({"Authorization": "Basic sk-k"}).scope
     assert basic not in scopes
@@ -202,11 +216,11 @@ def test_passthrough_sessions_are_within_the_credentials_scope() -> None:
         ({"source": "header"}, {"user": "u-1"}, None),
     ],
 )
-def test_body_sessions(session: dict[str, str], body: dict[str, object], named: str | None
-                       ) -> None:
+def test_body_sessions(session: dict[str, str], body: dict[str, object], named: str | None) -> None:
     resolver = TenantResolver(
-        settings(auth={"mode": "keys"},
-                 tenants=[{"name": "acme", "keys": ["k1"], "session": session}])
+        settings(
+            auth={"mode": "keys"}, tenants=[{"name": "acme", "keys": ["k1"], "session": session}]
+        )
     )
     tenant = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "h"})
     if session["source"] == "header":
@@ -219,3 +233,12 @@ def test_body_sessions(session: dict[str, str], body: dict[str, object], named: 
         assert expected != "acme"
         assert tenant.in_query_session({"session": named}).scope == expected
     assert tenant.in_query_session({}).scope == "acme"
+
+
+def test_keys_mode_accepts_the_proxy_key_as_x_api_key() -> None:
+    resolver = TenantResolver(
+        settings(auth={"mode": "keys"}, tenants=[{"name": "acme", "keys": ["k1"]}])
+    )
+    assert resolver.resolve(CIMultiDict({"X-Api-Key": "k1"})).name == "acme"
+    with pytest.raises(ProxyError):
+        resolver.resolve(CIMultiDict({"x-api-key": "k2"}))

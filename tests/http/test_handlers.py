@@ -27,12 +27,15 @@ async def post(
     proxy: RunningProxy, body: bytes, content_type: str | None
 ) -> tuple[int, dict[str, Any]]:
     headers = {} if content_type is None else {"Content-Type": content_type}
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{proxy.base_url}/context/prepare",
-        data=body,
-        headers=headers,
-        skip_auto_headers=["Content-Type"],
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{proxy.base_url}/context/prepare",
+            data=body,
+            headers=headers,
+            skip_auto_headers=["Content-Type"],
+        ) as response,
+    ):
         return response.status, loads(await response.read())
 
 
@@ -99,9 +102,7 @@ async def test_the_media_type_is_checked_before_the_body(proxy: RunningProxy) ->
 
 
 async def ready(proxy: RunningProxy) -> tuple[int, dict[str, Any]]:
-    async with aiohttp.ClientSession() as session, session.get(
-        f"{proxy.url}/readyz"
-    ) as response:
+    async with aiohttp.ClientSession() as session, session.get(f"{proxy.url}/readyz") as response:
         return response.status, await response.json()
 
 
@@ -141,9 +142,10 @@ async def test_a_stream_flag_that_is_not_a_boolean_is_refused(
 ) -> None:
     # Issue 11 item 11: `"stream": 1` streamed upstream while the proxy expected JSON (502).
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-    async with aiohttp.ClientSession() as session, session.post(
-        f"{proxy.base_url}{route}", json=body
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{proxy.base_url}{route}", json=body) as response,
+    ):
         status, payload = response.status, loads(await response.read())
     assert status == 400
     assert payload["error"]["code"] == "invalid_request" and payload["error"]["param"] == "stream"

@@ -225,6 +225,7 @@ async def test_unexpected_exception_is_500_without_its_text(
 
 # -- the store lease ------------------------------------------------------------------------------
 
+
 async def test_a_request_pins_what_it_stores_until_it_ends() -> None:
     """The handler runs inside a store lease: an artifact over the memory budget stays while its
     request runs (its read tools may still need it) and goes when the request ends."""
@@ -238,15 +239,21 @@ async def test_a_request_pins_what_it_stores_until_it_ends() -> None:
             "acme", {aid: NewArtifact(content, "tool_result")}, ttl_seconds=60, max_per_scope=9
         )
         other = store.artifact_id("acme", "y" * 100)
-        await store.put_many("acme", {other: NewArtifact("y" * 100, "tool_result")},
-                             ttl_seconds=60, max_per_scope=9)  # over budget: evicts if it can
+        await store.put_many(
+            "acme", {other: NewArtifact("y" * 100, "tool_result")}, ttl_seconds=60, max_per_scope=9
+        )  # over budget: evicts if it can
         return web.json_response(
             {"confirmed": aid in confirmed, "kept": await store.get("acme", aid) is not None}
         )
 
     app = web.Application(middlewares=[edge_middleware])
-    app[SERVICES] = Services(settings=settings, tenants=TenantResolver(settings),
-                             counters=TokenCounters(), catalog=ModelCatalog(), store=store)
+    app[SERVICES] = Services(
+        settings=settings,
+        tenants=TenantResolver(settings),
+        counters=TokenCounters(),
+        catalog=ModelCatalog(),
+        store=store,
+    )
     app.router.add_post("/v1/store", stores)
     async with TestClient(TestServer(app)) as test_client:
         response = await test_client.post("/v1/store", headers=AUTH)

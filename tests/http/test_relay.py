@@ -175,7 +175,8 @@ async def test_each_stream_item_is_one_http_chunk_and_the_stream_is_closed_once(
     app.router.add_get("/stream", handler)
     async with TestClient(TestServer(app)) as client, client.get("/stream") as response:
         assert list(response.headers.items())[:2] == [
-            ("Content-Type", "text/event-stream"), ("x-up", "1")
+            ("Content-Type", "text/event-stream"),
+            ("x-up", "1"),
         ]
         assert response.headers["x-ctxproxy-request-id"] == "req-relay-2"
         received, current = [], b""

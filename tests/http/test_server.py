@@ -193,8 +193,7 @@ async def test_a_malformed_request_gets_json_that_echoes_nothing(
     assert error["code"] == "invalid_request" and error["type"] == "invalid_request_error"
     assert error["message"].startswith("Malformed HTTP request (")
     assert SECRET not in answer and b"sk-" not in answer
-    assert all(SECRET.decode() not in r.getMessage() and r.exc_info is None
-               for r in caplog.records)
+    assert all(SECRET.decode() not in r.getMessage() and r.exc_info is None for r in caplog.records)
     writer.close()
 
 
@@ -210,7 +209,7 @@ async def test_a_body_that_trickles_gets_a_408(fake_upstream: FakeUpstream) -> N
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{\"model\": "
+            b'Content-Length: 1000\r\n\r\n{"model": '
         )
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5 * HEADER_TIMEOUT)
         status, headers, _ = _response(head)

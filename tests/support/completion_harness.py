@@ -72,7 +72,9 @@ def prepared(
 async def stored(store: MemoryStore, content: str) -> str:
     artifact_id = store.artifact_id(SCOPE, content)
     await store.put_many(
-        SCOPE, {artifact_id: NewArtifact(content, "tool_result", {})}, ttl_seconds=60,
+        SCOPE,
+        {artifact_id: NewArtifact(content, "tool_result", {})},
+        ttl_seconds=60,
         max_per_scope=10,
     )
     return artifact_id
@@ -88,8 +90,11 @@ def read_call(call_id: str, artifact_id: str) -> dict[str, Any]:
 
 
 def usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def answer(
@@ -117,14 +122,20 @@ def chunk(
 
 
 def usage_chunk(prompt: int, completion: int, **identity: Any) -> dict[str, Any]:
-    return {**ID, **identity, "object": "chat.completion.chunk", "choices": [],
-            "usage": usage(prompt, completion)}
+    return {
+        **ID,
+        **identity,
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": usage(prompt, completion),
+    }
 
 
 def call_delta(index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
     function = {"name": name, "arguments": arguments}
-    return {"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                            "function": function}]}
+    return {
+        "tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]
+    }
 
 
 async def drain(reply: Reply) -> list[bytes]:

@@ -83,8 +83,19 @@ class RedisProcess:
         if self.running:
             raise RuntimeError(f"redis-server on port {self.port} is already running")
         args = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self._dir), "--daemonize", "no",
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self._dir),
+            "--daemonize",
+            "no",
         ]
         with self._log_path.open("ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -32,13 +32,15 @@ RESPONSES = "/v1/responses"
 RECORDED = "openai-responses-stream-reasoning-call.sse"
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 ENCRYPTED = "gAAAAB" + "x9" * 300
-TOOL = {"type": "function", "name": "dump", "description": "Dump the data",
-        "parameters": {"type": "object", "properties": {}}}
+TOOL = {
+    "type": "function",
+    "name": "dump",
+    "description": "Dump the data",
+    "parameters": {"type": "object", "properties": {}},
+}
 
 
-async def started_proxy(
-    fake: FakeUpstream, tmp_path: Path
-) -> AsyncIterator[RunningProxy]:
+async def started_proxy(fake: FakeUpstream, tmp_path: Path) -> AsyncIterator[RunningProxy]:
     """A proxy with the small-window policy in front of `fake` (stopped afterwards)."""
     proxies = SyntheticProxies(fake, tmp_path)
     yield await proxies.start()
@@ -73,9 +75,10 @@ def history(**extra: Any) -> dict[str, Any]:
 
 
 async def post_raw(url: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
-    async with aiohttp.ClientSession() as session, session.post(
-        url, data=raw, headers={"Content-Type": "application/json"}
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=raw, headers={"Content-Type": "application/json"}) as response,
+    ):
         return response.status, dict(response.headers), await response.read()
 
 

@@ -23,8 +23,11 @@ CHAT = "/v1/chat/completions"
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 UNKNOWN_ID = "art_" + "0" * 32
 BIG = "\n".join(f"line {i}: value={i * 7919 % 10007}" for i in range(800))
-CLIENT_TOOL = {"type": "function", "function": {
-    "name": "dump", "description": "Dump the data", "parameters": {"type": "object"}}}
+CLIENT_TOOL = {
+    "type": "function",
+    "function": {"name": "dump", "description": "Dump the data", "parameters": {"type": "object"}},
+}
+
 
 def small_policy(max_rounds: int = 4, working_set: bool = True) -> str:
     return (
@@ -86,9 +89,17 @@ def conversation(**extra: Any) -> dict[str, Any]:
         "model": "gpt-4o",
         "messages": [
             {"role": "user", "content": "What is the value on line 512?"},
-            {"role": "assistant", "content": None, "tool_calls": [{
-                "id": "call_dump", "type": "function",
-                "function": {"name": "dump", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_dump",
+                        "type": "function",
+                        "function": {"name": "dump", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "call_dump", "content": BIG},
         ],
         "tools": [CLIENT_TOOL],
@@ -108,16 +119,19 @@ def tool_names(record: Recorded) -> list[str]:
     return [t["function"]["name"] for t in record.json().get("tools", [])]
 
 
-def call_spec(name: str, arguments: dict[str, Any], call_id: str | None = None
-              ) -> dict[str, Any]:
+def call_spec(name: str, arguments: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"name": name, "arguments": json.dumps(arguments)}
     if call_id:
         spec["id"] = call_id
     return spec
 
 
-def calling(*calls: Callable[[str], dict[str, Any]], stream: bool = False, text: str = "",
-            usage: dict[str, Any] | None = None) -> Reply:
+def calling(
+    *calls: Callable[[str], dict[str, Any]],
+    stream: bool = False,
+    text: str = "",
+    usage: dict[str, Any] | None = None,
+) -> Reply:
     """A reply asking for tool calls; each call is built from the request's artifact id."""
 
     def choose(record: Recorded) -> Reply:
@@ -130,10 +144,12 @@ def calling(*calls: Callable[[str], dict[str, Any]], stream: bool = False, text:
     return dynamic_reply(choose)
 
 
-def read_call(offset: int, max_chars: int, artifact_id: str | None = None
-              ) -> Callable[[str], dict[str, Any]]:
+def read_call(
+    offset: int, max_chars: int, artifact_id: str | None = None
+) -> Callable[[str], dict[str, Any]]:
     return lambda aid: call_spec(
-        READ, {"artifact_id": artifact_id or aid, "offset": offset, "max_chars": max_chars})
+        READ, {"artifact_id": artifact_id or aid, "offset": offset, "max_chars": max_chars}
+    )
 
 
 def tool_results(record: Recorded) -> list[dict[str, Any]]:
@@ -147,7 +163,7 @@ def sse_data(raw: bytes) -> list[bytes]:
     events = [e for e in raw.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
     out = []
     for event in events:
-        lines = [ln[len(b"data: "):] for ln in event.split(b"\n") if ln.startswith(b"data: ")]
+        lines = [ln[len(b"data: ") :] for ln in event.split(b"\n") if ln.startswith(b"data: ")]
         assert lines, f"event without data: {event!r}"
         out.append(b"\n".join(lines))
     return out

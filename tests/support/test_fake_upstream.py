@@ -577,7 +577,9 @@ async def test_a_default_script_answers_every_request_the_queue_does_not() -> No
                 await client.chat.completions.create(
                     model="m", messages=USER, extra_headers={"x-case": str(n)}
                 )
-            ).choices[0].message.content
+            )
+            .choices[0]
+            .message.content
             for n in range(3)
         ]
         await client.close()

@@ -185,7 +185,6 @@ def test_image_detail_estimates(counters: TokenCounters) -> None:
     assert counter.count_message(high) - low == IMAGE_HIGH_DETAIL_TOKENS - 85
 
 
-
 def test_responses_items_count_their_text_like_chat_messages(counters: TokenCounters) -> None:
     counter = counters.for_model("gpt-4o")
     text = "the output of a tool, " * 40
@@ -214,6 +213,7 @@ def test_encrypted_reasoning_counts_as_the_tokens_it_encodes(counters: TokenCoun
     extra = counter.count_message({**bare, "encrypted_content": blob}) - counter.count_message(bare)
     assert extra == -(-len(blob) * 3 // 16) == 1802
     assert counter.count_text(blob) > 2 * extra  # what it would have counted as text
+
 
 HOSTILE: list[Any] = [
     None,

@@ -61,6 +61,7 @@ def test_an_upstream_error_is_a_proxy_error() -> None:
     assert isinstance(error, ProxyError)
     assert error.envelope("r")["error"]["code"] == "upstream_timeout"
 
+
 # -- read errors -------------------------------------------------------------------------------
 
 

@@ -52,8 +52,13 @@ def test_drops_hop_by_hop_host_length_encoding_expect_and_own_headers() -> None:
 
 def test_header_names_are_matched_case_insensitively_and_repeats_kept() -> None:
     incoming = CIMultiDict(
-        [("HOST", "x"), ("cOnNeCtIoN", "close"), ("X-CTXPROXY-Anything", "1"),
-         ("X-Tag", "a"), ("x-tag", "b")]
+        [
+            ("HOST", "x"),
+            ("cOnNeCtIoN", "close"),
+            ("X-CTXPROXY-Anything", "1"),
+            ("X-Tag", "a"),
+            ("x-tag", "b"),
+        ]
     )
     out = forward_request_headers(incoming, None)
     assert list(out.items()) == [("X-Tag", "a"), ("x-tag", "b")]
@@ -75,8 +80,11 @@ def test_passthrough_tenant_keeps_the_clients_credentials() -> None:
         (tenant(upstream_key="sk-tenant"), UPSTREAM, "Bearer sk-tenant"),
         (tenant(upstream_key="sk-tenant", passthrough=True), UPSTREAM, "Bearer sk-tenant"),
         (tenant(), UPSTREAM.model_copy(update={"api_key": "sk-shared"}), "Bearer sk-shared"),
-        (tenant(passthrough=True), UPSTREAM.model_copy(update={"api_key": "sk-shared"}),
-         "Bearer sk-shared"),
+        (
+            tenant(passthrough=True),
+            UPSTREAM.model_copy(update={"api_key": "sk-shared"}),
+            "Bearer sk-shared",
+        ),
     ],
 )
 def test_a_configured_key_replaces_the_clients(
@@ -103,8 +111,13 @@ def test_replacing_the_credentials_drops_every_credential_header_of_the_client(
     replacement: str,
 ) -> None:
     incoming = CIMultiDict(
-        [("Authorization", "Bearer sk-client"), ("X-Api-Key", "sk-ant-client"),
-         ("x-api-key", "sk-ant-again"), ("Api-Key", "sk-azure-client"), ("X-Other", "1")]
+        [
+            ("Authorization", "Bearer sk-client"),
+            ("X-Api-Key", "sk-ant-client"),
+            ("x-api-key", "sk-ant-again"),
+            ("Api-Key", "sk-azure-client"),
+            ("X-Other", "1"),
+        ]
     )
     out = forward_request_headers(incoming, replacement)
     assert {name.lower() for name in out} & set(CREDENTIAL_HEADERS) == (
@@ -159,3 +172,12 @@ def test_relay_response_headers() -> None:
         ("Set-Cookie", "b=2"),
         ("retry-after", "1"),
     ]
+
+
+def test_a_proxy_key_for_an_anthropic_upstream_goes_as_x_api_key() -> None:
+    incoming = {"x-api-key": "client", "Authorization": "Bearer client", "anthropic-beta": "b"}
+    out = forward_request_headers(incoming, "Bearer operator", api_key_header=True)
+    assert out["x-api-key"] == "operator" and "Authorization" not in out
+    assert out["anthropic-beta"] == "b"
+    kept = forward_request_headers(incoming, None, api_key_header=True)
+    assert kept["x-api-key"] == "client" and kept["Authorization"] == "Bearer client"

@@ -14,7 +14,7 @@ from yarl import URL
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 from proxy.stats import RequestStats
-from proxy.upstream.base import Upstream, UpstreamError, UpstreamResponse
+from proxy.upstream.base import MESSAGES_ROUTE, Upstream, UpstreamError, UpstreamResponse
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 # -- the URL -----------------------------------------------------------------------------------
@@ -70,8 +70,10 @@ def test_urls_are_remembered_within_a_bound() -> None:
     for n in range(1000):  # paths come from clients (passthrough routes)
         assert up.url(f"files/{n}/../x{n}") == f"http://up.example/v1/files/{n}/x{n}"
         assert len(up._urls) <= 256
-    assert up.url("chat/completions") == up.url("chat/completions") == (
-        "http://up.example/v1/chat/completions"
+    assert (
+        up.url("chat/completions")
+        == up.url("chat/completions")
+        == ("http://up.example/v1/chat/completions")
     )
 
 
@@ -80,8 +82,11 @@ async def test_open_sends_the_encoded_url_literally(fake_upstream: FakeUpstream)
         settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)
         up = OpenAIHttpUpstream(settings, session)
         answer = await up.open(
-            "GET", "../%2e%2e/models", headers=CIMultiDict(),
-            body=None, query="a=%2F b&c=d",
+            "GET",
+            "../%2e%2e/models",
+            headers=CIMultiDict(),
+            body=None,
+            query="a=%2F b&c=d",
         )
         answer.close()
     record = fake_upstream.last
@@ -99,7 +104,9 @@ async def test_open_maps_a_missing_first_byte_to_upstream_timeout(
         )
         with pytest.raises(ProxyError) as caught:
             await OpenAIHttpUpstream(settings, session).open(
-                "POST", "/chat/completions", headers=CIMultiDict(),
+                "POST",
+                "/chat/completions",
+                headers=CIMultiDict(),
                 body=b"{}",
             )
     assert caught.value.code is ErrorCode.upstream_timeout
@@ -138,12 +145,14 @@ async def test_chat_completions_posts_the_body_to_its_own_path(
     answer.close()  # twice is harmless
     assert answer.closed
     record = fake_upstream.last
-    assert (record.method, record.path, record.body) == ("POST", "/v1/chat/completions",
-                                                        b'{"model": "m"}')
+    assert (record.method, record.path, record.body) == (
+        "POST",
+        "/v1/chat/completions",
+        b'{"model": "m"}',
+    )
     assert record.headers["X-Tag"] == "t"
     assert stats.upstream_sent is not None
     assert [call.upstream for call in stats.upstream_calls] == ["up"]
-
 
 
 async def test_a_route_names_the_client_formats_endpoint(
@@ -157,6 +166,7 @@ async def test_a_route_names_the_client_formats_endpoint(
     assert await answer.read() == b'{"id": "resp_1"}'
     answer.close()
     assert (fake_upstream.last.method, fake_upstream.last.path) == ("POST", "/v1/responses")
+
 
 async def test_chunks_arrive_as_the_upstream_sends_them(
     fake_upstream: FakeUpstream, session: aiohttp.ClientSession
@@ -242,3 +252,15 @@ def test_at_root_paths_drop_the_api_version_segment() -> None:
     assert upstream_at("http://h/api").url("/props", at_root=True) == "http://h/api/props"
     assert upstream_at("http://h/v1").url("/../../props", at_root=True) == "http://h/props"
     assert upstream_at("http://h/v1").url("/props") == "http://h/v1/props"
+
+
+async def test_a_messages_completion_goes_to_the_servers_messages_route(
+    fake_upstream: FakeUpstream,
+) -> None:
+    """vLLM and llama.cpp serve Anthropic's `/v1/messages` beside chat completions."""
+    async with aiohttp.ClientSession() as session:
+        answer = await fake_at(fake_upstream, session).chat_completions(
+            headers=CIMultiDict(), body=b"{}", route=MESSAGES_ROUTE
+        )
+        answer.close()
+    assert fake_upstream.last.path == "/v1/messages"

@@ -76,3 +76,17 @@ def test_other_errors_are_no_overflow_whatever_numbers_they_hold() -> None:
 def test_a_stated_window_must_be_positive() -> None:
     raw = body({"error": {"message": "maximum context length is 0 tokens", "n_ctx": True}})
     assert stated_window(400, raw) is None
+
+
+def test_anthropics_prompt_too_long_states_its_maximum() -> None:
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210234 tokens > 200000 maximum",
+            },
+        }
+    ).encode()
+    assert is_overflow(400, body)
+    assert stated_window(400, body) == 200000

@@ -9,6 +9,7 @@ import pytest
 from proxy import cli
 from proxy.settings import UpstreamSettings
 from proxy.upstream import UPSTREAM_KINDS, unknown_upstream_kinds
+from proxy.upstream.anthropic_http import AnthropicHttpUpstream
 from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 
@@ -19,13 +20,19 @@ def test_openai_is_the_default_kind() -> None:
     assert unknown_upstream_kinds([settings]) == []
 
 
+def test_anthropic_is_a_kind() -> None:
+    settings = UpstreamSettings(name="c", kind="anthropic", base_url="https://api.anthropic.com")
+    assert UPSTREAM_KINDS["anthropic"] is AnthropicHttpUpstream
+    assert unknown_upstream_kinds([settings]) == []
+
+
 def test_unknown_kinds_are_named_with_their_index() -> None:
     upstreams = [
         UpstreamSettings(name="a", base_url="http://127.0.0.1:9"),
         UpstreamSettings(name="b", kind="gemini", base_url="http://127.0.0.1:9"),
     ]
     assert unknown_upstream_kinds(upstreams) == [
-        "upstreams.1.kind: unknown upstream kind 'gemini' (known: litellm, openai)"
+        "upstreams.1.kind: unknown upstream kind 'gemini' (known: anthropic, litellm, openai)"
     ]
 
 
@@ -36,5 +43,5 @@ def test_serve_refuses_an_unknown_kind_in_one_line(
     config.write_text("upstreams:\n  - name: x\n    kind: nope\n    base_url: http://127.0.0.1:9\n")
     assert cli.main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    known = "(known: litellm, openai)"
+    known = "(known: anthropic, litellm, openai)"
     assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' {known}"]

@@ -42,8 +42,9 @@ class ClearToolResultsConfig(StepConfig):
         "read tool), and clear the older ones.",
     )
     recent_preview_head_chars: Annotated[int, Field(ge=0)] = Field(
-        default=500, description="The last resort's preview of a recent result keeps this many "
-        "leading characters ..."
+        default=500,
+        description="The last resort's preview of a recent result keeps this many "
+        "leading characters ...",
     )
     recent_preview_tail_chars: Annotated[int, Field(ge=0)] = Field(
         default=200, description="... and this many trailing characters."

@@ -82,9 +82,7 @@ class DropTurns(Step[DropTurnsConfig]):
             keeps_from=keeps_from,
         )
 
-    def _notice(
-        self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str
-    ) -> Any:
+    def _notice(self, ctx: PrepareContext, turns: int, tokens: int, artifact_id: str) -> Any:
         text = notice_text(ctx.read_tool_enabled, turns, tokens, artifact_id, ctx.own_text_mac)
         return ctx.wire.notice_item(self.config.notice_role, text)
 

@@ -24,7 +24,14 @@ from proxy.formats.openai_chat.fields import (
     with_content,
 )
 from proxy.formats.openai_chat.stream import StreamFilter
-from proxy.formats.openai_chat.usage import add_usage, answer_usage, prompt_tokens, with_usage
+from proxy.formats.openai_chat.usage import (
+    add_usage,
+    answer_usage,
+    cached_tokens,
+    prompt_tokens,
+    stream_cached_tokens,
+    with_usage,
+)
 from proxy.jsonio import dumps
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 from proxy.upstream.base import CHAT_COMPLETIONS_ROUTE
@@ -77,6 +84,8 @@ class OpenAIChat:
     add_usage = staticmethod(add_usage)
     answer_usage = staticmethod(answer_usage)
     prompt_tokens = staticmethod(prompt_tokens)
+    cached_tokens = staticmethod(cached_tokens)
+    stream_cached_tokens = staticmethod(stream_cached_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
     relayed_error_event = staticmethod(relayed_error_event)

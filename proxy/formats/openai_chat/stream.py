@@ -193,8 +193,9 @@ class StreamFilter:
             return True
         delta = choice.get("delta")
         empty_delta = not isinstance(delta, dict) or all(v in (None, "") for v in delta.values())
-        return not (empty_delta and choice.get("finish_reason") is None
-                    and choice.get("logprobs") is None)
+        return not (
+            empty_delta and choice.get("finish_reason") is None and choice.get("logprobs") is None
+        )
 
     def _delta(self, state: _Choice, delta: dict[str, Any]) -> bool:
         touched = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from proxy.formats.openai_chat.fields import int_value
@@ -34,6 +35,22 @@ def prompt_tokens(usage: Any) -> int | None:
     """`usage.prompt_tokens`, when it is a non-negative integer."""
     value = int_value(usage.get("prompt_tokens")) if isinstance(usage, dict) else None
     return value if value is not None and value >= 0 else None
+
+
+def cached_tokens(usage: Any) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens`, when it is a non-negative integer."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    value = int_value(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return value if value is not None and value >= 0 else None
+
+
+_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,12})')
+
+
+def stream_cached_tokens(data: bytes) -> int | None:
+    """The last `"cached_tokens": N` in stream bytes (the usage chunk's prompt details)."""
+    found = _CACHED.findall(data)
+    return int(found[-1]) if found else None
 
 
 def with_usage(payload: dict[str, Any], usage: dict[str, Any]) -> None:

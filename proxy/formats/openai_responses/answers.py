@@ -215,6 +215,14 @@ def prompt_tokens(usage: Any) -> int | None:
     return value if ok else None
 
 
+def cached_tokens(usage: Any) -> int | None:
+    """`usage.input_tokens_details.cached_tokens`, when it is a non-negative integer."""
+    details = usage.get("input_tokens_details") if isinstance(usage, dict) else None
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
 def with_usage(payload: dict[str, Any], usage: dict[str, Any]) -> None:
     payload["usage"] = usage
 

@@ -12,22 +12,26 @@ from typing import Any
 
 from proxy.formats.openai_chat.fields import int_value
 
-PAIRED_CALLS: Mapping[str, str] = MappingProxyType({
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "computer_call": "computer_call_output",
-    "local_shell_call": "local_shell_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-})
+PAIRED_CALLS: Mapping[str, str] = MappingProxyType(
+    {
+        "function_call": "function_call_output",
+        "custom_tool_call": "custom_tool_call_output",
+        "computer_call": "computer_call_output",
+        "local_shell_call": "local_shell_call_output",
+        "shell_call": "shell_call_output",
+        "apply_patch_call": "apply_patch_call_output",
+    }
+)
 """A call item type -> the type of the item that answers it by `call_id` (one unit together)."""
 OUTPUTS = frozenset(PAIRED_CALLS.values())
-_BUILTIN_NAMES: Mapping[str, str] = MappingProxyType({
-    "computer_call": "computer",
-    "local_shell_call": "local_shell",
-    "shell_call": "shell",
-    "apply_patch_call": "apply_patch",
-})
+_BUILTIN_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        "computer_call": "computer",
+        "local_shell_call": "local_shell",
+        "shell_call": "shell",
+        "apply_patch_call": "apply_patch",
+    }
+)
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text"})
 PREFIX_ROLES = frozenset({"system", "developer"})
 

@@ -11,7 +11,7 @@ from proxy.artifacts.read_tool import ToolNames, ToolSpec
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.openai_chat.usage import add_usage
+from proxy.formats.openai_chat.usage import add_usage, stream_cached_tokens
 from proxy.formats.openai_responses import answers, errors
 from proxy.formats.openai_responses.conversation import canonical_item, parse_conversation
 from proxy.formats.openai_responses.fields import (
@@ -85,6 +85,8 @@ class OpenAIResponses:
     add_usage = staticmethod(add_usage)
     answer_usage = staticmethod(answers.answer_usage)
     prompt_tokens = staticmethod(answers.prompt_tokens)
+    cached_tokens = staticmethod(answers.cached_tokens)
+    stream_cached_tokens = staticmethod(stream_cached_tokens)
     with_usage = staticmethod(answers.with_usage)
     error_event = staticmethod(errors.error_event)
     relayed_error_event = staticmethod(errors.relayed_error_event)

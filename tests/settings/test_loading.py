@@ -6,15 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from proxy import settings as settings_module
-from proxy.settings import (
-    DEFAULT_OPENAI_BASE_URL,
-    ConfigError,
-    Settings,
-    embedded_default,
-    load_settings,
-)
+from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings
+from proxy.settings.loading import embedded_default, load_settings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_embedded_default_reads_openai_base_url() -> None:
@@ -86,6 +81,31 @@ def test_routes_pick_upstream_by_model_glob(tmp_path: Path) -> None:
     settings = load_settings(path, {})
     assert settings.upstream_for("claude-3").name == "b"
     assert settings.upstream_for("gpt-4o").name == "a"
+
+
+def test_a_tenants_routes_come_before_the_global_ones(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "upstreams: [{name: a, base_url: 'http://a'}, {name: b, base_url: 'http://b'}]\n"
+        "routes: [{model: 'claude-*', upstream: b}]\n"
+        "tenants: [{name: t, routes: [{model: 'claude-3*', upstream: a}]}]\n"
+    )
+    settings = load_settings(path, {})
+    own = settings.tenants[0].routes
+    assert settings.upstream_for("claude-3-opus", own).name == "a"
+    assert settings.upstream_for("claude-4", own).name == "b"  # falls through to the global
+    assert settings.upstream_for("claude-3-opus").name == "b"  # another tenant
+
+
+def test_a_tenant_route_to_an_unknown_upstream_names_tenant_and_route(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "upstreams: [{name: a, base_url: 'http://a'}]\n"
+        "tenants: [{name: t}, {name: u, routes: [{model: '*', upstream: gone}]}]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert str(caught.value) == f"{path}: tenants.1.routes.0.upstream: unknown upstream 'gone'"
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
@@ -175,6 +195,7 @@ def test_example_config_is_not_an_open_relay() -> None:
 
 # -- item 12: every start-up mistake is one line naming the file and the key --------------------
 
+
 def test_store_url_must_be_a_redis_url(tmp_path: Path) -> None:
     secret_url = "http://user:hunter2@127.0.0.1:6379"
     path = write(tmp_path, f"store: {{kind: redis, url: '{secret_url}'}}\n")
@@ -209,6 +230,7 @@ def test_invalid_yaml_is_one_line(tmp_path: Path) -> None:
 
 
 # -- item 16: duplicate tenants and keys --------------------------------------------------------
+
 
 def test_duplicate_tenant_names_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: acme}, {name: beta}, {name: acme}]\n")
@@ -247,6 +269,7 @@ def test_unknown_passthrough_tenant_is_refused(tmp_path: Path) -> None:
 
 # -- item 17: a keys-mode tenant without any upstream key is reported at start-up ---------------
 
+
 def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -266,6 +289,7 @@ def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None
 
 
 # -- item 18: a relative policies_dir is relative to the config file -----------------------------
+
 
 def test_relative_policies_dir_resolves_against_the_config_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -296,6 +320,7 @@ def test_metrics_auth_keys_needs_auth_mode_keys() -> None:
 
 # -- issue 12 item 9: sessions within a tenant --------------------------------------------------
 
+
 def test_sessions_are_off_unless_a_tenant_asks_for_them(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: acme}, {name: beta, session: {}}]\n")
     acme, beta = load_settings(path, {}).tenants
@@ -308,8 +333,10 @@ def test_sessions_are_off_unless_a_tenant_asks_for_them(tmp_path: Path) -> None:
     ("session", "expected"),
     [
         ("{source: user}", ("user", "x-ctxproxy-session", "session_id")),
-        ("{source: metadata, metadata_key: conversation}", ("metadata", "x-ctxproxy-session",
-                                                            "conversation")),
+        (
+            "{source: metadata, metadata_key: conversation}",
+            ("metadata", "x-ctxproxy-session", "conversation"),
+        ),
         ("{header: X-Session-Id}", ("header", "x-session-id", "session_id")),
     ],
 )

@@ -1,0 +1,82 @@
+"""`formats.anthropic_messages.conversation`: turns, units and problems of Messages items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.formats.anthropic_messages.conversation import message_indices, parse_conversation
+from proxy.formats.anthropic_messages.items import split
+
+
+def call(call_id: str, name: str = "dump") -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+
+
+def result(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "out"}
+
+
+THINKING = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+
+
+def test_a_tool_use_and_its_results_are_one_unit_and_do_not_open_a_turn() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [THINKING, call("a"), call("b")]},
+        {"role": "user", "content": [result("b"), result("a"), {"type": "text", "text": "more"}]},
+        {"role": "assistant", "content": "done"},
+        {"role": "user", "content": "next"},
+    ]
+    items = split(messages)
+    parsed = parse_conversation(items)
+    assert parsed.ok and parsed.system_end == 0
+    assert [(t.start, t.end) for t in parsed.turns] == [(0, 6), (6, 7)]
+    units = parsed.turns[0].units
+    assert [(u.start, u.end, u.kind) for u in units] == [
+        (0, 1, "message"),
+        (1, 4, "tool_exchange"),
+        (4, 5, "message"),
+        (5, 6, "message"),
+    ]
+    assert units[1].tool_call_ids == ("a", "b")
+    assert list(units[1].result_indices) == [2, 3]
+    assert message_indices(items) == [0, 1, 2, 2, 2, 3, 4]
+
+
+def test_a_missing_result_is_a_problem_naming_the_message() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [call("a"), call("b")]},
+        {"role": "user", "content": [result("a")]},
+    ]
+    parsed = parse_conversation(split(messages))
+    assert [(p.index, p.tool_call_id, p.param) for p in parsed.problems] == [
+        (1, "b", "messages[1]")
+    ]
+    assert parsed.problems[0].reason.startswith("messages[1]: tool_use 'b' has no tool_result")
+
+
+def test_an_orphan_result_is_a_problem_naming_its_message_not_its_item() -> None:
+    messages = [
+        {"role": "user", "content": [result("x"), result("y")]},
+        {"role": "assistant", "content": "ok"},
+    ]
+    parsed = parse_conversation(split(messages))
+    assert [(p.index, p.param) for p in parsed.problems] == [(0, "messages[0]"), (1, "messages[0]")]
+
+
+def test_a_result_for_another_call_is_a_problem() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [call("a")]},
+        {"role": "user", "content": [result("a"), result("zzz")]},
+    ]
+    parsed = parse_conversation(split(messages))
+    assert [(p.index, p.tool_call_id) for p in parsed.problems] == [(3, "zzz")]
+
+
+def test_a_leading_assistant_message_is_a_leading_turn() -> None:
+    parsed = parse_conversation(
+        split([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "q"}])
+    )
+    assert [t.leading for t in parsed.turns] == [True, False]
