@@ -39,6 +39,12 @@ class Case:
     """The credential headers to send; None: the phase's rotation."""
     check: Check | None = None
     """A finding about the client's answer (status, body), or None."""
+    follow_up: Callable[[bytes, bytes, bool], bytes | None] | None = None
+    """The client's next turn from (this body, its answer, streamed), sent next (None: none)."""
+    hang_up: bool = False
+    """The client goes away after the first bytes of the answer (nothing to judge)."""
+    kind: str = "chat"
+    """The format of the body: `chat` or `responses` (which checker reads what goes upstream)."""
 
 
 # -- the tool-pair checker --------------------------------------------------------------------

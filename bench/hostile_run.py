@@ -2,6 +2,7 @@
 
     python bench/hostile_run.py [--requests 5000] [--seed 11] [--concurrency 4] [--redis]
                                 [--phases passthrough,keys] [--scale 1] [--ctxproxy PATH]
+                                [--formats chat,responses] [--examples DIR]
 
 Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port, one
 phase at a time, in front of the tests' fake OpenAI upstream (`tests/support/fakes`) run by this
@@ -29,20 +30,27 @@ receives (the client's round and every synthetic round) is checked for tool pair
 client request had sound pairs; a request broken on arrival may be forwarded untouched
 (`on_invalid: forward`), which is not the proxy's doing: those are counted apart, untouched or not.
 The server's log (WARNING and up) is scanned for `Traceback` and `ERROR` lines.
+
+`--formats` (default `chat`, the run above): with `responses`, each phase also sends the
+`/v1/responses` cases of `bench/hostile_responses.py` (attack cases, two-turn conversations,
+fuzz from `tests/support/hostile_responses.py`) to the scripted Responses upstream
+(`bench/hostile_upstream_responses.py`); every body it receives is checked for call/output pairs
+and reasoning items (`hostile_responses.body_problems`), every answer the client gets for its
+envelope, event numbering and leaks (`hostile_answers.answer_problem`, counted as case
+findings). `--examples DIR` writes the bodies of the first case of each finding.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import json
 import re
 import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +62,7 @@ import aiohttp
 from fakes import FakeUpstream
 
 from bench.dryrun_snapshot import free_port
+from bench.hostile_answers import answer_problem
 from bench.hostile_cases import (
     PREPARE,
     Case,
@@ -63,7 +72,22 @@ from bench.hostile_cases import (
     fuzz_cases,
 )
 from bench.hostile_proxy import KEYS, delete_prefix, proxy_config, running_proxy
+from bench.hostile_report import (
+    Tally,
+    error_code,
+    print_table,
+    stream_error_codes,
+    write_examples,
+)
+from bench.hostile_responses import (
+    Integrity,
+    responses_attack_cases,
+    responses_case,
+    responses_fuzz_cases,
+)
+from bench.hostile_responses import body_problems as responses_body_problems
 from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
+from bench.hostile_upstream_responses import RESPONSES_FAULTS
 
 PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Bearer sk-client-a"}, {"Authorization": "Bearer sk-client-b"},
@@ -71,8 +95,8 @@ PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Basic dXNlcjpwYXNz"}, {}, {"Authorization": "Bearer "},
     {"Authorization": "Bearer sk-client-a", "x-api-key": "xk-client-c"},
 )  # fmt: skip
-WRONG_CREDENTIALS: tuple[dict[str, str], ...] = (
-    {"x-api-key": KEYS["tiny"]}, {"Authorization": "Basic dXNlcjpwYXNz"}, {},
+WRONG_CREDENTIALS: tuple[dict[str, str], ...] = (  # x-api-key is a proxy key too (main, Anthropic)
+    {"x-api-key": "xk-wrong"}, {"Authorization": "Basic dXNlcjpwYXNz"}, {},
     {"Authorization": "Bearer sk-wrong"},
 )  # fmt: skip
 HOSTILE_OFFSETS = (
@@ -80,26 +104,9 @@ HOSTILE_OFFSETS = (
     "\uff11\uff12", "\u00b2", "99999999999999999999", "1.5",
 )  # fmt: skip
 BATCH = 64
+ON_PURPOSE = frozenset(FAULTS) | RESPONSES_FAULTS
 TIMEOUT = aiohttp.ClientTimeout(total=180)
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
-
-
-@dataclass
-class Tally:
-    requests: collections.Counter[str] = field(default_factory=collections.Counter)
-    statuses: collections.Counter[int] = field(default_factory=collections.Counter)
-    proxy_5xx: collections.Counter[str] = field(default_factory=collections.Counter)
-    expected_5xx: int = 0
-    no_answer: collections.Counter[str] = field(default_factory=collections.Counter)
-    stream_errors: collections.Counter[str] = field(default_factory=collections.Counter)
-    findings: collections.Counter[str] = field(default_factory=collections.Counter)
-    upstream_bodies: int = 0
-    broken_pairs: collections.Counter[str] = field(default_factory=collections.Counter)
-    arrived_broken: collections.Counter[str] = field(default_factory=collections.Counter)
-    log_lines: collections.Counter[str] = field(default_factory=collections.Counter)
-    actions: collections.Counter[str] = field(default_factory=collections.Counter)
-    with_rounds: int = 0
-    seconds: dict[str, float] = field(default_factory=lambda: collections.defaultdict(float))
 
 
 @dataclass
@@ -107,6 +114,8 @@ class Sent:
     case: Case
     original: bytes | None
     upstream_bodies: int = 0
+    integrity: Integrity | None = None
+    """The reasoning items of a Responses request (the client's and the upstream's)."""
 
 
 class Phase:
@@ -127,26 +136,44 @@ class Phase:
             return dict(WRONG_CREDENTIALS[number // 20 % len(WRONG_CREDENTIALS)])
         return {"Authorization": f"Bearer {list(KEYS.values())[number % len(KEYS)]}"}
 
+    def on_output(self, number: int, items: list[Any]) -> None:
+        sent = self.sent.get(number)
+        if sent is not None and sent.integrity is not None:
+            sent.integrity.add(items)
+
     def on_body(self, number: int, path: str, raw: bytes) -> None:
         sent = self.sent.get(number)
-        if sent is None or not path.endswith("/chat/completions"):
+        if sent is None:
+            return
+        if path.endswith("/responses") and sent.integrity is not None:
+            problems = responses_body_problems(raw, sent.integrity)
+        elif path.endswith("/chat/completions") and sent.case.kind == "chat":
+            problems = body_problems(raw)
+        else:
             return
         self.tally.upstream_bodies += 1
         sent.upstream_bodies += 1
-        problems = body_problems(raw)
         category = sent.case.category
         if sent.case.well_formed:
             if problems is None or problems:
-                what = "not a chat body" if problems is None else problems[0]
+                what = f"not a {sent.case.kind} body" if problems is None else problems[0]
                 self.tally.broken_pairs[f"{category}: {what}"] += 1
+                self.tally.examples.setdefault(f"{category}: {what}", (sent.original, raw))
         elif problems != []:
             untouched = "untouched" if raw == sent.original else "changed"
             self.tally.arrived_broken[untouched] += 1
+            self.tally.examples.setdefault(f"arrived broken, {untouched}", (sent.original, raw))
 
-    async def send(self, session: aiohttp.ClientSession, case: Case) -> None:
+    async def send(
+        self, session: aiohttp.ClientSession, case: Case, integrity: Integrity | None = None
+    ) -> None:
+        """Send `case` (a next turn: with the first turn's reasoning items, `integrity`)."""
         self.number += 1
         number = self.number
-        self.sent[number] = Sent(case, case.body)
+        if case.kind == "responses":
+            integrity = integrity or Integrity(None)
+            integrity.add_body(case.body)
+        self.sent[number] = Sent(case, case.body, integrity=integrity)
         credentials = case.credentials
         if credentials is None:
             credentials = self.headers_for(number)
@@ -159,6 +186,10 @@ class Phase:
         started = time.monotonic()
         try:
             async with session.request(case.method, url, data=case.body, headers=headers) as r:
+                if case.hang_up:
+                    await r.content.readany()
+                    r.close()
+                    return
                 status, answer = r.status, await r.read()
                 streamed = r.headers.get("Content-Type", "").startswith("text/event-stream")
                 actions = r.headers.get("x-ctxproxy-actions", "none")
@@ -172,22 +203,35 @@ class Phase:
         for action in actions.split(","):
             self.tally.actions[action.split(":")[0]] += 1
         self.judge(case, category, status, answer, streamed)
+        after = case.follow_up(case.body or b"", answer, streamed) if case.follow_up else None
+        if after is not None and status == 200:
+            turn = responses_case(f"{case.category[10:]} (next turn)", after, script=case.script)
+            await self.send(session, turn, sent.integrity)
 
     def judge(self, case: Case, category: str, status: int, answer: bytes, streamed: bool) -> None:
         self.tally.statuses[status] += 1
         if status >= 500:
-            if case.script in FAULTS and status in (502, 503, 504):
+            if case.script in ON_PURPOSE and status in (502, 503, 504):
                 self.tally.expected_5xx += 1
             else:
-                self.tally.proxy_5xx[f"{category}: {status} {_code(answer)}"] += 1
+                self.tally.proxy_5xx[f"{category}: {status} {error_code(answer)}"] += 1
         if streamed:
-            why = " (upstream failed on purpose)" if case.script in FAULTS else ""
-            for code in _stream_error_codes(answer):
+            why = " (upstream failed on purpose)" if case.script in ON_PURPOSE else ""
+            for code in stream_error_codes(answer):
                 self.tally.stream_errors[f"{code}{why}"] += 1
-        if case.check is not None:
-            finding = case.check(status, answer)
+        if status >= 400:
+            sound = "sound" if case.well_formed else "broken"
+            self.tally.error_codes[f"{case.kind} {status} {error_code(answer)} ({sound})"] += 1
+            self.tally.examples.setdefault(f"{case.kind} {status} {error_code(answer)} ({sound})",
+                                           (case.body, answer))  # fmt: skip
+        findings = [case.check(status, answer)] if case.check is not None else []
+        if case.kind == "responses":
+            odd = case.script == "odd" or (case.script == "r_eof" and not streamed)
+            findings.append(answer_problem(status, answer, streamed, case.path, odd))
+        for finding in findings:
             if finding:
                 self.tally.findings[f"{category}: {finding}"] += 1
+                self.tally.examples.setdefault(f"{category}: {finding}", (case.body, answer))
 
     async def send_all(self, cases: list[Case], concurrency: int) -> None:
         semaphore = asyncio.Semaphore(concurrency)
@@ -199,26 +243,6 @@ class Phase:
         async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
             await asyncio.gather(*(one(session, c) for c in cases))
         self.fake.received.clear()
-
-
-def _code(answer: bytes) -> str:
-    try:
-        return str(json.loads(answer)["error"]["code"])
-    except (ValueError, KeyError, TypeError):
-        return answer[:60].decode(errors="replace")
-
-
-def _stream_error_codes(answer: bytes) -> list[str]:
-    codes = []
-    for line in answer.split(b"\n"):
-        if line.startswith(b"data: {") and b'"error"' in line:
-            try:
-                error = json.loads(line[6:]).get("error")
-            except ValueError:
-                continue
-            if isinstance(error, dict):
-                codes.append(str(error.get("code")))
-    return codes
 
 
 # -- artifacts read with hostile queries, by their owner and by others ------------------------
@@ -275,7 +299,10 @@ def foreign_read(status: int, answer: bytes) -> str | None:
 def run_phase(name: str, args: argparse.Namespace, fuzz: int, tally: Tally) -> None:
     loop = asyncio.new_event_loop()
     phase_holder: list[Phase] = []
-    fake = FakeUpstream(default=scripted(lambda n, p, b: phase_holder[0].on_body(n, p, b)))
+    fake = FakeUpstream(default=scripted(
+        lambda n, p, b: phase_holder[0].on_body(n, p, b),
+        lambda n, items: phase_holder[0].on_output(n, items),
+    ))  # fmt: skip
     loop.run_until_complete(fake.start())
     prefix = f"ctxproxy-hostile-{uuid.uuid4().hex[:12]}:" if args.redis else None
     try:
@@ -297,11 +324,15 @@ def send_everything(
     loop: asyncio.AbstractEventLoop, phase: Phase, args: argparse.Namespace, fuzz: int
 ) -> None:
     started = time.monotonic()
-    cases = list(attack_cases(args.scale))
+    formats = args.formats.split(",")
+    cases = list(attack_cases(args.scale)) if "chat" in formats else []
+    if "responses" in formats:
+        cases += responses_attack_cases(args.scale)
     heavy = [c for c in cases if c.heavy]
     loop.run_until_complete(phase.send_all(heavy, 1))
     light = [c for c in cases if not c.heavy]
-    light += loop.run_until_complete(artifact_cases(phase, 50 * args.scale))
+    if "chat" in formats:
+        light += loop.run_until_complete(artifact_cases(phase, 50 * args.scale))
     for start in range(0, len(light), BATCH):
         loop.run_until_complete(phase.send_all(light[start : start + BATCH], args.concurrency))
     buffer: list[Case] = []
@@ -312,46 +343,18 @@ def send_everything(
             loop.run_until_complete(phase.send_all(buffer[:], args.concurrency))
             buffer.clear()
 
-    fuzz_cases(fuzz, args.seed, sink)
+    if "chat" in formats:
+        fuzz_cases(fuzz // len(formats), args.seed, sink)
+    if "responses" in formats:
+        responses_fuzz_cases(fuzz // len(formats), args.seed, sink)
     loop.run_until_complete(phase.send_all(buffer, args.concurrency))
     print(f"{phase.name}: {phase.number} requests in {time.monotonic() - started:.0f} s",
           flush=True)  # fmt: skip
 
 
-def attacks_per_phase(scale: int) -> int:
-    return len(list(attack_cases(scale))) + 50 * scale
-
-
-def print_table(tally: Tally) -> None:
-    total = sum(tally.requests.values())
-    print(f"\n| requests by category ({total} in all) | n | s (sum) |\n|---|---|---|")
-    for category, n in sorted(tally.requests.items()):
-        print(f"| {category} | {n} | {tally.seconds[category]:.0f} |")
-    histogram = ", ".join(f"{s}: {n}" for s, n in sorted(tally.statuses.items()))
-    rows = [
-        ("status histogram", histogram),
-        ("proxy 5xx", _counted(tally.proxy_5xx)),
-        ("5xx answering an upstream failure made on purpose", str(tally.expected_5xx)),
-        ("requests without an answer", _counted(tally.no_answer)),
-        ("SSE error events", _counted(tally.stream_errors)),
-        ("x-ctxproxy-actions (answers naming each step)", _counted(tally.actions)),
-        ("requests with synthetic read rounds", str(tally.with_rounds)),
-        ("bodies received upstream (checked for tool pairs)", str(tally.upstream_bodies)),
-        ("broken tool pairs upstream (client's pairs sound)", _counted(tally.broken_pairs)),
-        ("upstream bodies of requests broken on arrival", _counted(tally.arrived_broken)),
-        ("case findings", _counted(tally.findings)),
-        ("proxy log: Traceback / ERROR / exit", _counted(tally.log_lines)),
-    ]
-    print("\n| measured | value |\n|---|---|")
-    for what, value in rows:
-        print(f"| {what} | {value} |")
-
-
-def _counted(counter: collections.Counter[Any]) -> str:
-    if not counter:
-        return "0"
-    parts = "; ".join(f"{k}: {n}" for k, n in counter.most_common(8))
-    return f"{sum(counter.values())} ({parts})"
+def attacks_per_phase(scale: int, formats: list[str]) -> int:
+    chat = len(list(attack_cases(scale))) + 50 * scale + 1 if "chat" in formats else 0
+    return chat + (len(list(responses_attack_cases(scale))) if "responses" in formats else 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,16 +364,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--scale", type=int, default=1, help="multiplies the light attack cases")
     parser.add_argument("--phases", default="passthrough,keys")
+    parser.add_argument("--formats", default="chat", help="chat, responses or chat,responses")
     parser.add_argument("--redis", action="store_true", help="store in 127.0.0.1:6379")
+    parser.add_argument("--examples", help="a folder for the bodies of each broken pair found")
     parser.add_argument("--ctxproxy", help="the ctxproxy console script (default: next to python)")
     args = parser.parse_args(argv)
     phases = args.phases.split(",")
-    attacks = attacks_per_phase(args.scale) + 1
+    attacks = attacks_per_phase(args.scale, args.formats.split(","))
     fuzz = max(0, -(-(args.requests - attacks * len(phases)) // len(phases)))
     tally = Tally()
     for name in phases:
         run_phase(name, args, fuzz, tally)
     print_table(tally)
+    if args.examples:
+        write_examples(Path(args.examples), tally)
     bad = sum(tally.proxy_5xx.values()) + sum(tally.broken_pairs.values())
     return 1 if bad or tally.no_answer or tally.log_lines else 0
 

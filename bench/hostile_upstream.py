@@ -70,8 +70,12 @@ BodySink = Callable[[int, str, bytes], None]
 """(request number, path, body) of each request the upstream receives."""
 
 
-def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
-    """The fake upstream's default reply: hand the body over, then answer as scripted."""
+def scripted(
+    on_body: BodySink, on_output: Callable[[int, list[Any]], None] | None = None
+) -> Callable[[Recorded], Reply]:
+    """The fake upstream's default reply: hand the body over, then answer as scripted (on
+    `/v1/responses` by `hostile_upstream_responses`, which hands its output items to
+    `on_output`)."""
 
     def choose(record: Recorded) -> Reply:
         number = int(record.headers.get(REQUEST_HEADER, "-1"))
@@ -85,6 +89,10 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
             body = None
         except RecursionError:  # the fake's own echo would fail (a 500 that is nobody's fault)
             return error_reply(400)
+        if record.path.endswith("/responses"):
+            from bench.hostile_upstream_responses import responses_answer
+
+            return responses_answer(script, number, body, record, on_output or _ignore)
         calls = _calls(script, number, body) if isinstance(body, dict) else None
         if not calls:
             return default_for(record)
@@ -93,6 +101,10 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
         return _answer(calls, record.is_stream, n2=script == "n2")
 
     return choose
+
+
+def _ignore(number: int, items: list[Any]) -> None:
+    return None
 
 
 def proxy_tool(body: dict[str, Any], canonical: str) -> str | None:

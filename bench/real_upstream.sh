@@ -9,7 +9,7 @@
 # Variants through ctxproxy: the policy counted with `auto`, o200k_base and the model's own tokenizer,
 # then `mode: compact` with the extract and with llama.cpp itself as the summarizer.
 #
-# Environment: N_CTX (2048), TURNS (32), MAX_TOKENS (48), THREADS (2), PYTHON (python3),
+# Environment: VARIANTS (all; e.g. "compact-extract compact-llm"), N_CTX (2048), TURNS (32), MAX_TOKENS (48), THREADS (2), PYTHON (python3),
 # RESULTS_DIR (a new temp dir; kept: results.md, results.json, llama.log, ctxproxy.log).
 set -euo pipefail
 
@@ -134,6 +134,13 @@ variants+=(--variant "compact-extract=bench-extract" --variant "compact-llm=benc
 tenants="$tenants
   - {name: extract, keys: [bench-extract], policy: real-upstream-extract}
   - {name: llm, keys: [bench-llm], policy: real-upstream-llm}"
+if [ -n "${VARIANTS:-}" ]; then  # only these variants (names, space-separated)
+    kept=()
+    for ((i = 0; i < ${#variants[@]}; i += 2)); do
+        case " $VARIANTS " in *" ${variants[i+1]%%=*} "*) kept+=(--variant "${variants[i+1]}") ;; esac
+    done
+    variants=("${kept[@]}")
+fi
 "$PY" -m proxy.cli policy check "$WORK/policies" >&2
 
 PROXY_PORT=$(free_port)

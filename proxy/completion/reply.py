@@ -12,6 +12,7 @@ chunk; an answer the proxy must parse is read with `read_capped`, which refuses 
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
@@ -21,8 +22,11 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.upstream.base import UpstreamError, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
-ErrorEvent = Callable[[ProxyError, str], bytes]
-"""How an error reaches a client whose stream started: (error, request id) -> the event's bytes."""
+RelayedErrorEvent = Callable[[ProxyError, str, bytes], bytes]
+"""How an error reaches a client whose relayed stream started: (error, request id, the last bytes
+relayed: at least `TAIL_BYTES` of them when there were that many) -> the event's bytes
+(`ChatFormat.relayed_error_event`)."""
+TAIL_BYTES = 64 * 1024
 
 WHOLE_BODY_BYTES = 256 * 1024
 """A relayed answer up to this size is read whole and answered with its Content-Length."""
@@ -68,7 +72,7 @@ async def relayed(
     answer: UpstreamResponse,
     extra_headers: Mapping[str, str],
     request_id: str,
-    error_event: ErrorEvent,
+    error_event: RelayedErrorEvent,
     observe: Callable[[bytes], None] | None = None,
 ) -> Reply:
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
@@ -165,15 +169,21 @@ async def _body_chunks(
 async def _chunks(
     answer: UpstreamResponse,
     request_id: str,
-    error_event: ErrorEvent,
+    error_event: RelayedErrorEvent,
     observe: Callable[[bytes], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
+    tail: deque[bytes] = deque()
+    size = 0
     try:
         async for chunk in answer.chunks():
             if observe is not None:
                 observe(chunk)
+            tail.append(chunk)
+            size += len(chunk)
+            while size - len(tail[0]) >= TAIL_BYTES:
+                size -= len(tail.popleft())
             yield chunk
     except UpstreamError as exc:
-        yield error_event(exc, request_id)
+        yield error_event(exc, request_id, b"".join(tail))
     finally:
         answer.close()

@@ -104,7 +104,9 @@ async def _relayed_attempt(
     if isinstance(answer, Prepared):
         return await _attempt(context, answer, None)
     tap = CachedTokensTap(wire, context.stats)
-    reply = await relayed(answer, prepared.headers(), context.request_id, wire.error_event, tap)
+    reply = await relayed(
+        answer, prepared.headers(), context.request_id, wire.relayed_error_event, tap
+    )
     if reply.status == 200 and reply.body is not None and not answer.is_event_stream:
         payload = _json_object(reply.body)
         _observe_usage(context, prepared, payload)
@@ -183,7 +185,7 @@ async def complete_json(
     while True:
         if answer.status != 200:
             extra = {**extra_headers, **rounds.response_headers()}
-            return await relayed(answer, extra, rounds.request_id, wire.error_event)
+            return await relayed(answer, extra, rounds.request_id, wire.relayed_error_event)
         raw = await read_capped(answer, rounds.max_answer_bytes, rounds.upstream.name)
         payload = _parse_completion(raw, rounds.upstream.name)
         if first_round is not None and rounds.rounds == 0:
@@ -196,7 +198,7 @@ async def complete_json(
         answer = await rounds.open(await rounds.next_body())
     mixed = wire.synthetic_calls(payload, rounds.names) if rounds.loop_allowed else []
     if mixed:  # the client gets its own calls; the proxy's are executed and kept all the same
-        await rounds.execute(None, mixed)
+        await rounds.execute(wire.mixed_content(payload, rounds.names), mixed)
     await rounds.keep()
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)

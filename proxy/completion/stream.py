@@ -10,9 +10,11 @@ the done marker).
 The response headers go out before the first round is read, so a stream cannot carry
 `x-ctxproxy-synthetic-rounds` / `x-ctxproxy-artifact-reads`; the counts are logged (one INFO line
 per request, `ctxproxy.synthetic`) when the stream is closed. Once the stream has started, an
-upstream error or a broken upstream stream becomes one error event (`ChatFormat.error_event`),
-and the stream ends without its done marker. When the client goes away the writer closes the
-stream: the current upstream response is closed and nothing else runs.
+upstream error or a broken upstream stream becomes one error event (`ChatFormat.error_event`,
+numbered by `AnswerStream.error`), and the stream ends without its done marker; so does a stream
+whose upstream ended it before its final event (`AnswerStream.missing_end`). When the client
+goes away the writer closes the stream: the current upstream response is closed and nothing else
+runs.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
                     if failed:
                         return
             except ProxyError as exc:  # broken, or more than one round may hold
-                yield wire.error_event(exc, rounds.request_id)
+                yield stream.error(wire.error_event(exc, rounds.request_id))
                 return
             out, failed = stream.render(parser.close())
             if out:
@@ -78,11 +80,14 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
             await rounds.execute(*pending)
             answer, failure = await _open_next(rounds)
             if answer is None:
-                yield failure
+                yield stream.error(failure)
                 return
+        if stream.missing_end():
+            yield stream.error(wire.error_event(_cut_short(rounds), rounds.request_id))
+            return
         mixed = stream.mixed_synthetic_calls() if rounds.loop_allowed else []
         if mixed:  # the client got its own calls; the proxy's are executed and kept all the same
-            await rounds.execute(None, mixed)
+            await rounds.execute(stream.mixed_content(), mixed)
         await rounds.keep()
         yield stream.closing()
     finally:
@@ -103,6 +108,13 @@ async def _open_next(rounds: SyntheticRounds) -> tuple[UpstreamResponse | None, 
     except ProxyError:  # broken or too large: the status says what went wrong
         body = b""
     return None, _answer_error(rounds, answer.status, body)
+
+
+def _cut_short(rounds: SyntheticRounds) -> ProxyError:
+    return ProxyError(
+        ErrorCode.upstream_invalid_response,
+        f"Upstream {rounds.upstream.name!r} ended its stream before the response was complete",
+    )
 
 
 def _answer_error(rounds: SyntheticRounds, status: int, body: bytes) -> bytes:

@@ -39,8 +39,21 @@ class AnswerStream(Protocol):
     def mixed_synthetic_calls(self) -> list[Any]:
         """After a round that also made client calls: its synthetic calls (never streamed)."""
 
+    def mixed_content(self) -> Any:
+        """After such a round: the content its synthetic calls go back upstream with
+        (`AnswerFormat.round_items`; chat: None, Responses: the reasoning items before them)."""
+
     def closing(self) -> bytes:
         """The end of the client stream (the summed usage, the done marker)."""
+
+    def missing_end(self) -> bool:
+        """After the last round: whether the client got no end of its stream from the upstream
+        (a Responses round that ended without its final event; a chat stream's end is the
+        proxy's own `closing`)."""
+
+    def error(self, event: bytes) -> bytes:
+        """The proxy's error event (`ChatFormat.error_event` / `upstream_error_event`) as this
+        stream sends it, after the events it sent (a Responses stream numbers it next)."""
 
 
 class AnswerFormat(Protocol):
@@ -52,7 +65,9 @@ class AnswerFormat(Protocol):
         `route`), e.g. `/chat/completions`."""
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
-        """Whether the request asks for several choices (never continued by another round)."""
+        """Whether the request asks for several choices, or for an answer the proxy cannot
+        continue (a Responses background response): never continued by another round, the
+        synthetic tools are withdrawn."""
 
     def conversation(self, body: dict[str, Any]) -> list[Any]:
         """A copy of the request's items, leniently ([] when there are none)."""
@@ -73,6 +88,11 @@ class AnswerFormat(Protocol):
     def synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> list[Any]:
         """The synthetic calls of a single-choice answer that also makes client calls (mixed);
         [] otherwise."""
+
+    def mixed_content(self, payload: dict[str, Any], names: ToolNames) -> Any:
+        """The content the synthetic calls of a mixed answer go back upstream with
+        (`round_items`; chat: None, Responses: the calls with the reasoning items before them,
+        which an upstream wants with its calls)."""
 
     def strip_synthetic_calls(self, payload: dict[str, Any], names: ToolNames) -> bool:
         """Remove the synthetic calls of an answer in place; True when any was removed."""
@@ -119,6 +139,10 @@ class AnswerFormat(Protocol):
 
     def error_event(self, error: ProxyError, request_id: str) -> bytes:
         """An error after the stream has started, as this format's stream event."""
+
+    def relayed_error_event(self, error: ProxyError, request_id: str, tail: bytes) -> bytes:
+        """An error after a stream relayed as it is, whose last bytes were `tail` (a Responses
+        error event is numbered after the last event relayed)."""
 
     def upstream_error_event(self, body: bytes) -> bytes | None:
         """An upstream's error answer as a stream event, when it is in this format's envelope."""

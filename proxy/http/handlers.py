@@ -341,7 +341,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         query=request.rel_url.raw_query_string,
         timer=request[STATS],
     )
-    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.error_event)
+    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event)
     return await respond(request, reply)
 
 

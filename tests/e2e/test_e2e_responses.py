@@ -20,6 +20,7 @@ from fakes import (
     message_item,
     reasoning_item,
     replay_file,
+    response_stream,
 )
 from fakes.wire import wire_file
 from proxy_harness import RunningProxy
@@ -280,3 +281,16 @@ async def test_a_codex_shaped_request_streams_through(
     assert {k: v for k, v in sent.items() if k not in ("input", "tools")} == {
         k: v for k, v in body.items() if k not in ("input", "tools")
     }
+
+
+async def test_a_relayed_stream_that_breaks_ends_with_an_error_numbered_next(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """A stream relayed as it is (nothing to read back) that the upstream breaks: the error
+    event continues the event numbering (it was `sequence_number` 0)."""
+    fake_upstream.enqueue(response_stream([message_item("a long answer")], abort_after=5))
+    raw = b'{"model": "gpt-5", "input": "hi", "stream": true}'
+    status, _, body = await post_raw(proxy.base_url + "/responses", raw)
+    events = [json.loads(line[6:]) for line in body.split(b"\n") if line.startswith(b"data: ")]
+    assert status == 200 and events[-1]["type"] == "error"
+    assert [e["sequence_number"] for e in events] == list(range(6))

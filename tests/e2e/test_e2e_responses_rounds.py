@@ -15,6 +15,7 @@ from fakes import (
     FakeUpstream,
     Recorded,
     dynamic_reply,
+    error_reply,
     function_call_item,
     message_item,
     reasoning_item,
@@ -22,12 +23,13 @@ from fakes import (
     response_stream,
     responses_usage,
 )
-from fakes.replies import Reply
+from fakes.replies import Reply, SSEReply
 from proxy_harness import RunningProxy
 from responses_harness import (
     RESPONSES,
     assert_paired_and_reasoning_intact,
     history,
+    post_raw,
     read_call,
     read_then_answer,
     sdk_for,
@@ -139,6 +141,36 @@ async def test_a_mixed_answer_gives_the_client_its_call_only(
     assert len(fake_upstream.requests(RESPONSES)) == 1  # the read ran, no second call
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_the_read_call_of_a_mixed_answer_comes_back_next_turn_with_its_reasoning(
+    fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI, stream: bool
+) -> None:
+    """Hostile run: the kept read call of a mixed answer came back without the reasoning item
+    before it (which the client never saw): the API refuses a call without its reasoning."""
+
+    def mixed(record: Recorded) -> Reply:
+        output = [reasoning_item("rs_o", "e2"), read_call(record),
+                  function_call_item("dump", "{}", call_id="c9")]  # fmt: skip
+        return response_stream(output) if stream else response_json(output)
+
+    fake_upstream.enqueue_many(dynamic_reply(mixed), response_json([message_item("ok")]))
+    if stream:
+        events = [e async for e in await sdk.responses.create(**history(), stream=True)]
+        seen = events[-1].response.output
+    else:
+        seen = (await sdk.responses.create(**history())).output
+    assert [i.type for i in seen] == ["function_call"]
+    follow_up = history()
+    follow_up["input"] += [item.model_dump(exclude_none=True) for item in seen]
+    follow_up["input"] += [{"type": "function_call_output", "call_id": "c9", "output": "{}"}]
+    await sdk.responses.create(**follow_up)
+    sent = fake_upstream.last.json()["input"]
+    ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
+    assert ids == ["rs_o", "fc_call_read", "call_read", "fc_c9", "c9"]
+    assert sent[5] == reasoning_item("rs_o", "e2")
+    assert_paired_and_reasoning_intact(fake_upstream.last.json())
+
+
 async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time(
     fake_upstream: FakeUpstream, sdk: openai.AsyncOpenAI
 ) -> None:
@@ -163,3 +195,54 @@ async def test_items_the_client_saw_from_a_read_round_are_not_repeated_next_time
     sent = fake_upstream.last.json()["input"]
     ids = [i.get("id") or i.get("call_id") for i in sent[5:]]
     assert ids == ["rs_seen", "msg_seen", "fc_call_read", "call_read", "msg_done", None]
+
+
+async def test_a_later_round_failing_ends_the_stream_with_an_error_numbered_next(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """Hostile run: the error event after a read round had `sequence_number` 0."""
+    fake_upstream.enqueue_many(read_then_answer(True), error_reply(503, retry_after=None))
+    body = json.dumps({**history(), "stream": True}).encode()
+    status, _, raw = await post_raw(proxy.base_url + "/responses", body)
+    events = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    assert status == 200 and events[-1]["type"] == "error"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created" and len(events) > 2
+
+
+@pytest.mark.parametrize("later", [False, True])
+async def test_a_round_ending_before_its_final_event_ends_the_stream_with_an_error(
+    fake_upstream: FakeUpstream, proxy: RunningProxy, later: bool
+) -> None:
+    """Hostile run: the client's stream ended without any final or error event when the
+    upstream's round (the read round, or the one after it) stopped before `response.completed`."""
+    first = read_then_answer(True)
+
+    def cut_short(record: Recorded) -> Reply:
+        reply = first.choose(record)
+        assert isinstance(reply, SSEReply)
+        return SSEReply(reply.events[:-1], done=False)  # no response.completed
+
+    fake_upstream.enqueue_many(*((first, dynamic_reply(cut_short)) if later else
+                                 (dynamic_reply(cut_short),)))  # fmt: skip
+    body = json.dumps({**history(), "stream": True}).encode()
+    status, _, raw = await post_raw(proxy.base_url + "/responses", body)
+    events = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: ")]
+    assert status == 200 and events[-1]["type"] == "error"
+    assert events[-1]["code"] == "upstream_invalid_response"
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert not any(e["type"] == "response.completed" for e in events)
+
+
+async def test_a_background_response_is_sent_without_the_read_tools(
+    fake_upstream: FakeUpstream, proxy: RunningProxy
+) -> None:
+    """The provider runs a background response on its own: the proxy could never execute a
+    read call in it, so its tools are not offered (the output is still offloaded)."""
+    fake_upstream.enqueue(response_json([message_item("queued")]))
+    body = json.dumps({**history(), "background": True}).encode()
+    status, _, _ = await post_raw(proxy.base_url + "/responses", body)
+    sent = fake_upstream.requests(RESPONSES)[-1].json()
+    assert status == 200 and len(fake_upstream.requests(RESPONSES)) == 1
+    assert [tool["name"] for tool in sent["tools"]] == ["dump"]
+    assert "offloaded" in sent["input"][-1]["output"]

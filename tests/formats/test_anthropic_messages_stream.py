@@ -112,6 +112,8 @@ def test_a_mixed_round_gives_its_synthetic_calls_and_ends_with_the_client_calls(
     out = run(stream, round_bytes(blocks, 10, 5)) + stream.closing()
     assert stream.pending_round() is None
     assert [c["id"] for c in stream.mixed_synthetic_calls()] == ["t1"]
+    assert stream.mixed_content() is None and not stream.missing_end()
+    assert stream.error(b"event: error\ndata: {}\n\n") == b"event: error\ndata: {}\n\n"
     starts = [p for _, p in events_of(out) if p["type"] == "content_block_start"]
     assert [(p["index"], p["content_block"]["id"]) for p in starts] == [(0, "c1")]
 

@@ -64,6 +64,7 @@ def test_error_events() -> None:
     upstream = json.dumps({"type": "error", "error": {"type": "overloaded_error"}}).encode()
     assert errors.upstream_error_event(upstream) is not None
     assert errors.upstream_error_event(b"not json") is None
+    assert errors.relayed_error_event(refusal(), "r", b"event: x\ndata: {}\n\n") == event
 
 
 def test_cache_marks_are_counted_everywhere() -> None:

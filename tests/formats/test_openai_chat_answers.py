@@ -30,6 +30,7 @@ from proxy.formats.openai_chat.answers import (
     call_ids,
     call_name,
     conversation,
+    mixed_content,
     multiple_choices,
     round_items,
     strip_synthetic_calls,
@@ -106,6 +107,7 @@ def test_synthetic_only_is_none_otherwise(payload: dict[str, Any]) -> None:
 
 def test_strip_keeps_client_calls_of_a_mixed_answer() -> None:
     payload = answer(message("both", READ, SHELL, SEARCH))
+    assert mixed_content(payload) is None  # the proxy's calls go back upstream alone
     assert strip_synthetic_calls(payload) is True
     choice = payload["choices"][0]
     assert choice["message"] == message("both", SHELL)

@@ -277,3 +277,12 @@ def test_usage_chunk_carries_the_streams_identity_when_the_upstreams_lacks_it() 
         "choices": [],
         "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
     }
+
+
+def test_an_error_chunk_goes_out_as_it_is_and_the_end_is_the_proxys() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    stream.render([SSEEvent(json.dumps(stream_chunks(["Hi"])[0]).encode())])
+    error = b'data: {"error":{"code":"upstream_unavailable"}}\n\n'
+    assert stream.error(error) == error
+    assert not stream.missing_end() and stream.mixed_content() is None

@@ -89,6 +89,36 @@ def test_round_items_keep_reasoning_and_use_the_unique_ids() -> None:
     assert WIRE.round_items(None, [renamed], ["p"])[0] == renamed
 
 
+def test_round_items_put_each_output_right_after_the_model_run_of_its_call() -> None:
+    """Hostile run: junk in an upstream output (`5`, `null`, `{}`, an item of another kind)
+    between or after the calls went back between the call and its output, and the next body
+    had a call without its output."""
+    unknown = {"type": "mcp_list_tools", "id": "mcpl_1", "tools": []}
+    first, second = fc(READ_TOOL, "r1"), fc(READ_TOOL, "r2")
+    output = [REASONING, first, 5, unknown, None, {}, MESSAGE, second, "x", {"role": "user"}]
+    items = WIRE.round_items(output, [first, second], ["p1", "p2"])
+    assert items == [
+        REASONING, first, MESSAGE, second,
+        {"type": "function_call_output", "call_id": "r1", "output": "p1"},
+        {"type": "function_call_output", "call_id": "r2", "output": "p2"},
+        unknown, {"role": "user"},
+    ]  # fmt: skip
+    assert WIRE.parse(items[:-2]).problems == ()
+
+
+def test_mixed_content_is_the_synthetic_calls_with_the_reasoning_before_each() -> None:
+    names = names_avoiding(set())
+    own = {**REASONING, "id": "rs_own"}
+    payload = answer(REASONING, fc("grep", "c1"), own, fc(READ_TOOL, "r1"), MESSAGE,
+                     fc(SEARCH_TOOL, "s1"))  # fmt: skip
+    assert WIRE.mixed_content(payload, names) == [own, fc(READ_TOOL, "r1"), fc(SEARCH_TOOL, "s1")]
+    items = WIRE.round_items(WIRE.mixed_content(payload, names), [fc(READ_TOOL, "r1"),
+                             fc(SEARCH_TOOL, "s1")], ["p1", "p2"])  # fmt: skip
+    assert [i["type"] for i in items] == ["reasoning", "function_call", "function_call",
+                                          "function_call_output", "function_call_output"]
+    assert WIRE.mixed_content({"output": 5}, names) == []
+
+
 def test_call_accessors_and_ids_in_use() -> None:
     call = fc(READ_TOOL, "r1")
     assert (WIRE.call_id(call), WIRE.call_name(call)) == ("r1", READ_TOOL)
@@ -116,6 +146,14 @@ def test_usage_summed_and_prompt_tokens() -> None:
     WIRE.with_usage(payload, total)
     assert WIRE.answer_usage(payload) == total
     assert WIRE.multiple_choices({"n": 3}) is False
+
+
+def test_a_background_response_is_never_continued_by_the_proxy() -> None:
+    """Hostile review: with `background: true` the provider finishes the response on its own,
+    so a read call in it would reach the client that polls for it."""
+    assert WIRE.multiple_choices({"background": True}) is True
+    assert WIRE.multiple_choices({"background": False}) is False
+    assert WIRE.multiple_choices({"background": "true"}) is False
 
 
 def test_conversation_copies_the_input() -> None:

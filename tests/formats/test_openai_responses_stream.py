@@ -17,7 +17,9 @@ from fakes.responses import (
 from fakes.wire import VENDORED_WIRE_DIR
 
 from proxy.artifacts.read_tool import READ_TOOL, names_avoiding
+from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_responses import OPENAI_RESPONSES
+from proxy.formats.openai_responses.errors import error_event
 from proxy.formats.openai_responses.stream import ResponsesStream
 from proxy.formats.sse import SSEParser
 
@@ -136,3 +138,50 @@ def test_an_error_event_goes_out_and_fails_the_stream() -> None:
     assert failed and events(out)[0]["code"] == "server_error"
     odd, failed = feed(stream, b"data: not json\n\n")
     assert odd == b"data: not json\n\n" and not failed
+
+
+def test_the_proxys_error_event_is_numbered_after_the_events_sent() -> None:
+    """Hostile run: an upstream failing in a later round gave the client an `error` event with
+    `sequence_number` 0 after events numbered 0..n-1."""
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    whole = stream_of([message_item("hi")], responses_usage(1, 1), "resp_1")
+    out, _ = feed(stream, b"\n\n".join(whole.split(b"\n\n")[:4]) + b"\n\n")  # cut off
+    sent = events(out)
+    error = error_event(ProxyError(ErrorCode.upstream_unavailable, "gone"), "req_1")
+    numbered = events(stream.error(error))
+    assert numbered[0]["sequence_number"] == len(sent) > 0
+    assert numbered[0]["code"] == "upstream_unavailable"
+    again = events(stream.error(b'event: error\ndata: {"type":"error","code":"x"}\n\n'))
+    assert again[0]["sequence_number"] == len(sent) + 1
+    assert stream.error(b"data: not json\n\n") == b"data: not json\n\n"
+
+
+def test_a_round_without_its_final_event_leaves_the_end_missing() -> None:
+    """Hostile run: an upstream stream that ended cleanly before `response.completed` (after
+    the proxy's hidden read call) gave the client a stream without any end."""
+    call = function_call_item(READ_TOOL, '{"artifact_id": "art_1"}', call_id="r1")
+    whole = stream_of([reasoning_item("rs_1", "enc"), call], responses_usage(3, 1), "resp_1")
+    cut = whole[: whole.index(b"event: response.completed")]
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    out, failed = feed(stream, cut)
+    assert not failed and stream.pending_round() is None and stream.missing_end()
+    assert [e["type"] for e in events(out)] == ["response.created", "response.in_progress"]
+    done = ResponsesStream(NAMES)
+    done.start_round(loop_allowed=False)
+    feed(done, stream_of([message_item("hi")], responses_usage(1, 1), "resp_2"))
+    assert not done.missing_end()
+
+
+def test_a_mixed_round_hands_over_its_synthetic_calls_with_their_reasoning() -> None:
+    own = function_call_item(READ_TOOL, '{"artifact_id": "art_1"}', call_id="r1")
+    client = function_call_item("grep", "{}", call_id="c1")
+    output = [reasoning_item("rs_o", "enc-o"), own, reasoning_item("rs_c", "enc-c"), client]
+    stream = ResponsesStream(NAMES)
+    stream.start_round(loop_allowed=True)
+    feed(stream, stream_of(output, responses_usage(3, 1), "resp_1"))
+    assert [c["call_id"] for c in stream.mixed_synthetic_calls()] == ["r1"]
+    assert stream.mixed_content() == output[:2]
+    fresh = ResponsesStream(NAMES)
+    assert fresh.mixed_content() is None

@@ -52,7 +52,9 @@ async def rig(fake_upstream: FakeUpstream) -> AsyncIterator[Rig]:
             answer = await upstream.open("GET", "/anything", headers=CIMultiDict(), body=None)
             state.answers.append(answer)
             try:
-                reply = await relayed(answer, EXTRA, request[REQUEST_ID], OPENAI_CHAT.error_event)
+                reply = await relayed(
+                    answer, EXTRA, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event
+                )
                 return await respond(request, reply)
             except ProxyError as exc:
                 state.errors.append(exc)

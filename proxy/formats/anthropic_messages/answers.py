@@ -111,6 +111,11 @@ def synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -
     return own if own and client else []
 
 
+def mixed_content(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> None:
+    """None: the synthetic calls of a mixed answer go back upstream alone (as before)."""
+    return None
+
+
 def strip_synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> bool:
     """Remove the synthetic `tool_use` blocks in place; True when any was removed. An answer
     left without any call ends its turn (`stop_reason: end_turn`)."""

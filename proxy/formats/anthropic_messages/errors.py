@@ -63,6 +63,11 @@ def error_event(error: ProxyError, request_id: str) -> bytes:
     return encode_event(SSEEvent(dumps(error_body(error, request_id)), b"error"))
 
 
+def relayed_error_event(error: ProxyError, request_id: str, tail: bytes) -> bytes:
+    """The same event after a relayed stream (Anthropic events carry no sequence number)."""
+    return error_event(error, request_id)
+
+
 def upstream_error_event(body: bytes) -> bytes | None:
     """An upstream's error answer as one `event: error`, when it is in Anthropic's envelope."""
     try:

@@ -166,6 +166,18 @@ class StreamFilter:
         own, client = state.calls(True), state.calls(False)
         return own if own and client else []
 
+    def mixed_content(self) -> None:
+        """None: the synthetic calls of a mixed round go back alone (as before)."""
+        return None
+
+    def missing_end(self) -> bool:
+        """False: `closing` ends the stream with what the upstream sent (as before)."""
+        return False
+
+    def error(self, event: bytes) -> bytes:
+        """The error event as it is (Anthropic events carry no sequence number)."""
+        return event
+
     def closing(self) -> bytes:
         """One `message_delta` (summed usage; `end_turn` when only synthetic calls were left
         out) and one `message_stop`."""

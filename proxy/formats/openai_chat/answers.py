@@ -103,6 +103,11 @@ def synthetic_only(
     return (content if isinstance(content, str) else None), calls
 
 
+def mixed_content(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> None:
+    """None: the synthetic calls of a mixed answer go back alone (no assistant text)."""
+    return None
+
+
 def synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> list[Any]:
     """The synthetic calls of the only choice when it makes client calls too."""
     choices = payload.get("choices")

@@ -16,3 +16,8 @@ def error_event(error: ProxyError, request_id: str) -> bytes:
         error.code, error.message, param=error.param, details=error.details, request_id=request_id
     )
     return b"data: " + dumps(body) + b"\n\n"
+
+
+def relayed_error_event(error: ProxyError, request_id: str, tail: bytes) -> bytes:
+    """The same event after a relayed stream (chat chunks carry no sequence number)."""
+    return error_event(error, request_id)

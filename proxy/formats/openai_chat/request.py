@@ -13,7 +13,7 @@ from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import answers
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
-from proxy.formats.openai_chat.errors import error_event
+from proxy.formats.openai_chat.errors import error_event, relayed_error_event
 from proxy.formats.openai_chat.fields import (
     content_text,
     message_text,
@@ -73,6 +73,7 @@ class OpenAIChat:
     synthetic_only = staticmethod(answers.synthetic_only)
     strip_synthetic_calls = staticmethod(answers.strip_synthetic_calls)
     synthetic_calls = staticmethod(answers.synthetic_calls)
+    mixed_content = staticmethod(answers.mixed_content)
     call_id = staticmethod(answers.call_id)
     call_name = staticmethod(answers.call_name)
     call_arguments = staticmethod(answers.call_arguments)
@@ -87,6 +88,7 @@ class OpenAIChat:
     stream_cached_tokens = staticmethod(stream_cached_tokens)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
+    relayed_error_event = staticmethod(relayed_error_event)
 
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)

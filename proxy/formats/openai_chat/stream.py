@@ -142,6 +142,18 @@ class StreamFilter:
             return []
         return [call.as_tool_call() for call in choice.synthetic.values()]
 
+    def mixed_content(self) -> None:
+        """None: the synthetic calls of a mixed round go back alone."""
+        return None
+
+    def missing_end(self) -> bool:
+        """Never: `closing` ends the client's stream (usage chunk, done marker)."""
+        return False
+
+    def error(self, event: bytes) -> bytes:
+        """The error chunk as it is (chat chunks carry no sequence number)."""
+        return event
+
     def closing(self) -> bytes:
         """The end of the client stream: the summed usage chunk (if any round sent usage), then
         `data: [DONE]`."""

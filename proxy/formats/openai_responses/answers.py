@@ -16,7 +16,7 @@ from typing import Any
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, names_avoiding
 from proxy.errors import ProxyError
-from proxy.formats.openai_responses.fields import is_call, item_type, str_field
+from proxy.formats.openai_responses.fields import is_call, is_model_item, item_type, str_field
 from proxy.jsonio import loads
 
 DEFAULT_NAMES = ToolNames()
@@ -108,6 +108,29 @@ def synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -
     return own if 0 < len(own) < len(calls) else []
 
 
+def mixed_content(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> list[Any]:
+    """The synthetic calls of a mixed answer with the reasoning items directly before each (what
+    `strip_synthetic_calls` takes from the client's answer): they go back upstream together, as
+    the API wants a call with the reasoning item it came with."""
+    return synthetic_items(_output(payload), names)
+
+
+def synthetic_items(output: list[Any], names: ToolNames) -> list[Any]:
+    """The synthetic calls of `output` and the reasoning items directly before each, in order
+    (what `without_synthetic_items` leaves out)."""
+    taken: list[Any] = []
+    held: list[Any] = []
+    for item in output:
+        if item_type(item) == "reasoning":
+            held.append(item)
+        elif is_synthetic_call(item, names):
+            taken += [*held, item]
+            held = []
+        else:
+            held = []
+    return taken
+
+
 def strip_synthetic_calls(payload: dict[str, Any], names: ToolNames = DEFAULT_NAMES) -> bool:
     """Remove the synthetic calls (and the reasoning items directly before each) in place."""
     output = payload.get("output")
@@ -154,21 +177,26 @@ def with_call_id(call: dict[str, Any], new_id: str) -> dict[str, Any]:
 def round_items(content: Any, calls: Sequence[dict[str, Any]], results: Sequence[str]) -> list[Any]:
     """The answer's output items (`content`, when it is the output list: the k-th call in it
     replaced by `calls[k]`, whose id may have been made unique), else the calls alone; then one
-    `function_call_output` per call."""
+    `function_call_output` per call, directly after the model's run (reasoning, messages, calls)
+    so that each output follows its call. Other output items go after the outputs, in order;
+    what is no item at all (not an object, neither `type` nor `role`) is not sent back."""
     items: list[Any] = []
+    after: list[Any] = []
     pending = list(calls)
     for item in content if isinstance(content, list) else []:
         if is_call(item):
             if pending:
                 items.append(pending.pop(0))
-        else:
+        elif is_model_item(item):
             items.append(item)
+        elif item_type(item) is not None:
+            after.append(item)
     items += pending
     items += [
         {"type": "function_call_output", "call_id": call["call_id"], "output": result}
         for call, result in zip(calls, results, strict=True)
     ]
-    return items
+    return items + after
 
 
 def call_ids(items: Sequence[Any]) -> set[str]:

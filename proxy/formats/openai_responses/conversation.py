@@ -27,8 +27,8 @@ from proxy.formats.openai_responses.fields import (
     PREFIX_ROLES,
     call_id_of,
     content_text,
-    is_builtin_call,
     is_call,
+    is_model_item,
     is_output,
     item_type,
     role_of,
@@ -66,13 +66,6 @@ def problem(index: int, call_id: str | None, text: str) -> Problem:
     return Problem(index, call_id, f"{param}: {text}", param)
 
 
-def _is_model_item(item: Any) -> bool:
-    kind = item_type(item)
-    if kind == "message":
-        return role_of(item) == "assistant"
-    return kind == "reasoning" or is_call(item) or is_builtin_call(item)
-
-
 def _next_unit(items: Sequence[Any], i: int, problems: list[Problem]) -> Unit:
     item = items[i]
     if not isinstance(item, dict):
@@ -81,12 +74,12 @@ def _next_unit(items: Sequence[Any], i: int, problems: list[Problem]) -> Unit:
     if is_output(item):
         problems.append(_stray_output(item, i))
         return Unit(i, i + 1, "message")
-    if not _is_model_item(item):
+    if not is_model_item(item):
         if item_type(item) is None:
             problems.append(problem(i, None, "item has no 'type' nor 'role'"))
         return Unit(i, i + 1, "message")
     j = i
-    while j < len(items) and _is_model_item(items[j]):
+    while j < len(items) and is_model_item(items[j]):
         j += 1
     if any(is_call(items[k]) for k in range(i, j)):
         return _exchange(items, i, j, problems)

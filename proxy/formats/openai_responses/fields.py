@@ -84,6 +84,14 @@ def is_builtin_call(item: object) -> bool:
     return kind is not None and kind not in PAIRED_CALLS and kind.endswith("_call")
 
 
+def is_model_item(item: object) -> bool:
+    """An item of the model's run: reasoning, an assistant message, a call of any kind."""
+    kind = item_type(item)
+    if kind == "message":
+        return role_of(item) == "assistant"
+    return kind == "reasoning" or is_call(item) or is_builtin_call(item)
+
+
 def call_name(item: object) -> str | None:
     """The called tool's name: a function's or custom tool's `name`, else the built-in tool."""
     name = str_field(item, "name")

@@ -75,6 +75,7 @@ class OpenAIResponses:
     synthetic_only = staticmethod(answers.synthetic_only)
     strip_synthetic_calls = staticmethod(answers.strip_synthetic_calls)
     synthetic_calls = staticmethod(answers.synthetic_calls)
+    mixed_content = staticmethod(answers.mixed_content)
     call_id = staticmethod(answers.call_id)
     call_name = staticmethod(answers.call_name)
     call_arguments = staticmethod(answers.call_arguments)
@@ -88,11 +89,14 @@ class OpenAIResponses:
     stream_cached_tokens = staticmethod(stream_cached_tokens)
     with_usage = staticmethod(answers.with_usage)
     error_event = staticmethod(errors.error_event)
+    relayed_error_event = staticmethod(errors.relayed_error_event)
     upstream_error_event = staticmethod(errors.upstream_error_event)
 
     def multiple_choices(self, body: dict[str, Any]) -> bool:
-        """A response has one output: never several choices."""
-        return False
+        """A response has one output, but a background one (`background: true`) is never
+        continued by another round either: the provider runs it on its own and the client
+        fetches it later, so a call of the proxy's tools in it would reach the client."""
+        return body.get("background") is True
 
     def stream_filter(self, names: ToolNames) -> ResponsesStream:
         return ResponsesStream(names)

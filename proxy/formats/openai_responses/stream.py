@@ -22,7 +22,11 @@ from typing import Any
 from proxy.artifacts.read_tool import ToolNames
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat.usage import add_usage
-from proxy.formats.openai_responses.answers import DEFAULT_NAMES, is_synthetic_call
+from proxy.formats.openai_responses.answers import (
+    DEFAULT_NAMES,
+    is_synthetic_call,
+    synthetic_items,
+)
 from proxy.formats.openai_responses.errors import encode_event
 from proxy.formats.openai_responses.fields import is_call, item_type
 from proxy.formats.sse import SSEEvent
@@ -45,6 +49,8 @@ class _Round:
     synthetic: dict[int, Any] = field(default_factory=dict)
     """Synthetic calls (upstream index -> the item as its last event showed it)."""
     client_calls: int = 0
+    final_output: list[Any] | None = None
+    """The upstream's whole output, from its final event."""
     output: list[Any] | None = None
     """The round's whole output, held back when the round is executed (it goes back upstream)."""
 
@@ -61,6 +67,7 @@ class ResponsesStream:
         self._next_index = 0
         self._shown: list[Any] = []
         self._round = _Round(False)
+        self._ended = False
 
     def start_round(self, loop_allowed: bool) -> None:
         self.rounds += 1
@@ -95,9 +102,33 @@ class ResponsesStream:
             return []
         return list(state.synthetic.values())
 
+    def mixed_content(self) -> list[Any] | None:
+        """The synthetic calls of a mixed round with the reasoning items before each, from the
+        round's final output (None without one: the calls go back alone)."""
+        output = self._round.final_output
+        return synthetic_items(output, self._names) if output is not None else None
+
     def closing(self) -> bytes:
         """Nothing: the final `response.completed` already went out (no done marker)."""
         return b""
+
+    def missing_end(self) -> bool:
+        """Whether no final event (`response.completed` / `.incomplete` / `.failed`) went out:
+        the upstream's last round ended without one."""
+        return not self._ended
+
+    def error(self, event: bytes) -> bytes:
+        """The proxy's `error` event numbered after the events the client got (its
+        `sequence_number` goes on from theirs)."""
+        for line in event.split(b"\n"):
+            if line.startswith(b"data: "):
+                try:
+                    payload = loads(line[6:])
+                except ProxyError:
+                    return event
+                if isinstance(payload, dict):
+                    return self._numbered(payload)
+        return event
 
     def _numbered(self, payload: dict[str, Any]) -> bytes:
         payload["sequence_number"] = self._sequence
@@ -182,6 +213,7 @@ class ResponsesStream:
         response = response if isinstance(response, dict) else {}
         self.usage = add_usage(self.usage, response.get("usage"))
         output = response.get("output")
+        state.final_output = list(output) if isinstance(output, list) else None
         loop = state.loop_allowed and state.synthetic and not state.client_calls
         if loop and payload["type"] == "response.completed" and isinstance(output, list):
             state.output = list(output)  # executed, and the next round continues the stream
@@ -193,4 +225,5 @@ class ResponsesStream:
         if self.usage is not None:
             response["usage"] = self.usage
         payload["response"] = response
+        self._ended = True
         return [*shown, payload]
