@@ -268,6 +268,21 @@ def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     assert unchanged_prefix(totals, 13, [12, 4], [12, 6]) == 50
 
 
+def test_a_notice_stands_at_the_first_unit_its_step_removed() -> None:
+    # A drop step that keeps the first two units (pinned: their cost under it is the full one):
+    # its notice stands at unit 2, so moving its horizon from 3 to 4 keeps units 0-1 unchanged.
+    full = [100] * 6
+    keeps_two = StepPlan(costs=[100, 100, 0, 0, 0, 0], limits=[t + 1 for t in range(6)],
+                         extra_cost=10)
+    totals = _Totals(full, [keeps_two], 0, 0)
+    assert unchanged_prefix(totals, 5, [3], [4]) == 200
+    # a horizon below which the step removed nothing yet: its notice stands at the horizon
+    keeps_three = StepPlan(costs=[100, 100, 100, 0, 0, 0], limits=[t + 1 for t in range(6)],
+                           extra_cost=10)
+    totals = _Totals(full, [keeps_three], 0, 0)
+    assert unchanged_prefix(totals, 5, [2], [4]) == 200
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(0, 400), min_size=1, max_size=40),

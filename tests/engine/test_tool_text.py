@@ -136,6 +136,17 @@ def test_preview_with_no_head_shows_only_the_tail() -> None:
     assert out.endswith(f"\n\n...[truncated 392 chars]...\n{TEXT[-8:]}")
 
 
+def test_preview_of_a_message_does_not_call_it_tool_output() -> None:
+    out = preview(whole("art_4"), TEXT, 123, 10, 6, True, mac, what="user message")
+    header = (
+        "[ctxproxy: user message offloaded as artifact art_4; original 400 chars, ~123 tokens; "
+        "stored 400 chars, complete. "
+        'Shown: first 10 and last 6 chars; read_context_artifact(artifact_id="art_4", '
+        "offset=10) pages through the rest; search_context_artifact finds text in it.]"
+    )
+    assert out == tagged(f"{header}\n{TEXT[:10]}\n...[truncated 384 chars]...\n{TEXT[-6:]}")
+
+
 def test_preview_is_deterministic() -> None:
     first = preview(whole("id"), TEXT, 5, 3, 3, True, mac)
     assert first == preview(whole("id"), TEXT, 5, 3, 3, True, mac)
