@@ -43,8 +43,9 @@ def test_signed_texts_carry_the_mac_of_their_body() -> None:
 
 def test_signing_needs_the_marker_and_a_colon() -> None:
     for body in ("anything", "[ctxproxy anything", " [ctxproxy: x", "[ctxproxy#0123: x"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as raised:
             signed(body, mac)
+        assert str(raised.value) == "the proxy's texts start with the marker and a colon"
 
 
 def test_the_marker_alone_is_not_proxy_text() -> None:
