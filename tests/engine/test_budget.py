@@ -5,7 +5,15 @@ from typing import Any
 
 import pytest
 
-from proxy.engine.budget import BudgetPolicy, WindowSource, compute_budget, scaled
+from proxy.engine.budget import (
+    Budget,
+    BudgetPolicy,
+    WindowSource,
+    compute_budget,
+    note_budget,
+    scaled,
+)
+from proxy.engine.manifest import Manifest
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.catalog import ModelInfo
 
@@ -186,3 +194,28 @@ def test_a_count_ratio_scales_the_budget_into_the_proxys_counts() -> None:
     assert (scaled_budget.allowance, scaled_budget.limit) == (7200, 7200)  # 9000 / 1.25
     assert scaled_budget.trigger == int(plain.trigger / 1.25)
     assert scaled_budget.target == int(plain.target / 1.25)
+
+
+# -- what a client is told about its budget -----------------------------------------------------
+
+
+def test_notes_name_the_window_where_it_is_uncertain_and_the_count_ratio() -> None:
+    def notes(source: WindowSource, ratio: float = 1.0, method: str = "tiktoken") -> list[str]:
+        manifest = Manifest(policy="p", model="m", mode="reduce", counting_method=method)
+        note_budget(manifest, Budget(5000, 0, 0, 5000, 4000, 3000, 5000, source, ratio))
+        return manifest.notes
+
+    assert notes(WindowSource.policy) == notes(WindowSource.model_map) == []
+    assert notes(WindowSource.fallback) == [
+        "context window 5000 is the policy's fallback_context_window: neither the model map nor "
+        "the upstream knows this model"
+    ]
+    assert notes(WindowSource.upstream) == ["context window 5000 taken from the upstream"]
+    assert notes(WindowSource.upstream_error) == [
+        "context window 5000 as stated by the upstream's context-length error for this model"
+    ]
+    assert notes(WindowSource.policy, 1.25, "estimate") == [
+        "budget scaled by the upstream's count ratio 1.250 (usage.prompt_tokens over the proxy's "
+        "counts)",
+        "tokens estimated (no tokenizer for this model): counts are approximate",
+    ]
