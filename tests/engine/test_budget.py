@@ -219,3 +219,18 @@ def test_notes_name_the_window_where_it_is_uncertain_and_the_count_ratio() -> No
         "counts)",
         "tokens estimated (no tokenizer for this model): counts are approximate",
     ]
+
+
+def test_a_stated_window_equal_to_the_known_one_corrects_nothing() -> None:
+    assert window_of({}, "m", Told(100_000, stated=True)) == (100_000, WindowSource.model_map)
+    assert window_of({"context_window": 9000}, "m", Told(9000, stated=True)) == (
+        9000,
+        WindowSource.policy,
+    )
+
+
+def test_a_count_ratio_of_two_halves_the_budget() -> None:
+    policy = BudgetPolicy.model_validate({"context_window": 10_000, "safety_margin": 0})
+    b = compute_budget(policy, "m", 1000, Models(), None, 2.0)
+    assert (b.allowance, b.limit, b.count_ratio) == (4500, 4500, 2.0)
+    assert (b.trigger, b.target) == (int(0.95 * 9000) // 2, int(0.7 * 9000) // 2)
