@@ -13,7 +13,7 @@ from proxy.engine.budget import (
     note_budget,
     scaled,
 )
-from proxy.engine.manifest import Manifest
+from proxy.engine.manifest import Manifest, NoteCode
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.catalog import ModelInfo
 
@@ -203,7 +203,10 @@ def test_notes_name_the_window_where_it_is_uncertain_and_the_count_ratio() -> No
     def notes(source: WindowSource, ratio: float = 1.0, method: str = "tiktoken") -> list[str]:
         manifest = Manifest(policy="p", model="m", mode="reduce", counting_method=method)
         note_budget(manifest, Budget(5000, 0, 0, 5000, 4000, 3000, 5000, source, ratio))
+        codes[source, ratio, method] = manifest.note_codes
         return manifest.notes
+
+    codes: dict[tuple[WindowSource, float, str], list[NoteCode]] = {}
 
     assert notes(WindowSource.policy) == notes(WindowSource.model_map) == []
     assert notes(WindowSource.fallback) == [
@@ -219,6 +222,17 @@ def test_notes_name_the_window_where_it_is_uncertain_and_the_count_ratio() -> No
         "counts)",
         "tokens estimated (no tokenizer for this model): counts are approximate",
     ]
+    assert codes == {
+        (WindowSource.policy, 1.0, "tiktoken"): [],
+        (WindowSource.model_map, 1.0, "tiktoken"): [],
+        (WindowSource.fallback, 1.0, "tiktoken"): [NoteCode.window_fallback],
+        (WindowSource.upstream, 1.0, "tiktoken"): [NoteCode.window_upstream],
+        (WindowSource.upstream_error, 1.0, "tiktoken"): [NoteCode.window_corrected],
+        (WindowSource.policy, 1.25, "estimate"): [
+            NoteCode.counts_calibrated,
+            NoteCode.estimated_tokens,
+        ],
+    }
 
 
 def test_a_stated_window_equal_to_the_known_one_corrects_nothing() -> None:
