@@ -283,6 +283,19 @@ def test_a_notice_stands_at_the_first_unit_its_step_removed() -> None:
     assert unchanged_prefix(totals, 5, [2], [4]) == 200
 
 
+def test_unchanged_prefix_ends_at_the_first_unit_whose_cost_changes() -> None:
+    full = [100] * 4
+    shrink = StepPlan(costs=[10] * 4, limits=[t + 1 for t in range(4)])
+    totals = _Totals(full, [shrink], 0, 0)
+    assert unchanged_prefix(totals, 3, [3], [4]) == 30  # only the newest unit changes
+    assert unchanged_prefix(totals, 2, [3], [3]) == 30  # no change: units 0-2, all of it
+    assert unchanged_prefix(totals, 3, [0], [0]) == 400
+    # a horizon moving over units the step leaves as they are (pinned) changes nothing
+    keeps_two = StepPlan(costs=[100, 100, 10, 10], limits=[t + 1 for t in range(4)])
+    totals = _Totals(full, [keeps_two], 0, 0)
+    assert unchanged_prefix(totals, 3, [1], [2]) == 400
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(0, 400), min_size=1, max_size=40),
