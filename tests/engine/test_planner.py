@@ -30,6 +30,32 @@ def test_nothing_happens_under_trigger() -> None:
     ) == [0]
 
 
+def test_exactly_at_the_trigger_is_not_over_it() -> None:
+    assert plan_horizons(
+        [100] * 5, [drop_step(5)], base=0, reduced_base=0, trigger=500, target=300
+    ) == [0]
+    assert plan_horizons(
+        [100] * 5, [drop_step(5)], base=0, reduced_base=0, trigger=499, target=300
+    ) == [3]
+
+
+def test_a_cut_that_only_reaches_the_trigger_is_still_made() -> None:
+    # The limit allows dropping one unit: 10 (notice) + 400 lands exactly on the trigger.
+    step = StepPlan(costs=[0] * 5, limits=[0, 0, 0, 0, 1], extra_cost=10)
+    assert plan_horizons(
+        [100] * 5, [step], base=0, reduced_base=0, trigger=410, target=300
+    ) == [1]
+
+
+def test_a_step_that_reaches_the_goal_exactly_leaves_the_next_one_alone() -> None:
+    # Clearing two units (50 each) reaches the target of 300 exactly: nothing is dropped.
+    clear = StepPlan(costs=[50] * 4, limits=[t + 1 for t in range(4)])
+    drop = StepPlan(costs=[0] * 4, limits=[t + 1 for t in range(4)])
+    assert plan_horizons(
+        [100] * 4, [clear, drop], base=0, reduced_base=0, trigger=390, target=300
+    ) == [2, 0]
+
+
 def test_a_when_seen_step_acts_under_the_trigger_on_the_units_it_shrinks() -> None:
     full = [100, 900, 100, 100, 800, 100]
     seen = StepPlan(costs=[100, 90, 100, 100, 80, 100], limits=[t + 1 for t in range(6)])
