@@ -56,6 +56,22 @@ def test_a_step_that_reaches_the_goal_exactly_leaves_the_next_one_alone() -> Non
     ) == [2, 0]
 
 
+def test_a_cut_of_one_unit_is_one_unit() -> None:
+    step = drop_step(3, keep_last=1, extra=0)
+    assert plan_horizons(
+        [100] * 3, [step], base=0, reduced_base=0, trigger=250, target=200
+    ) == [1]
+
+
+def test_a_horizon_never_passes_the_units_that_have_arrived_whatever_the_limit() -> None:
+    # The step may reduce every unit, but at unit 1 only units 0-1 have arrived: the horizon
+    # stops at 2, and unit 2 (small) arrives unreduced and stays so.
+    step = StepPlan(costs=[50, 50, 5], limits=[3, 3, 3])
+    assert plan_horizons(
+        [100, 100, 10], [step], base=0, reduced_base=0, trigger=120, target=50
+    ) == [2]
+
+
 def test_a_when_seen_step_acts_under_the_trigger_on_the_units_it_shrinks() -> None:
     full = [100, 900, 100, 100, 800, 100]
     seen = StepPlan(costs=[100, 90, 100, 100, 80, 100], limits=[t + 1 for t in range(6)])
