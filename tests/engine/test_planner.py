@@ -175,6 +175,20 @@ def test_at_least_blocks_small_advances() -> None:
     assert h == 0  # clearing everything frees only 40 tokens
 
 
+def test_at_least_makes_an_advance_deep_enough_to_free_that_much() -> None:
+    def plan(at_least: int, costs: list[int], target: int) -> list[int]:
+        clear = StepPlan(costs=costs, limits=[t + 1 for t in range(4)], at_least=at_least)
+        return plan_horizons([100] * 4, [clear], base=0, reduced_base=0, trigger=350,
+                             target=target)
+
+    # one unit (90 freed) reaches the target; at_least asks for 180: exactly two units
+    assert plan(180, [10] * 4, 320) == [2]
+    assert plan(150, [10] * 4, 320) == [2]
+    assert plan(90, [10] * 4, 320) == [1]  # exactly at_least: enough
+    # the target is out of reach: as far as allowed, which frees exactly at_least
+    assert plan(90, [10, 100, 100, 100], 100) == [4]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, 400), min_size=1, max_size=40), st.integers(200, 3000))
 def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
