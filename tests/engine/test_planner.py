@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from proxy.engine.growth import GrowthSizing
 from proxy.engine.planner import (
     StepPlan,
+    _advance,
     _Totals,
     applying_step,
     plan_horizons,
@@ -187,6 +188,19 @@ def test_at_least_makes_an_advance_deep_enough_to_free_that_much() -> None:
     assert plan(90, [10] * 4, 320) == [1]  # exactly at_least: enough
     # the target is out of reach: as far as allowed, which frees exactly at_least
     assert plan(90, [10, 100, 100, 100], 100) == [4]
+
+
+def test_an_advance_must_free_tokens_besides_switching_on_the_reduced_base() -> None:
+    # Only unit 0 shrinks (100 -> 90 or 10); the reduced base (the read tools) costs 50 more.
+    def advance(first_cost: int, horizons: list[int]) -> int:
+        step = StepPlan(costs=[first_cost, 100, 100, 100], limits=[t + 1 for t in range(4)])
+        return _advance(_Totals([100] * 4, [step], 5, 55), 3, horizons, 0, 100)
+
+    # the first advance frees 10 and pays 50 for the reduced base: it counts as freeing
+    assert advance(90, [0]) == 4
+    assert advance(100, [0]) == 0  # frees nothing at all
+    # once reduced, an advance over units that do not shrink frees nothing: no advance
+    assert advance(10, [1]) == 1
 
 
 @settings(max_examples=300, deadline=None)
