@@ -11,6 +11,7 @@ from proxy.engine.growth import GrowthSizing
 from proxy.engine.planner import (
     StepPlan,
     _advance,
+    _cut,
     _Totals,
     applying_step,
     plan_horizons,
@@ -327,6 +328,25 @@ def test_a_much_deeper_cut_wins_over_the_longer_unchanged_prefix() -> None:
     horizons = plan_horizons(full, steps, base=0, reduced_base=0, trigger=2100, target=1900,
                              growth=_each_unit_a_turn(14, 6))
     assert horizons == [12, 12]  # 610 tokens: the next cut is many turns away
+
+
+def test_the_cut_weighs_the_cycle_length_by_the_prompt_sizes_of_its_turns() -> None:
+    # Two goals (500 - 3 x the growth, and the target): clearing alone wins over clearing and
+    # dropping a unit, by the score (T - p) / ((T - L)(T + L)); (T - p) / ((T - L) / (T + L))
+    # would drop the unit as well.
+    full = [200, 300, 100, 100]
+    clear = StepPlan(costs=[20, 30, 100, 100], limits=[max(t - 1, 0) for t in range(4)])
+    drop = StepPlan(costs=[0] * 4, limits=[max(t - 2, 0) for t in range(4)], extra_cost=10)
+    horizons = plan_horizons(full, [clear, drop], base=0, reduced_base=0, trigger=500,
+                             target=450, growth=_each_unit_a_turn(4, 3))
+    assert horizons == [2, 0]
+
+
+def test_on_a_tie_the_deeper_goals_cut_is_kept() -> None:
+    # Both goals end at 100 tokens with nothing of the old prompt unchanged: the deeper wins.
+    step = StepPlan(costs=[0, 0, 100], limits=[1, 2, 3])
+    totals = _Totals([100, 100, 100], [step], 0, 0)
+    assert _cut(totals, 2, [0], [0, 100], 110) == [3]
 
 
 def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
