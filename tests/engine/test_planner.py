@@ -90,6 +90,16 @@ def test_a_when_seen_step_acts_under_the_trigger_on_the_units_it_shrinks() -> No
     ]
 
 
+def test_a_when_seen_horizon_that_jumps_over_earlier_units_recounts_them() -> None:
+    # Unit 1 (900 -> 90) may be shrunk only once unit 2 has arrived; unit 2 (100 -> 50) moves
+    # the horizon over both: the total is 240 then, far under the trigger, so nothing is dropped.
+    seen = StepPlan(costs=[100, 90, 50], limits=[0, 1, 3], when_seen=True)
+    drop = StepPlan(costs=[0] * 3, limits=[0, 1, 2])
+    assert plan_horizons(
+        [100, 900, 100], [seen, drop], base=0, reduced_base=0, trigger=1000, target=200
+    ) == [3, 0]
+
+
 def test_reduces_to_target_when_over_trigger() -> None:
     full = [100] * 10  # 1050 tokens: over the trigger at the last unit
     [h] = plan_horizons(full, [drop_step(10)], base=50, reduced_base=60, trigger=1000, target=700)
