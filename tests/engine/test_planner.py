@@ -100,6 +100,16 @@ def test_a_when_seen_horizon_that_jumps_over_earlier_units_recounts_them() -> No
     ) == [3, 0]
 
 
+def test_a_when_seen_horizon_stops_past_the_unit_that_arrived() -> None:
+    # The step may reduce every unit: seeing unit 0 moves its horizon past unit 0 only (unit 1,
+    # which it does not shrink, has not arrived); then each shrinking unit in a row moves it on.
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 10**6, "target": 10**5}
+    once = StepPlan(costs=[90, 10, 10], limits=[3, 3, 3], when_seen=True)
+    assert plan_horizons([900, 10, 10], [once], **kwargs) == [1]
+    in_a_row = StepPlan(costs=[90, 90, 90], limits=[1, 2, 3], when_seen=True)
+    assert plan_horizons([900, 900, 900], [in_a_row], **kwargs) == [3]
+
+
 def test_reduces_to_target_when_over_trigger() -> None:
     full = [100] * 10  # 1050 tokens: over the trigger at the last unit
     [h] = plan_horizons(full, [drop_step(10)], base=50, reduced_base=60, trigger=1000, target=700)
