@@ -369,6 +369,15 @@ def test_on_a_tie_the_deeper_goals_cut_is_kept() -> None:
     assert _cut(totals, 2, [0], [0, 100], 110) == [3]
 
 
+def test_on_a_tie_the_growth_goals_cut_is_kept() -> None:
+    # The growth goal (0 here) and the target (140) both end with unit 3 alone (100 tokens) and
+    # nothing of the old prompt unchanged: the deeper goal's cut, over unit 3 too, is kept.
+    step = StepPlan(costs=[0, 0, 0, 100], limits=[t + 1 for t in range(4)])
+    horizons = plan_horizons([100, 200, 100, 100], [step], base=0, reduced_base=0, trigger=470,
+                             target=140, growth=_each_unit_a_turn(4, 6))
+    assert horizons == [4]
+
+
 def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     full, steps = _clear_then_drop([t + 1 for t in range(14)])
     totals = _Totals(full, steps, 5, 50)
