@@ -378,6 +378,15 @@ def test_on_a_tie_the_growth_goals_cut_is_kept() -> None:
     assert horizons == [4]
 
 
+def test_growth_beyond_the_trigger_sets_a_goal_of_nothing_left() -> None:
+    # Room for 3 turns of 200 tokens is more than the trigger: the goal is 0 tokens, out of
+    # reach, so the step goes as deep as it may (a goal of 1 token would stop after unit 0).
+    step = StepPlan(costs=[0, 1], limits=[1, 2])
+    horizons = plan_horizons([200, 1], [step], base=0, reduced_base=0, trigger=200, target=0,
+                             growth=_each_unit_a_turn(2, 3))
+    assert horizons == [2]
+
+
 def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     full, steps = _clear_then_drop([t + 1 for t in range(14)])
     totals = _Totals(full, steps, 5, 50)
