@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Mutation run with mutmut over the engine, the chat format adapter, the stores, the read tool and
-# the SSE code (what is mutated and which tests run: [tool.mutmut] in pyproject.toml). Slow, so not
-# part of CI.
+# Mutation run with mutmut over the engine, the chat format adapter, the stores, the read tool (and
+# the shortening of its results), the SSE code and the fitting of the read loop's follow-up calls
+# (what is mutated and which tests run: [tool.mutmut] in pyproject.toml). Slow, so not part of CI.
 #
 #   pip install -e '.[dev,mutation]'       # once (pins mutmut)
-#   bash bench/mutation.sh                 # every configured module (~3,400 mutants)
+#   bash bench/mutation.sh                 # every configured module (~5,600 mutants)
 #   bash bench/mutation.sh 'proxy.engine.budget*'   # only the mutants whose names match
 #
 # Needs the test Redis (127.0.0.1:6379 db 13, as the test suite). Each mutant runs only the tests

@@ -5,7 +5,15 @@ from typing import Any
 
 import pytest
 
-from proxy.engine.budget import BudgetPolicy, WindowSource, compute_budget, scaled
+from proxy.engine.budget import (
+    Budget,
+    BudgetPolicy,
+    WindowSource,
+    compute_budget,
+    note_budget,
+    scaled,
+)
+from proxy.engine.manifest import Manifest, NoteCode
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.catalog import ModelInfo
 
@@ -190,3 +198,57 @@ def test_a_count_ratio_scales_the_budget_into_the_proxys_counts() -> None:
     assert (scaled_budget.allowance, scaled_budget.limit) == (7200, 7200)  # 9000 / 1.25
     assert scaled_budget.trigger == int(plain.trigger / 1.25)
     assert scaled_budget.target == int(plain.target / 1.25)
+
+
+# -- what a client is told about its budget -----------------------------------------------------
+
+
+def test_notes_name_the_window_where_it_is_uncertain_and_the_count_ratio() -> None:
+    def notes(source: WindowSource, ratio: float = 1.0, method: str = "tiktoken") -> list[str]:
+        manifest = Manifest(policy="p", model="m", mode="reduce", counting_method=method)
+        note_budget(manifest, Budget(5000, 0, 0, 5000, 4000, 3000, 5000, source, ratio))
+        codes[source, ratio, method] = manifest.note_codes
+        return manifest.notes
+
+    codes: dict[tuple[WindowSource, float, str], list[NoteCode]] = {}
+
+    assert notes(WindowSource.policy) == notes(WindowSource.model_map) == []
+    assert notes(WindowSource.fallback) == [
+        "context window 5000 is the policy's fallback_context_window: neither the model map nor "
+        "the upstream knows this model"
+    ]
+    assert notes(WindowSource.upstream) == ["context window 5000 taken from the upstream"]
+    assert notes(WindowSource.upstream_error) == [
+        "context window 5000 as stated by the upstream's context-length error for this model"
+    ]
+    assert notes(WindowSource.policy, 1.25, "estimate") == [
+        "budget scaled by the upstream's count ratio 1.250 (usage.prompt_tokens over the proxy's "
+        "counts)",
+        "tokens estimated (no tokenizer for this model): counts are approximate",
+    ]
+    assert codes == {
+        (WindowSource.policy, 1.0, "tiktoken"): [],
+        (WindowSource.model_map, 1.0, "tiktoken"): [],
+        (WindowSource.fallback, 1.0, "tiktoken"): [NoteCode.window_fallback],
+        (WindowSource.upstream, 1.0, "tiktoken"): [NoteCode.window_upstream],
+        (WindowSource.upstream_error, 1.0, "tiktoken"): [NoteCode.window_corrected],
+        (WindowSource.policy, 1.25, "estimate"): [
+            NoteCode.counts_calibrated,
+            NoteCode.estimated_tokens,
+        ],
+    }
+
+
+def test_a_stated_window_equal_to_the_known_one_corrects_nothing() -> None:
+    assert window_of({}, "m", Told(100_000, stated=True)) == (100_000, WindowSource.model_map)
+    assert window_of({"context_window": 9000}, "m", Told(9000, stated=True)) == (
+        9000,
+        WindowSource.policy,
+    )
+
+
+def test_a_count_ratio_of_two_halves_the_budget() -> None:
+    policy = BudgetPolicy.model_validate({"context_window": 10_000, "safety_margin": 0})
+    b = compute_budget(policy, "m", 1000, Models(), None, 2.0)
+    assert (b.allowance, b.limit, b.count_ratio) == (4500, 4500, 2.0)
+    assert (b.trigger, b.target) == (int(0.95 * 9000) // 2, int(0.7 * 9000) // 2)

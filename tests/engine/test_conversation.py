@@ -54,3 +54,14 @@ def test_problems_carry_the_formats_param() -> None:
     assert (
         conv.problem_summary(limit=2) == "input[0]: broken; input[1]: broken; and 1 more problem(s)"
     )
+
+
+def test_problem_summary_names_five_reasons_then_counts_the_rest() -> None:
+    def broken(count: int) -> Conversation:
+        problems = (Problem(i, None, f"input[{i}]: broken", f"input[{i}]") for i in range(count))
+        return Conversation(0, (), tuple(problems))
+
+    five = "; ".join(f"input[{i}]: broken" for i in range(5))
+    assert broken(5).problem_summary() == five  # all of them: nothing more to count
+    assert broken(6).problem_summary() == f"{five}; and 1 more problem(s)"
+    assert broken(2).problem_summary(limit=2) == "input[0]: broken; input[1]: broken"

@@ -285,6 +285,8 @@ def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     full, steps = _clear_then_drop([t + 1 for t in range(14)])
     totals = _Totals(full, steps, 5, 50)
     assert unchanged_prefix(totals, 13, [0, 0], [12, 0]) == 0
+    # a cut that reduces nothing keeps the whole prompt, whose base is the unreduced one
+    assert unchanged_prefix(totals, 13, [0, 0], [0, 0]) == 5 + 1000 + 1200
     assert unchanged_prefix(totals, 13, [11, 0], [12, 0]) == 50 + 1000 + 30
     # a moved drop horizon changes its notice, which stands at the first unit it removed
     assert unchanged_prefix(totals, 13, [12, 4], [12, 6]) == 50

@@ -43,8 +43,9 @@ def test_signed_texts_carry_the_mac_of_their_body() -> None:
 
 def test_signing_needs_the_marker_and_a_colon() -> None:
     for body in ("anything", "[ctxproxy anything", " [ctxproxy: x", "[ctxproxy#0123: x"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError) as raised:
             signed(body, mac)
+        assert str(raised.value) == "the proxy's texts start with the marker and a colon"
 
 
 def test_the_marker_alone_is_not_proxy_text() -> None:
@@ -134,6 +135,17 @@ def test_preview_with_no_head_shows_only_the_tail() -> None:
     out = preview(whole("a"), TEXT, 1, 0, 8, True, mac)
     assert "offset=0)" in out
     assert out.endswith(f"\n\n...[truncated 392 chars]...\n{TEXT[-8:]}")
+
+
+def test_preview_of_a_message_does_not_call_it_tool_output() -> None:
+    out = preview(whole("art_4"), TEXT, 123, 10, 6, True, mac, what="user message")
+    header = (
+        "[ctxproxy: user message offloaded as artifact art_4; original 400 chars, ~123 tokens; "
+        "stored 400 chars, complete. "
+        'Shown: first 10 and last 6 chars; read_context_artifact(artifact_id="art_4", '
+        "offset=10) pages through the rest; search_context_artifact finds text in it.]"
+    )
+    assert out == tagged(f"{header}\n{TEXT[:10]}\n...[truncated 384 chars]...\n{TEXT[-6:]}")
 
 
 def test_preview_is_deterministic() -> None:
