@@ -406,7 +406,7 @@ MUTATIONS: tuple[Mutation, ...] = (
 def sound_messages(draw: st.DrawFn) -> Body:
     body: Body = {
         "model": MODEL,
-        "max_tokens": draw(st.sampled_from((64, 1024, 8192))),
+        "max_tokens": draw(st.sampled_from((64, 256, 1024))),
         "messages": draw(messages_histories()),
         "tools": [dict(CLIENT_TOOL)],
     }
