@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from anthropic_harness import BIG, MODEL, anthropic_proxy, long_conversation
 from fakes.anthropic import message_body, sse_event, stream_events, text_block
-from fakes.replies import SSEReply
+from fakes.replies import JsonReply, SSEReply
 
 MESSAGES = "/v1/messages"
 REJECT = "extends: default\non_invalid: reject\n"
@@ -106,3 +106,21 @@ async def test_capping_cache_marks_keeps_thinking_messages_byte_identical(tmp_pa
         theirs = [m for m in sent if m["role"] == "assistant"]
         assert theirs and all(m in mine for m in theirs)
         assert BIG not in json.dumps(sent)  # it was reduced (and so rendered)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_upstream_usage_of_400_digits_is_no_500(tmp_path: Path, stream: bool) -> None:
+    huge = {"input_tokens": 10**400, "output_tokens": 5, "cache_read_input_tokens": 10**400}
+    content = [text_block("fine")]
+    async with anthropic_proxy(tmp_path) as (fake, proxy):
+        whole = message_body(content, usage_=huge)
+        fake.enqueue(SSEReply(stream_events(whole), done=False) if stream else JsonReply(whole))
+        body = {"model": MODEL, "max_tokens": 100, "stream": stream,
+                "messages": long_conversation(2)}  # fmt: skip
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(proxy.url + MESSAGES, json=body) as response,
+        ):
+            data = await response.read()
+        assert response.status == 200, data
+        assert b"fine" in data
