@@ -8,7 +8,8 @@ Scripts (calls of the proxy's tools only while the proxy offers them and an arti
   bad_args   read calls with hostile input: a huge offset, negative/float/string values, an
              unknown artifact, no artifact, duplicate and empty ids
   mixed      a call of the proxy's read tool and one of the client's tool of the same name
-  odd        a read call beside text and an unknown block; streamed: junk events in between
+  odd        a read call beside text and an unknown block, usage of odd values (400 digits,
+             strings, negatives, floats); streamed: junk events in between
   weird      a read call beside malformed ones (no id, null id, input not an object, a name
              or a type that is an object; in JSON a loose string block too)
   fault_*    529 overloaded, 500 api_error, a reset connection, a cut-off JSON body, an SSE
@@ -112,6 +113,19 @@ def _read_blocks(script: str, number: int, name: str, artifact: str) -> list[dic
     return [thinking, read]
 
 
+ODD_USAGES: tuple[dict[str, Any], ...] = (
+    {"input_tokens": 10**400, "output_tokens": 5, "cache_read_input_tokens": 10**400},
+    {"input_tokens": "12", "output_tokens": None, "cache_creation_input_tokens": [1]},
+    {"input_tokens": -5, "output_tokens": -1, "cache_read_input_tokens": 2**64},
+    {"input_tokens": 1.5, "output_tokens": True, "server_tool_use": {"web_search_requests": "x"}},
+)
+
+
+def _usage(script: str, number: int) -> dict[str, Any] | None:
+    """Usage of odd values and types in the `odd` script's answers (else the fake's own)."""
+    return ODD_USAGES[number % len(ODD_USAGES)] if script == "odd" else None
+
+
 def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
     """The fake's default reply: hand the body over, then answer as scripted."""
     answered: dict[int, list[Any]] = {}
@@ -136,10 +150,10 @@ def scripted(on_body: BodySink) -> Callable[[Recorded], Reply]:
         content = _read_blocks(script, number * 100 + len(mine), name or READ, found[0])
         mine.append({"role": "assistant", "content": content})
         if not stream:
-            whole = message_body(content)
+            whole = message_body(content, usage_=_usage(script, number))
             whole["content"] += ["a loose string"] if script == "weird" else []
             return JsonReply(whole)
-        events = stream_events(message_body(content))
+        events = stream_events(message_body(content, usage_=_usage(script, number)))
         if script == "odd":
             events.insert(2, b"event: ping\ndata: {}\n\n")
             events.insert(4, b": a comment\n\n")
