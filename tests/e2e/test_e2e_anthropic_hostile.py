@@ -109,7 +109,9 @@ async def test_capping_cache_marks_keeps_thinking_messages_byte_identical(tmp_pa
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_an_upstream_usage_of_400_digits_is_no_500(tmp_path: Path, stream: bool) -> None:
+async def test_an_upstream_usage_of_400_digits_is_no_500(
+    tmp_path: Path, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     huge = {"input_tokens": 10**400, "output_tokens": 5, "cache_read_input_tokens": 10**400}
     content = [text_block("fine")]
     async with anthropic_proxy(tmp_path) as (fake, proxy):
@@ -124,3 +126,7 @@ async def test_an_upstream_usage_of_400_digits_is_no_500(tmp_path: Path, stream:
             data = await response.read()
         assert response.status == 200, data
         assert b"fine" in data
+        assert len(response.headers.get("x-ctxproxy-cached-tokens", "")) <= 12
+        async with aiohttp.ClientSession() as session, session.get(proxy.url + "/metrics") as got:
+            assert got.status == 200
+    assert "Traceback" not in caplog.text and "failed" not in caplog.text
