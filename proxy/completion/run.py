@@ -43,6 +43,8 @@ from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
 CACHED_TOKENS_HEADER = "x-ctxproxy-cached-tokens"
+MAX_REPORTED_TOKENS = 10**15
+"""An upstream's token count beyond this is implausible and ignored (a metric is a float)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,7 @@ def _report_cached(
     """The upstream's cached prompt tokens: in `x-ctxproxy-cached-tokens` and the stats (for the
     metrics and the access line), when its usage reports them."""
     cached = wire.cached_tokens(usage)
-    if cached is not None:
+    if cached is not None and cached <= MAX_REPORTED_TOKENS:
         stats.cached_tokens = cached
         headers[CACHED_TOKENS_HEADER] = str(cached)
 

@@ -88,6 +88,8 @@ class CountCalibration:
         """The proxy counted `counted` tokens for a prompt the upstream reports as `reported`."""
         if not model or reported is None or counted < self._min_counted_tokens or reported <= 0:
             return
+        if reported > counted * _PLAUSIBLE[1]:  # before dividing: a 400-digit count overflows
+            return
         sample = reported / counted
         if not _PLAUSIBLE[0] <= sample <= _PLAUSIBLE[1]:
             return

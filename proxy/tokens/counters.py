@@ -312,7 +312,9 @@ class Counter:
         if isinstance(part, str):
             return self.count_text(part)
         kind = part.get("type") if isinstance(part, dict) else None
-        if isinstance(kind, str) and kind in TEXT_FIELDS:
+        if not isinstance(kind, str):  # a hostile `type` (an object, a list) is no known part
+            return self._json(part)
+        if kind in TEXT_FIELDS:
             text = part.get(TEXT_FIELDS[kind]) or ""
             return self.count_text(text if isinstance(text, str) else json_text(text))
         if kind == "image_url" or kind == "input_image":

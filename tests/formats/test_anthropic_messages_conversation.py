@@ -75,6 +75,31 @@ def test_a_result_for_another_call_is_a_problem() -> None:
     assert [(p.index, p.tool_call_id) for p in parsed.problems] == [(3, "zzz")]
 
 
+def test_a_tool_result_in_an_assistant_message_is_a_problem() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [THINKING, call("a"), result("a")]},
+        {"role": "user", "content": [result("a")]},
+    ]
+    parsed = parse_conversation(split(messages))
+    assert [p.reason for p in parsed.problems] == [
+        "messages[1]: a tool_result block in an assistant message"
+    ]
+    assert parsed.problems[0].param == "messages[1]"
+
+
+def test_a_tool_use_in_a_user_message_is_a_problem() -> None:
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [call("a")]},
+        {"role": "user", "content": [result("a"), {"type": "text", "text": "x"}, call("b")]},
+    ]
+    parsed = parse_conversation(split(messages))
+    assert [p.reason for p in parsed.problems] == [
+        "messages[2]: a tool_use block in a user message"
+    ]
+
+
 def test_a_leading_assistant_message_is_a_leading_turn() -> None:
     parsed = parse_conversation(
         split([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "q"}])

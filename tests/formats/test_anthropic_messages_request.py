@@ -11,6 +11,7 @@ from proxy.engine.conversation import Unit
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES as WIRE
+from proxy.formats.anthropic_messages.cache_marks import count_marks
 from proxy.formats.anthropic_messages.items import PART_KEY
 from proxy.tokens.counters import TokenCounters
 
@@ -56,6 +57,42 @@ def test_a_rewritten_result_keeps_its_block_fields_and_the_cache_breakpoint() ->
     ]
     assert item["content"] == [block]  # the original is untouched
     assert WIRE.result_meta(item) == {"tool_use_id": "t1"}
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        {"type": "thinking", "thinking": "t", "signature": "s", "cache_control": CACHE},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ],
+)
+def test_capping_cache_marks_never_changes_an_assistant_message_with_thinking(
+    thinking: dict[str, Any],
+) -> None:
+    assistant = {
+        "role": "assistant",
+        "content": [
+            thinking,
+            {"type": "text", "text": "a", "cache_control": CACHE},
+            {"type": "tool_use", "id": "t", "name": "dump", "input": {}, "cache_control": CACHE},
+        ],
+    }
+    marked = [{"type": "text", "text": str(i), "cache_control": CACHE} for i in range(4)]
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "go"},
+            assistant,
+            result_message(result("t", "x")),
+            {"role": "user", "content": marked},
+        ],
+    }
+    rendered = WIRE.render(body, WIRE.items(body), [])
+    assert rendered["messages"][1] == assistant  # the earliest markers, yet kept
+    user_marks = [b for b in rendered["messages"][3]["content"] if "cache_control" in b]
+    assistant_marks = sum("cache_control" in b for b in assistant["content"])
+    assert len(user_marks) == 4 - assistant_marks
+    assert count_marks(rendered) == 4
 
 
 def test_a_result_with_an_image_is_never_rewritten() -> None:

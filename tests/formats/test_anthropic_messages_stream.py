@@ -141,6 +141,15 @@ def test_an_error_event_ends_the_stream() -> None:
     assert failed and out == error
 
 
+@pytest.mark.parametrize("kind", [b'{"a":1}', b"[1]", b"null", b"5"])
+def test_an_event_whose_type_is_not_a_string_passes_as_it_came(kind: bytes) -> None:
+    stream = StreamFilter(ToolNames())
+    stream.start_round(True)
+    odd = b'event: message_delta\ndata: {"type":' + kind + b',"delta":{}}\n\n'
+    out, failed = stream.render(SSEParser().feed(odd))
+    assert out == odd and not failed
+
+
 def test_recorded_files_name_their_source() -> None:
     readme = Path(wire_file(RECORDED[0])).parent / "README-anthropic.md"
     assert "build-with-claude/streaming" in readme.read_text()

@@ -92,3 +92,5 @@ def test_stream_cached_tokens_take_the_last_statement() -> None:
     data = b'{"cache_read_input_tokens": 5} ... {"cache_read_input_tokens":7}'
     assert usage.stream_cached_tokens(data) == 7
     assert usage.stream_cached_tokens(b'{"input_tokens": 3}') is None
+    huge = b'{"cache_read_input_tokens": 1' + b"0" * 400 + b"}"  # no 12-digit prefix of it
+    assert usage.stream_cached_tokens(huge) is None

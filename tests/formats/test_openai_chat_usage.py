@@ -85,3 +85,4 @@ def test_stream_cached_tokens_take_the_last_statement() -> None:
 
     assert stream_cached_tokens(b'"prompt_tokens_details":{"cached_tokens":12}') == 12
     assert stream_cached_tokens(b'"prompt_tokens":12') is None
+    assert stream_cached_tokens(b'"cached_tokens":1' + b"0" * 400) is None  # no 12-digit prefix

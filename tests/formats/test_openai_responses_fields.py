@@ -39,6 +39,7 @@ def test_texts_of_parts() -> None:
     assert parts_text([{"type": "input_text", "text": "a"}, "b"]) == "ab"
     assert parts_text([{"type": "input_text", "text": "a"}, {"type": "input_file"}]) is None
     assert parts_text("no list") is None
+    assert parts_text([{"type": {"a": 1}, "text": "x"}, {"type": ["input_text"]}]) is None
     assert content_text({"role": "user", "content": [{"type": "input_text", "text": "q"}]}) == "q"
     assert content_text({"type": "function_call_output", "output": "o"}) == "o"
     assert content_text({"type": "reasoning", "content": "x"}) is None

@@ -25,7 +25,9 @@ def test_the_ratio_is_clamped_and_implausible_or_small_samples_are_ignored() -> 
     c.observe("m", 1000, 400)
     assert c.ratio("m") == 0.5  # and to the lower one
     c = CountCalibration(min_samples=1)
-    for counted, reported in ((1000, 5000), (1000, 100), (100, 150), (1000, None), (1000, 0)):
+    huge = 10**400  # an upstream's usage may say anything: no OverflowError either
+    for counted, reported in ((1000, 5000), (1000, 100), (100, 150), (1000, None), (1000, 0),
+                              (1000, huge)):  # fmt: skip
         c.observe("m", counted, reported)
     c.observe("", 1000, 1100)
     assert c.snapshot() == {}

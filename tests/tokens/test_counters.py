@@ -231,6 +231,8 @@ HOSTILE: list[Any] = [
     {"role": "user", "content": 10**40},
     {1: "non-string key"},
     {"role": "user", "content": json.loads("[" * 900 + "]" * 900)},
+    {"role": "user", "content": [{"type": {"a": 1}}, {"type": ["image"]}, {"type": [], "text": 1}]},
+    {"role": "user", "content": [{"type": "tool_result", "content": [{"type": {"text": "x"}}]}]},
 ]
 
 

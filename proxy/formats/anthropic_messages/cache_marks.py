@@ -1,12 +1,15 @@
 """`cache_control` markers: Anthropic accepts at most four per request (tools, system and
 messages together). Preparation never adds one, so a body keeps the client's own; when a client
-sent more, the earliest ones in the messages go first (the latest breakpoints cache the most)."""
+sent more, the earliest ones in the messages go first (the latest breakpoints cache the most).
+An assistant message holding a `thinking` or `redacted_thinking` block is never changed (it goes
+upstream byte-identical): its markers stay, even when that leaves more than four."""
 
 from __future__ import annotations
 
 from typing import Any
 
 MAX_CACHE_BREAKPOINTS = 4
+THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
 def _marked(blocks: Any) -> list[dict[str, Any]]:
@@ -36,11 +39,23 @@ def capped_cache_marks(body: dict[str, Any]) -> dict[str, Any]:
         return body
     messages = []
     for message in body.get("messages") or []:
-        if excess > 0 and isinstance(message, dict) and isinstance(message.get("content"), list):
+        if excess > 0 and _changeable(message):
             content, excess = _unmarked(message["content"], excess)
             message = {**message, "content": content}
         messages.append(message)
     return {**body, "messages": messages}
+
+
+def _changeable(message: Any) -> bool:
+    """A message with content blocks, unless it is an assistant message with thinking."""
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return False
+    if message.get("role") != "assistant":
+        return True
+    return not any(
+        isinstance(block, dict) and block.get("type") in THINKING_TYPES
+        for block in message["content"]
+    )
 
 
 def _unmarked(blocks: list[Any], excess: int) -> tuple[list[Any], int]:

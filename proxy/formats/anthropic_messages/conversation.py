@@ -10,7 +10,8 @@
   their assistant message, which is never rewritten: they stay byte-identical with it.
 
 Problems (never repaired) name the client's message: `messages[i]` (the index among the
-messages, not among the items) starts each reason and is the `param`.
+messages, not among the items) starts each reason and is the `param`. A `tool_result` block in
+an assistant message and a `tool_use` block in a user message are problems too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
-from proxy.formats.anthropic_messages.fields import role_of, str_field, tool_use_blocks
+from proxy.formats.anthropic_messages.fields import (
+    TOOL_RESULT,
+    TOOL_USE,
+    block_type,
+    blocks_of,
+    role_of,
+    str_field,
+    tool_use_blocks,
+)
 from proxy.formats.anthropic_messages.items import is_result_part, part_index, result_block
 
 
@@ -72,6 +81,7 @@ def _next_unit(items: Sequence[Any], i: int, where: list[int], problems: list[Pr
         problems.append(_problem(where, i, None, "message is not an object"))
         return Unit(i, i + 1, "message")
     role = item.get("role")
+    _misplaced_blocks(item, where, i, problems)
     if role == "assistant" and tool_use_blocks(item):
         return _tool_exchange(items, i, where, problems)
     if is_result_part(item):
@@ -84,6 +94,23 @@ def _next_unit(items: Sequence[Any], i: int, where: list[int], problems: list[Pr
     elif role not in ("user", "assistant"):
         problems.append(_problem(where, i, None, "'role' must be 'user' or 'assistant'"))
     return Unit(i, i + 1, "message")
+
+
+_MISPLACED = {"assistant": f"a {TOOL_RESULT} block in an assistant message",
+              "user": f"a {TOOL_USE} block in a user message"}  # fmt: skip
+"""What a message of that role may not hold."""
+
+
+def _misplaced_blocks(
+    item: dict[str, Any], where: list[int], i: int, problems: list[Problem]
+) -> None:
+    """A `tool_result` block in an assistant message, a `tool_use` block in a user message."""
+    role = role_of(item)
+    if role not in _MISPLACED:
+        return
+    wrong = TOOL_RESULT if role == "assistant" else TOOL_USE
+    if any(block_type(b) == wrong for b in blocks_of(item)):
+        problems.append(_problem(where, i, None, _MISPLACED[role]))
 
 
 def _tool_exchange(items: Sequence[Any], i: int, where: list[int], problems: list[Problem]) -> Unit:

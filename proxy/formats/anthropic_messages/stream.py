@@ -100,7 +100,7 @@ class StreamFilter:
             except ProxyError:
                 payload = None
             kind = payload.get("type") if isinstance(payload, dict) else None
-            if not isinstance(payload, dict) or kind not in _HANDLED:
+            if not isinstance(payload, dict) or not isinstance(kind, str) or kind not in _HANDLED:
                 out.append(encode_event(event))  # ping, unknown events, errors: as they came
                 failed = failed or kind == "error" or event.event == b"error"
                 continue

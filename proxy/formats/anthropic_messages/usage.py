@@ -48,7 +48,7 @@ def cached_tokens(usage: Any) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-_CACHE_READ = re.compile(rb'"cache_read_input_tokens"\s*:\s*(\d{1,12})')
+_CACHE_READ = re.compile(rb'"cache_read_input_tokens"\s*:\s*(\d{1,12})(?![0-9])')
 
 
 def stream_cached_tokens(data: bytes) -> int | None:

@@ -44,7 +44,7 @@ def cached_tokens(usage: Any) -> int | None:
     return value if value is not None and value >= 0 else None
 
 
-_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,12})')
+_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,12})(?![0-9])')
 
 
 def stream_cached_tokens(data: bytes) -> int | None:

@@ -112,7 +112,7 @@ def parts_text(parts: object) -> str | None:
             continue
         kind = part.get("type") if isinstance(part, dict) else None
         text = part.get("text") if isinstance(part, dict) else None
-        if kind not in _TEXT_PARTS or not isinstance(text, str):
+        if not isinstance(kind, str) or kind not in _TEXT_PARTS or not isinstance(text, str):
             return None
         texts.append(text)
     return "".join(texts)
