@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from anthropic_harness import BIG, MODEL, anthropic_proxy, long_conversation
+from anthropic_harness import BIG, MODEL, anthropic_proxy, long_conversation, reading_then
 from fakes.anthropic import message_body, sse_event, stream_events, text_block
 from fakes.replies import JsonReply, SSEReply
 
@@ -130,3 +130,27 @@ async def test_an_upstream_usage_of_400_digits_is_no_500(
         async with aiohttp.ClientSession() as session, session.get(proxy.url + "/metrics") as got:
             assert got.status == 200
     assert "Traceback" not in caplog.text and "failed" not in caplog.text
+
+
+@pytest.mark.parametrize("after_a_read", [False, True])
+async def test_a_stream_cut_before_message_stop_ends_with_an_error(
+    tmp_path: Path, after_a_read: bool
+) -> None:
+    """The upstream's (last) round stopped before `message_stop`: the client's stream ends with
+    an error event, not with a message_delta/message_stop the proxy made up for a cut message."""
+    cut = SSEReply(stream_events(message_body([text_block("half an ans")]))[:-1], done=False)
+    async with anthropic_proxy(tmp_path) as (fake, proxy):
+        fake.enqueue_many(*([reading_then("unused", stream=True)[0]] if after_a_read else []), cut)
+        body = {"model": MODEL, "max_tokens": 100, "stream": True,
+                "messages": long_conversation(2)}  # fmt: skip
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(proxy.url + MESSAGES, json=body) as response,
+        ):
+            data = await response.read()
+        assert response.status == 200
+        events = [line for line in data.split(b"\n") if line.startswith(b"event: ")]
+        assert events[-1] == b"event: error" and b"event: message_stop" not in events
+        error = json.loads(data.rsplit(b"data: ", 1)[1])["error"]
+        assert (error["type"], error["ctxproxy"]["code"]) == ("api_error", "upstream_invalid_response")
+        assert len(fake.requests(MESSAGES)) == (2 if after_a_read else 1)

@@ -129,6 +129,17 @@ def test_synthetic_calls_left_out_when_no_round_may_follow_end_the_turn() -> Non
     assert "tool_use" not in out.decode()
 
 
+def test_a_round_without_its_message_stop_leaves_the_end_missing() -> None:
+    stream = StreamFilter(ToolNames())
+    whole = round_bytes([text_block("All of it.")], 10, 5)
+    run(stream, whole)
+    assert not stream.missing_end()
+    cut = whole[: whole.rindex(b"event: message_stop")]
+    stream = StreamFilter(ToolNames())
+    run(stream, cut)
+    assert stream.missing_end()
+
+
 def test_an_error_event_ends_the_stream() -> None:
     stream = StreamFilter(ToolNames())
     stream.start_round(True)

@@ -171,8 +171,9 @@ class StreamFilter:
         return None
 
     def missing_end(self) -> bool:
-        """False: `closing` ends the stream with what the upstream sent (as before)."""
-        return False
+        """Whether the last round ended without its `message_stop`: the upstream cut the message
+        short, and a `closing` made up by the proxy would present it as whole."""
+        return self.rounds > 0 and self._round.stop_event is None
 
     def error(self, event: bytes) -> bytes:
         """The error event as it is (Anthropic events carry no sequence number)."""
