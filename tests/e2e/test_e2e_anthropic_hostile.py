@@ -152,5 +152,6 @@ async def test_a_stream_cut_before_message_stop_ends_with_an_error(
         events = [line for line in data.split(b"\n") if line.startswith(b"event: ")]
         assert events[-1] == b"event: error" and b"event: message_stop" not in events
         error = json.loads(data.rsplit(b"data: ", 1)[1])["error"]
-        assert (error["type"], error["ctxproxy"]["code"]) == ("api_error", "upstream_invalid_response")
+        assert error["type"] == "api_error"
+        assert error["ctxproxy"]["code"] == "upstream_invalid_response"
         assert len(fake.requests(MESSAGES)) == (2 if after_a_read else 1)
