@@ -7,18 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.background import Background
-from proxy.engine.budget import Budget, LearnedWindow, compute_budget, note_budget
+from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
+from proxy.engine.prepare_request import (
+    FIRST_CALL,
+    CallOptions,
+    PolicyResolver,
+    PreparingRequest,
+    Requester,
+    UpstreamWindows,
+)
 from proxy.engine.reducer import (
     Plan,
     Reduction,
@@ -37,85 +44,7 @@ from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, w
 from proxy.errors import ProxyError, RefusalReason
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
-from proxy.tokens.counters import TokenCounter, TokenCounters
-
-
-class Requester(Protocol):
-    """Who asks (`http.auth.Tenant`): the name of its policy and its artifact scope."""
-
-    @property
-    def policy(self) -> str: ...
-
-    @property
-    def scope(self) -> str: ...
-
-
-class UpstreamWindows(Protocol):
-    """What the request's upstream said of its models' windows (`upstream.windows`)."""
-
-    async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
-        """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
-        is known yet (the model map does not know the model)."""
-        ...
-
-
-class PolicyResolver(Protocol):
-    """The loaded policies (`policy.store.PolicyStore`)."""
-
-    def resolve(self, name: str, model: str) -> Policy: ...
-
-
-@dataclass
-class _Request:
-    wire: WireFormat
-    body: dict[str, Any]
-    raw: bytes
-    messages: list[Any]
-    policy: Policy
-    counter: TokenCounter
-    budget: Budget
-    costs: list[int]
-    fixed: int
-    manifest: Manifest
-    carries_tools: bool = False
-    """The working set put exchanges back, and the body carries the synthetic tools."""
-    summarizer: Summarizer | None = None
-
-    @property
-    def tokens(self) -> int:
-        return sum(self.costs) + self.fixed
-
-    def carried_tools(self) -> SyntheticTools | None:
-        if not self.carries_tools:
-            return None
-        read = self.policy.read_tool
-        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
-
-    def unchanged(self, outcome: Outcome) -> Prepared:
-        self.manifest.outcome = outcome
-        self.manifest.tokens_after = self.manifest.tokens_before
-        tools = self.carried_tools()
-        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
-
-
-@dataclass(frozen=True)
-class CallOptions:
-    """Which upstream call is prepared. The client's request (`FIRST_CALL`) is offered the
-    synthetic tools when it needs them. A follow-up call of the synthetic loop already carries the
-    tools it should (counted like the client's, none added), and its caller says whether the
-    relaxing steps may act as a last resort (it may rather shorten what the model just read).
-    A follow-up call must fit the allowance itself (`within_allowance`: the reserved output stays
-    free for the answer that follows the pages), not only what the provider would refuse."""
-
-    offer_tools: bool = False
-    last_resort: bool = True
-    within_allowance: bool = False
-
-
-FOLLOW_UP = CallOptions(within_allowance=True)
-
-
-FIRST_CALL = CallOptions(offer_tools=True)
+from proxy.tokens.counters import TokenCounters
 
 
 class Preparer:
@@ -250,7 +179,7 @@ class Preparer:
         return key, anchors
 
     async def _decide(
-        self, request: _Request, tenant: Requester, store: ArtifactStore, call: CallOptions
+        self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
     ) -> Prepared:
         policy, wire = request.policy, request.wire
         over = request.tokens > request.budget.trigger
@@ -291,7 +220,7 @@ class Preparer:
         policy: Policy,
         manifest: Manifest,
         learned: LearnedWindow | None,
-    ) -> _Request:
+    ) -> PreparingRequest:
         messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
         ratio = self._calibration.ratio(manifest.model)
@@ -300,7 +229,7 @@ class Preparer:
         )
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
-        request = _Request(
+        request = PreparingRequest(
             wire, body, raw, messages, policy, counter, budget, costs, fixed, manifest
         )
         manifest.counting_method = counter.method
@@ -316,7 +245,7 @@ class Preparer:
         note_budget(manifest, budget)
         return request
 
-    def _invalid(self, request: _Request, conversation: Conversation) -> Prepared:
+    def _invalid(self, request: PreparingRequest, conversation: Conversation) -> Prepared:
         first = conversation.problems[0]
         if request.policy.on_invalid == "reject":
             error = request.wire.invalid_error(conversation.problems)
@@ -325,14 +254,14 @@ class Preparer:
         request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
         return request.unchanged(Outcome.invalid_forwarded)
 
-    def _near_trigger(self, request: _Request, call: CallOptions) -> bool:
+    def _near_trigger(self, request: PreparingRequest, call: CallOptions) -> bool:
         at = request.policy.precompute_at() if request.policy.reduces else None
         near = at is not None and request.tokens >= at * request.budget.trigger
         return near and call.offer_tools and request.summarizer is not None
 
     async def _reduce(
         self,
-        request: _Request,
+        request: PreparingRequest,
         conversation: Conversation,
         tenant: Requester,
         store: ArtifactStore,
@@ -394,7 +323,9 @@ class Preparer:
         request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic)
 
-    def _finish(self, request: _Request, reduction: Reduction, synthetic: list[Any]) -> Prepared:
+    def _finish(
+        self, request: PreparingRequest, reduction: Reduction, synthetic: list[Any]
+    ) -> Prepared:
         manifest, counter = request.manifest, request.counter
         manifest.actions = reduction.actions
         if reduction.unconfirmed:
@@ -439,7 +370,7 @@ class Preparer:
 
 
 def _refusal(
-    request: _Request, final: int, protected: int, *, store_failed: bool = False
+    request: PreparingRequest, final: int, protected: int, *, store_failed: bool = False
 ) -> ProxyError:
     request.manifest.outcome = Outcome.refused
     return refusal(

@@ -17,7 +17,7 @@ from proxy.completion.round_fit import Refit
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
-from proxy.engine.preparer import FOLLOW_UP
+from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES

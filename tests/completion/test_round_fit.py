@@ -20,7 +20,7 @@ from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ReadResult, ReadSt
 from proxy.completion.round_fit import fitted_call, shortening_steps
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
-from proxy.engine.preparer import FOLLOW_UP
+from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps

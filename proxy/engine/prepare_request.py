@@ -1,0 +1,94 @@
+"""What a preparation is asked: who asks (`Requester`), which upstream call (`CallOptions`),
+and the request as the `Preparer` holds it while it prepares it (`PreparingRequest`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from proxy.engine.budget import Budget, LearnedWindow
+from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.policy import Policy
+from proxy.engine.summarizer import Summarizer
+from proxy.engine.wire import WireFormat
+from proxy.tokens.counters import TokenCounter
+
+
+class Requester(Protocol):
+    """Who asks (`http.auth.Tenant`): the name of its policy and its artifact scope."""
+
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def scope(self) -> str: ...
+
+
+class UpstreamWindows(Protocol):
+    """What the request's upstream said of its models' windows (`upstream.windows`)."""
+
+    async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
+        """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
+        is known yet (the model map does not know the model)."""
+        ...
+
+
+class PolicyResolver(Protocol):
+    """The loaded policies (`policy.store.PolicyStore`)."""
+
+    def resolve(self, name: str, model: str) -> Policy: ...
+
+
+@dataclass
+class PreparingRequest:
+    """A request being prepared: its body, policy, counts and budget, and its manifest."""
+
+    wire: WireFormat
+    body: dict[str, Any]
+    raw: bytes
+    messages: list[Any]
+    policy: Policy
+    counter: TokenCounter
+    budget: Budget
+    costs: list[int]
+    fixed: int
+    manifest: Manifest
+    carries_tools: bool = False
+    """The working set put exchanges back, and the body carries the synthetic tools."""
+    summarizer: Summarizer | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.costs) + self.fixed
+
+    def carried_tools(self) -> SyntheticTools | None:
+        if not self.carries_tools:
+            return None
+        read = self.policy.read_tool
+        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
+
+    def unchanged(self, outcome: Outcome) -> Prepared:
+        self.manifest.outcome = outcome
+        self.manifest.tokens_after = self.manifest.tokens_before
+        tools = self.carried_tools()
+        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Which upstream call is prepared. The client's request (`FIRST_CALL`) is offered the
+    synthetic tools when it needs them. A follow-up call of the synthetic loop already carries the
+    tools it should (counted like the client's, none added), and its caller says whether the
+    relaxing steps may act as a last resort (it may rather shorten what the model just read).
+    A follow-up call must fit the allowance itself (`within_allowance`: the reserved output stays
+    free for the answer that follows the pages), not only what the provider would refuse."""
+
+    offer_tools: bool = False
+    last_resort: bool = True
+    within_allowance: bool = False
+
+
+FOLLOW_UP = CallOptions(within_allowance=True)
+
+
+FIRST_CALL = CallOptions(offer_tools=True)
