@@ -12,7 +12,7 @@ message the client sent or the upstream answered (`thinking_problems`); at most 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 from hostile import encode
@@ -114,14 +114,22 @@ def _without_use_ids(message: Any) -> Any:
     return {**message, "content": blocks}
 
 
-def thinking_problems(messages: Any, known: list[Any]) -> list[str]:
+def thinking_key(message: Any) -> str:
+    """A thinking message's identity for `thinking_problems` (tool_use ids aside)."""
+    return json.dumps(_without_use_ids(message), sort_keys=True)
+
+
+def thinking_problems(
+    messages: Any, known: list[Any], answered_before: Container[str] = frozenset()
+) -> list[str]:
     """Assistant messages with thinking blocks that equal no message the client sent or the
-    upstream answered (`known`), tool_use ids aside."""
-    known_ = [_without_use_ids(m) for m in thinking_messages(known)]
+    upstream answered (`known`; `answered_before`: the `thinking_key`s of every answer of the
+    run so far, which the working set may put back in a later request), tool_use ids aside."""
+    known_ = {thinking_key(m) for m in thinking_messages(known)}
     return [
         f"assistant message with thinking changed: {json.dumps(m)[:80]}"
         for m in thinking_messages(messages)
-        if _without_use_ids(m) not in known_
+        if (key := thinking_key(m)) not in known_ and key not in answered_before
     ]
 
 

@@ -50,6 +50,8 @@ from bench.hostile_messages import (
     fuzz_cases,
     pair_problems,
     parsed,
+    thinking_key,
+    thinking_messages,
     thinking_problems,
 )
 from bench.hostile_messages_upstream import FAULTS, scripted
@@ -78,11 +80,20 @@ class Run:
         self.upstream: dict[int, int] = collections.defaultdict(int)
         self.t: dict[str, collections.Counter[str]] = collections.defaultdict(counter)
         self.bodies = 0
+        self.answers: dict[int, list[Any]] = {}
+        """Every request's upstream answers (filled as the fake answers)."""
+        self.answered_before: set[str] = set()
+        self.taken: dict[int, int] = {}
 
     def on_body(self, number: int, path: str, raw: bytes, answered: list[Any]) -> None:
         case = self.sent.get(number)
         if case is None:
             return
+        self.answers[number] = answered
+        for earlier, answers in self.answers.items():  # only what was answered since last time
+            fresh = answers[self.taken.get(earlier, 0) :]
+            self.taken[earlier] = len(answers)
+            self.answered_before |= {thinking_key(m) for m in thinking_messages(fresh)}
         self.bodies += 1
         self.upstream[number] += 1
         body = parsed(raw)
@@ -95,7 +106,7 @@ class Run:
             if not path.endswith("count_tokens") or messages is not None:
                 problems += pair_problems(messages)
             known = (client.get("messages") if isinstance(client, dict) else None) or []
-            problems += thinking_problems(messages, list(known) + answered)
+            problems += thinking_problems(messages, list(known) + answered, self.answered_before)
             if count_marks(body) > MAX_MARKS:
                 problems.append(f"{count_marks(body)} cache_control markers")
         if not problems:

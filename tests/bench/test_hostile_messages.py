@@ -17,6 +17,7 @@ from bench.hostile_messages import (
     messages_case,
     pair_problems,
     sound,
+    thinking_key,
     thinking_problems,
 )
 
@@ -67,6 +68,16 @@ def test_thinking_messages_must_equal_a_known_one_tool_use_ids_aside() -> None:
     changed = {**sent, "content": [{**THINKING, "thinking": "other"}, *sent["content"][1:]]}
     assert len(thinking_problems([USER, changed], [sent])) == 1
     assert thinking_problems([USER, uses("a")], []) == []  # no thinking: nothing to compare
+
+
+def test_a_thinking_message_answered_in_an_earlier_request_is_known() -> None:
+    """The working set puts an earlier request's read round back: its thinking message is the
+    upstream's own answer, byte for byte, though this request never got it."""
+    earlier = uses("r1", thinking=True)
+    assert len(thinking_problems([USER, earlier], [])) == 1
+    assert thinking_problems([USER, earlier], [], {thinking_key(earlier)}) == []
+    changed = {**earlier, "content": [{**THINKING, "thinking": "other"}, *earlier["content"][1:]]}
+    assert len(thinking_problems([USER, changed], [], {thinking_key(earlier)})) == 1
 
 
 def test_cache_marks_are_counted_anywhere_and_bound_soundness() -> None:
