@@ -56,3 +56,31 @@ def test_errors_are_never_shortened() -> None:
     error = ReadResult(ReadStatus.artifact_not_found, '{"error": {"code": "x"}}')
     assert result_chars(error) == 0
     assert shortened(error, 0) is error
+
+
+def test_the_last_page_shortened_says_it_is_truncated_now() -> None:
+    last = found(read_result(ARTIFACT, len(TEXT) - 500, 500))
+    assert last.payload is not None and last.payload["truncated"] is False
+    data = json.loads(shortened(last, 200).text)
+    assert (data["next_offset"], data["truncated"]) == (len(TEXT) - 300, True)
+
+
+def test_a_page_without_an_offset_reads_on_from_its_start() -> None:
+    for offset in ({}, {"offset": None}):
+        page = found({"content": "abcdefghij", **offset})
+        data = json.loads(shortened(page, 4).text)
+        assert (data["content"], data["next_offset"], data["truncated"]) == ("abcd", 4, True)
+
+
+def test_a_search_of_all_matches_shortened_says_it_is_truncated_now() -> None:
+    search = found(search_result(ARTIFACT, "line 99", 20))
+    assert search.payload is not None and search.payload["truncated"] is False
+    data = json.loads(shortened(search, 0).text)
+    assert (data["matches"], data["truncated"]) == ([], True)
+
+
+def test_matches_that_fill_the_limit_exactly_are_kept() -> None:
+    search = found(search_result(ARTIFACT, "line 1", 20))
+    contexts = [len(m["context"]) for m in search.payload["matches"]]  # type: ignore[index]
+    data = json.loads(shortened(search, contexts[0] + contexts[1]).text)
+    assert data["matches"] == search.payload["matches"][:2]  # type: ignore[index]

@@ -97,6 +97,13 @@ async def test_results_that_cannot_fit_the_allowance_are_never_counted_whole() -
     assert [json.loads(r.text)["content"] for r in fitted.results] == ["x" * 250]
 
 
+async def test_results_that_exactly_fill_the_allowance_are_sent_whole() -> None:
+    calls: list[bool] = []
+    results = [page(600), page(400)]  # 1,000 characters: 125 tokens at 8 characters a token
+    fitted = await fitted_call(sized_refit(10_000, calls), render, dumps, results, allowance=125)
+    assert fitted is not None and fitted.results is results and calls == [False]
+
+
 async def test_the_results_are_sent_whole_when_they_fit() -> None:
     calls: list[bool] = []
     results = [page(1000)]
