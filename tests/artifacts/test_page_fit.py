@@ -84,3 +84,9 @@ def test_matches_that_fill_the_limit_exactly_are_kept() -> None:
     contexts = [len(m["context"]) for m in search.payload["matches"]]  # type: ignore[index]
     data = json.loads(shortened(search, contexts[0] + contexts[1]).text)
     assert data["matches"] == search.payload["matches"][:2]  # type: ignore[index]
+
+
+def test_a_search_shortened_to_nothing_keeps_no_match_however_short() -> None:
+    search = found({"matches": [{"offset": 0, "context": "x"}], "total_matches": 1})
+    data = json.loads(shortened(search, 0).text)
+    assert (data["matches"], data["truncated"]) == ([], True)

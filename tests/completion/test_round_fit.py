@@ -83,6 +83,12 @@ def test_limits_that_leave_more_text_than_the_allowance_can_hold_are_skipped() -
     assert shortening_steps([page(1000), page(300)], allowance=10_000) == [500, 250, 125, 0]
 
 
+def test_the_limits_reach_the_smallest_shortening_and_a_ceiling_exactly_filled() -> None:
+    assert shortening_steps([page(128)]) == [64, 0]
+    # at most 128 characters each: 256 characters, exactly what 32 tokens hold
+    assert shortening_steps([page(1024), page(300)], allowance=32) == [128, 64, 0]
+
+
 async def test_results_that_cannot_fit_the_allowance_are_never_counted_whole() -> None:
     calls: list[bool] = []
     seen: list[int] = []
