@@ -23,6 +23,11 @@ def test_an_agent_loop_inside_one_turn_grows_by_exchanges() -> None:
     assert growth_starts(exchanges, [0]) == [0, 2, 3]
 
 
+def test_exchanges_before_the_first_turn_grow_like_a_turn_s_own() -> None:
+    # units: exchange, exchange | user, exchange: the first exchange starts no step of its own
+    assert growth_starts([True, True, False, True], [2]) == [1, 2]
+
+
 def _meter(starts: list[int], turns: int = 3, recent: int = 3) -> GrowthMeter:
     return GrowthMeter(GrowthSizing(starts, turns, recent))
 
