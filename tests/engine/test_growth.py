@@ -28,6 +28,10 @@ def test_exchanges_before_the_first_turn_grow_like_a_turn_s_own() -> None:
     assert growth_starts([True, True, False, True], [2]) == [1, 2]
 
 
+def test_an_exchange_that_opens_a_turn_is_its_first() -> None:
+    assert growth_starts([True, True, True], [0]) == [0, 1, 2]
+
+
 def _meter(starts: list[int], turns: int = 3, recent: int = 3) -> GrowthMeter:
     return GrowthMeter(GrowthSizing(starts, turns, recent))
 
@@ -47,6 +51,13 @@ def test_before_any_step_is_complete_the_current_one_counts() -> None:
     meter.arrive(1, 60)
     assert meter.per_turn() == 100
     assert _meter([0]).room() == 0
+
+
+def test_the_first_step_counts_once_complete_and_units_before_it_in_none() -> None:
+    meter = _meter([1, 3])
+    for unit, tokens in enumerate([1, 50, 50, 7]):  # before any step: 1; steps: 100, (7 so far)
+        meter.arrive(unit, tokens)
+    assert meter.per_turn() == 100
 
 
 def test_the_measure_at_a_unit_depends_only_on_the_units_before_it() -> None:
