@@ -156,3 +156,29 @@ async def test_answer_items_the_client_sent_again_are_not_repeated() -> None:
     alone = [*history, done]  # nothing of the round came back: all of it goes in
     again = await reinsert(store, SCOPE, RESPONSES, alone)
     assert again.items == [*history, *seen, call, result, done]
+
+
+async def test_an_answer_sent_again_at_the_end_of_the_history_is_not_repeated() -> None:
+    store = MemoryStore(b"secret")
+    assert await remember(store, key(HISTORY), [ANSWER, *EXCHANGE])
+    kept = await reinsert(store, SCOPE, OPENAI_CHAT, [*HISTORY, ANSWER])
+    assert (kept.items, kept.exchanges) == ([*HISTORY, ANSWER, *EXCHANGE], 1)
+
+
+async def test_nothing_is_kept_for_no_exchange_and_an_entry_is_of_its_own_kind() -> None:
+    store = MemoryStore(b"secret")
+    assert not await remember(store, key(HISTORY), [])
+    assert await remember(store, key(HISTORY), EXCHANGE)
+    own = working_set_scope(SCOPE)
+    entry = await store.get(own, store.artifact_id(own, key(HISTORY).digest))
+    assert entry is not None and entry.kind == "working_set"
+
+
+async def test_an_entry_that_is_not_a_list_of_items_puts_nothing_back() -> None:
+    own = working_set_scope(SCOPE)
+    for content in ('{"role": "tool"}', "[]"):
+        store = MemoryStore(b"secret")
+        entry = {store.artifact_id(own, key(HISTORY).digest): NewArtifact(content, "working_set")}
+        await store.put_many(own, entry, ttl_seconds=60, max_per_scope=10)
+        items = [*HISTORY, ANSWER]
+        assert (await reinsert(store, SCOPE, OPENAI_CHAT, items)).items == items
