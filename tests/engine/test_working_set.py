@@ -3,7 +3,10 @@ preceded, and nothing at all when the store fails or the entry is damaged."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.working_set import (
@@ -182,3 +185,17 @@ async def test_an_entry_that_is_not_a_list_of_items_puts_nothing_back() -> None:
         await store.put_many(own, entry, ttl_seconds=60, max_per_scope=10)
         items = [*HISTORY, ANSWER]
         assert (await reinsert(store, SCOPE, OPENAI_CHAT, items)).items == items
+
+
+async def test_a_store_that_fails_a_write_is_logged_and_keeps_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Failing(MemoryStore):
+        async def put_many(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("disk full")
+
+    with caplog.at_level(logging.WARNING, logger="ctxproxy.working_set"):
+        assert await remember(Failing(b"secret"), key(HISTORY), EXCHANGE) is False
+    [record] = caplog.records
+    assert record.getMessage() == "the working set could not be kept"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "disk full"
