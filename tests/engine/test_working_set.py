@@ -199,3 +199,12 @@ async def test_a_store_that_fails_a_write_is_logged_and_keeps_nothing(
     [record] = caplog.records
     assert record.getMessage() == "the working set could not be kept"
     assert record.exc_info is not None and str(record.exc_info[1]) == "disk full"
+
+
+async def test_the_callers_anchors_are_the_ones_looked_up() -> None:
+    store = MemoryStore(b"secret")
+    assert await remember(store, key(HISTORY), EXCHANGE)
+    items = [*HISTORY, ANSWER]
+    anchors = answer_anchors(OPENAI_CHAT, items)
+    assert (await reinsert(store, SCOPE, OPENAI_CHAT, items, anchors)).exchanges == 1
+    assert (await reinsert(store, SCOPE, OPENAI_CHAT, items, {})).items == items
