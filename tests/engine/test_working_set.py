@@ -208,3 +208,15 @@ async def test_the_callers_anchors_are_the_ones_looked_up() -> None:
     anchors = answer_anchors(OPENAI_CHAT, items)
     assert (await reinsert(store, SCOPE, OPENAI_CHAT, items, anchors)).exchanges == 1
     assert (await reinsert(store, SCOPE, OPENAI_CHAT, items, {})).items == items
+
+
+async def test_the_exchanges_of_two_answers_each_go_back_in_place() -> None:
+    store = MemoryStore(b"secret")
+    second: list[Any] = [EXCHANGE[0], {**EXCHANGE[1], "content": "line 4: ok"}]
+    why = {"role": "user", "content": "why?"}
+    assert await remember(store, key(HISTORY), EXCHANGE)
+    assert await remember(store, key([*HISTORY, ANSWER, why]), second)
+    later = [*HISTORY, ANSWER, why, ANSWER]
+    kept = await reinsert(store, SCOPE, OPENAI_CHAT, later)
+    assert kept.exchanges == 2
+    assert kept.items == [*HISTORY, *EXCHANGE, ANSWER, why, *second, ANSWER]
