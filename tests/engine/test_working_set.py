@@ -3,6 +3,7 @@ preceded, and nothing at all when the store fails or the entry is damaged."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -220,3 +221,18 @@ async def test_the_exchanges_of_two_answers_each_go_back_in_place() -> None:
     kept = await reinsert(store, SCOPE, OPENAI_CHAT, later)
     assert kept.exchanges == 2
     assert kept.items == [*HISTORY, *EXCHANGE, ANSWER, why, *second, ANSWER]
+
+
+def test_the_key_frames_each_item_with_its_length_in_8_big_endian_bytes() -> None:
+    # entries outlive a restart in Redis: the framing of the key must not change
+    framed = b"".join(
+        len(data).to_bytes(8, "big") + data for data in map(OPENAI_CHAT.canonical, HISTORY)
+    )
+    assert history_digest(OPENAI_CHAT, HISTORY) == hashlib.sha256(framed).hexdigest()
+
+
+async def test_a_request_with_nothing_to_put_back_keeps_its_own_list() -> None:
+    store = MemoryStore(b"secret")
+    items = [*HISTORY, ANSWER]
+    kept = await reinsert(store, SCOPE, OPENAI_CHAT, items)
+    assert kept.items is items and kept.exchanges == 0
