@@ -112,7 +112,17 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._http_metrics(self.registry)
+        self._preparation_metrics(self.registry)
+        self._upstream_metrics(self.registry)
+        self._read_metrics(self.registry)
+        self._store_errors = _StoreErrors()
+        self.registry.register(self._store_errors)
+        self._count_ratios = _CountRatios()
+        self.registry.register(self._count_ratios)
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def _http_metrics(self, r: CollectorRegistry) -> None:
         self.requests = Counter(
             "ctxproxy_requests",
             "HTTP requests answered.",
@@ -139,6 +149,8 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+
+    def _preparation_metrics(self, r: CollectorRegistry) -> None:
         self.tokens_before = Histogram(
             "ctxproxy_tokens_before_preparation",
             "Prompt tokens as the client sent them.",
@@ -177,6 +189,9 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+
+    def _upstream_metrics(self, r: CollectorRegistry) -> None:
+        """What upstreams report (cached tokens) and what the summarizer cost."""
         self.cached_tokens = Counter(
             "ctxproxy_cached_input_tokens",
             "Prompt tokens upstreams reported as read from their prompt cache (OpenAI "
@@ -197,6 +212,8 @@ class Metrics:
             "ctxproxy_summarizer_tokens", "Tokens of the summarizer calls a request waited for, "
             "by kind (prompt, completion).", ["kind"], registry=r,
         )
+
+    def _read_metrics(self, r: CollectorRegistry) -> None:
         self.synthetic_rounds = Counter(
             "ctxproxy_synthetic_rounds",
             "Rounds of synthetic read-tool calls executed.",
@@ -208,11 +225,6 @@ class Metrics:
             ["source", "outcome"],
             registry=r,
         )
-        self._store_errors = _StoreErrors()
-        r.register(self._store_errors)
-        self._count_ratios = _CountRatios()
-        r.register(self._count_ratios)
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def _child(self, metric: Any, *values: str) -> Any:
         """`metric.labels(*values)`, remembered: `labels()` validates and locks on every call.
