@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 
-import litellm
 from multidict import CIMultiDict
 
 from proxy.settings import UpstreamSettings
-from proxy.upstream.litellm_adapter import LitellmUpstream, anthropic_error_response
+from proxy.upstream.litellm_adapter import (
+    LitellmUpstream,
+    anthropic_error_response,
+    import_litellm,
+)
+
+litellm = import_litellm()  # as the adapter imports it: no fetch of the model map at import
 
 
 def upstream(**settings: object) -> LitellmUpstream:
