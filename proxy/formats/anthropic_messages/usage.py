@@ -9,24 +9,18 @@ import re
 from typing import Any
 
 from proxy.formats.anthropic_messages.fields import int_value
+from proxy.formats.openai_chat.usage import add_usage
+
+__all__ = [
+    "add_usage",
+    "answer_usage",
+    "cached_tokens",
+    "prompt_tokens",
+    "stream_cached_tokens",
+    "with_usage",
+]
 
 _PROMPT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def add_usage(total: dict[str, Any] | None, more: Any) -> dict[str, Any] | None:
-    """`total` + `more`: integers summed (nested objects too); other values from the latest."""
-    if not isinstance(more, dict):
-        return total
-    out = dict(total or {})
-    for key, value in more.items():
-        mine = out.get(key)
-        if int_value(value) is not None and (mine is None or int_value(mine) is not None):
-            out[key] = (mine or 0) + value
-        elif isinstance(value, dict) and (mine is None or isinstance(mine, dict)):
-            out[key] = add_usage(mine, value)
-        elif value is not None or key not in out:
-            out[key] = value
-    return out
 
 
 def answer_usage(payload: dict[str, Any]) -> Any:
