@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from proxy.artifacts.read_tool import tool_specs
@@ -309,16 +310,8 @@ class Preparer:
         ctx, planned = await plan(policy)
         if precompute:  # summaries started ahead of time; nothing changes in this request
             return request.unchanged(Outcome.within_trigger)
-        for level in range(1, StepConfig.RELAX_LEVELS + 1):
-            # The last resort (loosening what is protected) only to avoid a refusal.
-            if planned.total <= request.budget.limit or not call.last_resort:
-                break
-            relaxed = relaxed_policy(policy, level)
-            if relaxed is None:
-                break
-            ctx, planned = await plan(relaxed.policy)
-            notes = [n for n in relaxed.notes if n not in request.manifest.notes]
-            request.manifest.notes.extend(notes)
+        if call.last_resort:
+            ctx, planned = await _last_resort(request, ctx, planned, plan)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         return self._finish(request, reduction, synthetic)
@@ -367,6 +360,25 @@ class Preparer:
         return Prepared(
             wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
         )
+
+
+async def _last_resort(
+    request: PreparingRequest,
+    ctx: ReductionContext,
+    planned: Plan,
+    plan: Callable[[Policy], Awaitable[tuple[ReductionContext, Plan]]],
+) -> tuple[ReductionContext, Plan]:
+    """Loosen what is protected, level by level, only while the plan would be refused."""
+    for level in range(1, StepConfig.RELAX_LEVELS + 1):
+        if planned.total <= request.budget.limit:
+            break
+        relaxed = relaxed_policy(request.policy, level)
+        if relaxed is None:
+            break
+        ctx, planned = await plan(relaxed.policy)
+        notes = [n for n in relaxed.notes if n not in request.manifest.notes]
+        request.manifest.notes.extend(notes)
+    return ctx, planned
 
 
 def _refusal(
