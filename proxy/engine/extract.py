@@ -224,3 +224,40 @@ def _key(sentence: str) -> str:
     if found is None:
         return lowered
     return lowered[: found.end()] + _VALUE.sub("#", lowered[found.end() :])
+
+
+def updates(
+    texts: Sequence[SpanText], stated: str, budget: int, count: Callable[[str], int]
+) -> str:
+    """The sentences of `texts` that change what `stated` (an earlier digest) says: each one
+    that states the same thing of the same subject (the same key), or a correction naming one
+    of its values, names or identifiers; the latest of each, best first within `budget`,
+    written in span order. "" when none. What keeps a frozen summary from showing a value
+    without its correction."""
+    lines = [line.removeprefix("- ") for line in stated.splitlines()]
+    keys = {_key(_unsourced(line)) for line in lines}
+    marks = set().union(*(_marks(line) for line in lines)) if lines else set()
+    changed = [
+        c for c in _ranked(texts, frozenset())
+        if _key(_unsourced(c.sentence)) in keys
+        or (_CORRECTION.search(c.sentence) and _marks(_unsourced(c.sentence)) & marks)
+    ]
+    kept: list[_Candidate] = []
+    spent = 0
+    for candidate in changed:
+        cost = count(f"- {candidate.sentence}") + 1
+        if spent + cost <= budget:
+            kept.append(candidate)
+            spent += cost
+    return "\n".join(f"- {c.sentence}" for c in sorted(kept, key=lambda c: c.position))
+
+
+def _unsourced(line: str) -> str:
+    """A digest line without its `[source] ` label."""
+    return re.sub(r"^\[[^\]]*\] ", "", line)
+
+
+def _marks(sentence: str) -> set[str]:
+    """What identifies a sentence's subject or value: its numbers, names and identifiers."""
+    found = {m.group(0) for pattern in (_NAME, _IDENT, _PATH) for m in pattern.finditer(sentence)}
+    return _values(sentence) | found

@@ -28,6 +28,7 @@ steps:
   - {{kind: offload_tool_results, threshold_chars: 3000}}
   - {{kind: clear_tool_results}}
   - kind: summarize
+    roll_up_after: 0
     summarizer: {{kind: llm, upstream: summ, model: tiny-sum, max_summary_tokens: 400,
                  timeout_s: 1, on_error: {on_error}}}
 """

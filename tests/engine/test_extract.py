@@ -6,7 +6,14 @@ from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.extract import MAX_SENTENCE_CHARS, SpanText, digest, resources, sentences
+from proxy.engine.extract import (
+    MAX_SENTENCE_CHARS,
+    SpanText,
+    digest,
+    resources,
+    sentences,
+    updates,
+)
 
 PROSE = "We talked about the weather and how nice the garden looks this time of year."
 FACT = "For the record, the approved budget of KALOMIRA is 12,300.00 EUR."
@@ -108,3 +115,33 @@ def test_a_correction_corrected_again_needs_the_later_one() -> None:
         shown = " ".join(lines)
         if "8080" in shown or "9090" in shown:
             assert "7070" in shown, (budget, lines)
+
+
+STATED = f"Touched: src/app.py\n- {FACT}\n- [call_1] port: 8080\n- the owner is Dana"
+
+
+def test_updates_keep_what_restates_or_corrects_the_stated_digest_only() -> None:
+    texts = [
+        SpanText("The weather is 21 degrees today."),  # a fact the digest never stated
+        SpanText("port: 9090", "call_7"),  # the same key as a stated line, another value
+        SpanText(FIX),  # a correction naming a stated name (KALOMIRA)
+        SpanText("Correction: the garden party moved to 18:00."),  # names nothing stated
+    ]
+    assert updates(texts, STATED, 500, count).splitlines() == [
+        "- [call_7] port: 9090",
+        f"- {FIX}",
+    ]
+
+
+def test_updates_are_empty_without_a_change_or_a_stated_digest() -> None:
+    texts = [SpanText("The weather is 21 degrees today."), SpanText(PROSE)]
+    assert updates(texts, STATED, 500, count) == ""
+    assert updates([SpanText("port: 9090")], "", 500, count) == ""
+
+
+def test_updates_keep_the_latest_of_each_and_fit_the_budget_best_first() -> None:
+    texts = [SpanText("port: 9090"), SpanText(FIX), SpanText("port: 9191")]
+    assert updates(texts, STATED, 500, count).splitlines() == [f"- {FIX}", "- port: 9191"]
+    room = count(f"- {FIX}") + 1
+    assert updates(texts, STATED, room, count) == f"- {FIX}"  # the correction ranks first
+    assert updates(texts, STATED, 0, count) == ""

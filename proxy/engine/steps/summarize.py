@@ -35,9 +35,10 @@ from proxy.engine.step_api import (
     StepOutput,
     StepServices,
 )
-from proxy.engine.steps import summary_parts
+from proxy.engine.steps import summary_parts, summary_spans
 from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
 from proxy.engine.steps.summary_parts import EXTRACT
+from proxy.engine.steps.summary_spans import SummarySpans
 from proxy.engine.summarizer import SummarizerError
 
 _VERSION = "v1"
@@ -92,6 +93,14 @@ class SummarizerConfig(StrictModel):
 class SummarizeConfig(TurnsConfig):
     kind: Literal["summarize"] = "summarize"
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    roll_up_after: Annotated[float, Field(ge=0, le=1000)] = Field(
+        default=2.0,
+        description="The turns dropped after the summary's span wait behind one short item "
+        "after it (archived as drop_turns does, with what they change of the summary) until "
+        "they add up to this many allowances; the cut that reaches it rolls them into the "
+        "summary. The summary's bytes change only at a roll-up, so the cuts in between break "
+        "the prompt prefix after it, not before it. 0 = roll up at every cut.",
+    )
 
     _header_only: bool = PrivateAttr(default=False)
     relax_note: ClassVar[str] = (
@@ -127,40 +136,67 @@ class Summarize(Step[SummarizeConfig]):
         super().__init__(config, ctx)
         self.obtained: Obtained | None = None
         """The summary this request uses and where it came from (set by `settle`)."""
+        self.spans: SummarySpans | None = None
+        """What the summary covers and what is dropped since it (set by `settle`)."""
+        self.tail_query = ""
+        """The user's message when the last cut was made (the tail's digest is ranked by it)."""
 
     def budget(self, ctx: PrepareContext) -> int:
+        """The tokens of the summary and the digest of the turns behind it, together."""
         if self.config.header_only:
             return 0
         return scaled(self.config.summarizer.max_summary_tokens, ctx.allowance)
 
+    def tail_budget(self, ctx: PrepareContext) -> int:
+        """The changes the turns dropped since the summary's last roll-up make to it: a sixth
+        of the summary's budget, on top of it."""
+        if not self.config.roll_up_after or self.config.header_only:
+            return 0
+        return self.budget(ctx) // 6
+
+    def summary_budget(self, ctx: PrepareContext) -> int:
+        return self.budget(ctx)
+
     def plan(self, ctx: PrepareContext) -> StepPlan:
         sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
         extra = ctx.counter.count_message(sized) + self.budget(ctx)
+        if self.config.roll_up_after and not self.config.header_only:
+            sizing = ctx.artifact_id("sizing")
+            text = summary_parts.tail_text(_WIDE, _WIDE, sizing, "", ctx.own_text_mac)
+            tail = ctx.wire.notice_item(self.config.notice_role, text)
+            extra += ctx.counter.count_message(tail) + self.tail_budget(ctx)
         return turns_plan(ctx, self.config, extra)
+
+    def _threshold(self, ctx: PrepareContext) -> int:
+        return summary_spans.roll_up_threshold(self.config.roll_up_after, ctx.allowance)
 
     async def settle(
         self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
     ) -> None:
         dropped = self._dropped(ctx, units)
-        if not dropped or self.config.header_only:
+        if not dropped or self.config.header_only:  # the last resort: one header, no tail
             return
+        self.spans = summary_spans.split(ctx, dropped, cuts, self._threshold(ctx))
+        if self.spans.tail:
+            self.tail_query = self._query(ctx, cuts[-1][0])
         if self.config.summarizer.kind == "llm":
-            self.obtained = await self._from_model(ctx, dropped, services, cuts)
+            self.obtained = await self._from_model(ctx, self.spans, services)
         else:
-            self.obtained = await self._from_extract(ctx, dropped, services, cuts)
+            self.obtained = await self._from_extract(ctx, self.spans, services)
 
     async def _from_extract(
-        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+        self, ctx: PrepareContext, spans: SummarySpans, services: StepServices
     ) -> Obtained:
         """The digest: frozen under the span and the query, or made (a pure function) and
         frozen."""
+        dropped = spans.summarized
         items = [ctx.messages[i] for u in dropped for i in ctx.units[u].indices]
-        query = self._query(ctx, cuts[-1][0] if cuts else -1)
+        query = self._query(ctx, spans.rolled_at)
         key = summary_cache.span_digest(ctx.wire, items, self._identity(ctx), query)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
             return Obtained(found, SummarySource.cache)
-        made = self._extract(ctx, dropped, query)
+        made = self._extract(ctx, dropped, query, self.summary_budget(ctx))
         await summary_cache.keep(
             services.store, services.scope, key, made,
             ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
@@ -168,11 +204,12 @@ class Summarize(Step[SummarizeConfig]):
         return Obtained(made, SummarySource.fresh)
 
     async def _from_model(
-        self, ctx: PrepareContext, dropped: list[int], services: StepServices, cuts: list[Cut]
+        self, ctx: PrepareContext, split: SummarySpans, services: StepServices
     ) -> Obtained:
         """The model's summary: frozen, or made in the background (ahead of time, or now and
         waited for at most `timeout_s`: the request is never held longer), else the fallback."""
-        spans = (dropped, _before(dropped, cuts))
+        dropped = split.summarized
+        spans = (dropped, split.previous)
         settings = self.model_settings(ctx)
         if services.background is None:  # no background here: made while the request waits
             try:
@@ -223,12 +260,13 @@ class Summarize(Step[SummarizeConfig]):
         (the turns up to the current one; growth-sized cuts usually go that deep)."""
         if self.config.summarizer.kind != "llm" or not ctx.turn_first_unit:
             return
-        forced = bool(cuts) and cuts[-1][0] == len(ctx.units) - 1
-        real = cuts[:-1] if forced else cuts
+        rolled = summary_spans.roll_ups(ctx, cuts, self._threshold(ctx))
+        forced = bool(rolled) and rolled[-1][0] == len(ctx.units) - 1
+        real = rolled[:-1] if forced else rolled
         current = real[-1][1] if real else 0
         last = ctx.turn_first_unit[-1]
         deepest = [h for h in ctx.turn_first_unit if current < h <= last][-PRECOMPUTE_TURNS:]
-        wanted = sorted({*deepest, *([cuts[-1][1]] if forced else [])})
+        wanted = sorted({*deepest, *([rolled[-1][1]] if forced else [])})
         chain: list[compaction.Spans] = []
         before = [u for u in range(current) if not ctx.is_protected(u)]
         for h in wanted:
@@ -249,13 +287,14 @@ class Summarize(Step[SummarizeConfig]):
         on_error = self.config.summarizer.on_error
         if on_error == "refuse":
             raise summary_parts.summarizer_refusal(error)
-        summary = self._extract(ctx, dropped, "") if on_error == "extract" else None
+        budget = self.summary_budget(ctx)
+        summary = self._extract(ctx, dropped, "", budget) if on_error == "extract" else None
         return Obtained(summary, SummarySource.fallback, failure=error.failure)
 
     def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
         config = self.config.summarizer
         return compaction.ModelSettings(
-            config.model, config.upstream, self.budget(ctx), config.timeout_s,
+            config.model, config.upstream, self.summary_budget(ctx), config.timeout_s,
             config.batch_tokens or ctx.allowance,
         )
 
@@ -263,16 +302,34 @@ class Summarize(Step[SummarizeConfig]):
         dropped = self._dropped(ctx, units)
         if not dropped:
             return StepOutput()
-        indices, archive_id, archive = archived(ctx, dropped)
-        tokens = sum(ctx.message_costs[i] for i in indices)
+        spans = self.spans or summary_spans.SummarySpans(dropped, [], [], -1)
         turns = len({ctx.unit_turn[u] for u in dropped})
-        out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
-        out.artifacts[archive_id] = archive
-        obtained = self.obtained or Obtained(self._extract(ctx, dropped, ""), SummarySource.fresh)
+        out = StepOutput(units=dropped, count=turns)
+        obtained = self.obtained
+        if obtained is None:
+            made = self._extract(ctx, spans.summarized, "", self.summary_budget(ctx))
+            obtained = Obtained(made, SummarySource.fresh)
         if self.config.header_only:
             obtained = Obtained(None, SummarySource.last_resort)
-        budget = self.budget(ctx) if obtained.summary is not None else 0
-        named = summary_parts.tool_results(ctx, dropped, self.name)
+        budget = self.summary_budget(ctx) if obtained.summary is not None else 0
+        indices, item = self._summary(ctx, spans.summarized, obtained, out, budget)
+        by = obtained.summary.by if obtained.summary is not None else "none"
+        out.reason = f"over trigger: turns compacted ({by}, {obtained.source})"
+        out.detail = self._detail(ctx, indices, obtained, item)
+        if spans.tail:
+            out.detail["tail"] = self._tail(ctx, spans.tail, obtained, out)
+        return out
+
+    def _summary(
+        self, ctx: PrepareContext, span: list[int], obtained: Obtained, out: StepOutput,
+        budget: int,
+    ) -> tuple[list[int], Any]:
+        """An item in place of the `span`'s units (a summary within `budget`, or its header
+        alone), added to `out`: (their items, the item)."""
+        indices, archive_id, archive = archived(ctx, span)
+        tokens = sum(ctx.message_costs[i] for i in indices)
+        out.artifacts[archive_id] = archive
+        named = summary_parts.tool_results(ctx, span, self.name)
         for _, artifact_id, artifact in named:
             out.artifacts[artifact_id] = artifact
         results = summary_parts.listed(ctx, named, budget)
@@ -281,13 +338,31 @@ class Summarize(Step[SummarizeConfig]):
             by = obtained.summary.by
             left = budget - ctx.counter.count_text(results)
             body = summary_parts.trimmed(ctx, obtained.summary.body, left)
+        turns = len({ctx.unit_turn[u] for u in span})
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
         out.edits.append(Edit("insert_before", indices[0], item, archive_id))
         out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
-        out.tokens_freed -= ctx.counter.count_message(item)
-        out.reason = f"over trigger: turns compacted ({by}, {obtained.source})"
-        out.detail = self._detail(ctx, indices, obtained, item)
-        return out
+        out.tokens_freed += tokens - ctx.counter.count_message(item)
+        return indices, item
+
+    def _tail(
+        self, ctx: PrepareContext, tail: list[int], obtained: Obtained, out: StepOutput
+    ) -> list[int]:
+        """The turns dropped since the summary's last roll-up, behind one short item after the
+        summary with what they change of it (added to `out`): their items' span."""
+        indices, archive_id, archive = archived(ctx, tail)
+        tokens = sum(ctx.message_costs[i] for i in indices)
+        out.artifacts[archive_id] = archive
+        stated = obtained.summary.body if obtained.summary is not None else ""
+        texts, _ = summary_parts.span_texts(ctx, tail)
+        changes = extract.updates(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
+        turns = len({ctx.unit_turn[u] for u in tail})
+        text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
+        item = ctx.wire.notice_item(self.config.notice_role, text)
+        out.edits.append(Edit("insert_before", indices[0], item, archive_id))
+        out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
+        out.tokens_freed += tokens - ctx.counter.count_message(item)
+        return [indices[0], indices[-1] + 1]
 
     def _detail(
         self, ctx: PrepareContext, indices: list[int], obtained: Obtained, item: Any
@@ -319,7 +394,7 @@ class Summarize(Step[SummarizeConfig]):
         return ctx.wire.notice_item(self.config.notice_role, text)
 
     def _identity(self, ctx: PrepareContext) -> str:
-        return f"{EXTRACT}:{_VERSION}:{self.budget(ctx)}"
+        return f"{EXTRACT}:{_VERSION}:{self.summary_budget(ctx)}"
 
 
     def _query(self, ctx: PrepareContext, cut_at: int) -> str:
@@ -330,18 +405,12 @@ class Summarize(Step[SummarizeConfig]):
         return ctx.wire.item_text(ctx.messages[ctx.units[first].start]) or ""
 
     def _extract(
-        self, ctx: PrepareContext, dropped: list[int], query: str
+        self, ctx: PrepareContext, dropped: list[int], query: str, budget: int
     ) -> summary_cache.Summary:
-        """The digest of the span, within what the list of its tool results leaves."""
-        budget = self.budget(ctx)
+        """The digest of the span, within what the list of its tool results leaves of
+        `budget`."""
         named = summary_parts.tool_results(ctx, dropped, self.name)
         budget -= ctx.counter.count_text(summary_parts.listed(ctx, named, budget))
         texts, resources = summary_parts.span_texts(ctx, dropped)
         body = extract.digest(texts, query, budget, ctx.counter.count_text, resources)
         return summary_cache.Summary(body, EXTRACT)
-
-def _before(dropped: list[int], cuts: list[Cut]) -> list[int]:
-    """The units of the previous cut (whose summary this one may roll up), or none."""
-    return [u for u in dropped if u < cuts[-2][1]] if len(cuts) > 1 else []
-
-

@@ -38,6 +38,17 @@ def summary_text(
     return signed(f"{header}\n{body}" if body else header, mac)
 
 
+def tail_text(turns: int, tokens: int, archive_id: str, changes: str, mac: OwnTextMac) -> str:
+    """The text of the item after the summary that stands for the turns dropped since its last
+    roll-up (short: it changes at every cut, and the summary above says how to look up)."""
+    header = (
+        f"{MARKER}: {turns} later turn(s) ({tokens} tokens) were removed too, archived as "
+        f"artifact {archive_id}.]"
+    )
+    body = f"\nChanged since the summary:\n{changes}" if changes else ""
+    return signed(header + body, mac)
+
+
 def tool_results(ctx: PrepareContext, dropped: list[int], step: str) -> list[Named]:
     """(label, artifact id, artifact) of each tool result of the span, newest first; each
     is stored as its own artifact (the id offload or clear gives it), so the read tool

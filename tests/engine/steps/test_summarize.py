@@ -64,6 +64,7 @@ def test_config_defaults_and_the_plan_of_drop_turns() -> None:
     config = SummarizeConfig()
     assert (config.keep_recent_turns, config.notice_role, config.target) == (2, "user", 0.5)
     assert (config.summarizer.kind, config.summarizer.max_summary_tokens) == ("extract", 0.15)
+    assert config.roll_up_after == 2.0
     ctx, step = summarize_ctx()
     plan, drop = step.plan(ctx), DropTurns(DropTurnsConfig(), ctx).plan(ctx)
     assert (plan.costs, plan.limits, plan.cuts, plan.target, plan.keeps_from) == (
@@ -167,3 +168,52 @@ def test_the_last_resort_leaves_only_the_header() -> None:
     run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
     text = short.rewrite(ctx, [1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     assert text.endswith("to look things up.]") and "tool results" not in text
+
+
+def tail_history() -> list[dict[str, Any]]:
+    """Units u0 (the task, protected) .. u8; turns start at units 1, 3, 5, 7."""
+    return [
+        system(),  # 0
+        user("Task: ship the release."),  # 1 u0
+        user("The release is REL-4711, port: 8080."),  # 2 u1 turn 1
+        assistant("Noted."),  # 3 u2
+        user("Correction: the release is REL-4712, port: 9090."),  # 4 u3 turn 2
+        assistant("Noted."),  # 5 u4
+        user("Go on."),  # 6 u5 turn 3
+        assistant("Working."),  # 7 u6
+        user("Which release?"),  # 8 u7 turn 4
+        assistant("Checking."),  # 9 u8
+    ]
+
+
+def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None:
+    ctx = make_ctx(tail_history(), policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig(roll_up_after=2), ctx)
+    units = [0, 1, 2, 3, 4]
+    run(step.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
+    out = step.rewrite(ctx, units)
+    assert out.units == [1, 2, 3, 4] and out.count == 2
+    summary, *summary_removes, tail, t1, t2 = out.edits
+    assert (summary.kind, summary.index, [e.index for e in summary_removes]) == (
+        "insert_before", 2, [2, 3]
+    )
+    assert (tail.kind, tail.index, t1.index, t2.index) == ("insert_before", 4, 4, 5)
+    summary_text, tail_text = summary.message["content"], tail.message["content"]  # type: ignore[index]
+    assert "1 earlier turn(s)" in summary_text and "REL-4711" in summary_text
+    assert "REL-4712" not in summary_text  # the summary covers turn 1 only: frozen at its cut
+    assert "1 later turn(s)" in tail_text and f"artifact {tail.artifact_id}" in tail_text
+    # what the tail changes of the summary is in the tail item: never the old value alone
+    assert tail_text.endswith("Changed since the summary:\n- Correction: the release is "
+                              "REL-4712, port: 9090.")
+    archive = out.artifacts[tail.artifact_id].content
+    assert [json.loads(line) for line in archive.split("\n")] == tail_history()[4:6]
+    assert out.detail is not None and out.detail["tail"] == [4, 6]
+    sizes = counter().count_message(summary.message) + counter().count_message(tail.message)
+    assert sizes <= step.plan(ctx).extra_cost
+    assert out.tokens_freed == sum(ctx.message_costs[2:6]) - sizes
+    # with every cut rolling up, the one summary covers both turns
+    every = Summarize(SummarizeConfig(roll_up_after=0), ctx)
+    run(every.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
+    [item, *removes] = every.rewrite(ctx, units).edits
+    assert [e.index for e in removes] == [2, 3, 4, 5] and "2 earlier turn(s)" in item.message[
+        "content"]  # type: ignore[index]

@@ -6,7 +6,13 @@ import pytest
 from context_harness import counter, mac_for, make_ctx
 
 from proxy.engine.step_api import MARKER
-from proxy.engine.steps.summary_parts import listed, summary_text, tool_results, trimmed
+from proxy.engine.steps.summary_parts import (
+    listed,
+    summary_text,
+    tail_text,
+    tool_results,
+    trimmed,
+)
 from proxy.engine.tool_text import is_proxy_text
 from tests.engine.steps.test_summarize import history
 
@@ -43,3 +49,12 @@ def test_the_text_is_signed_as_the_proxys_own() -> None:
     text = summary_text(True, 1, 5, "art_x", "", "", "extract", mac_for("s"))
     assert text.startswith(f"{MARKER}#") and is_proxy_text(text, mac_for("s"))
     assert "extracted without a model" in text and not is_proxy_text(text, mac_for("t"))
+
+
+def test_the_tail_text_names_its_archive_and_carries_the_changes_when_there_are_some() -> None:
+    bare = tail_text(4, 1_234, "art_t", "", mac_for("s"))
+    assert bare.startswith(f"{MARKER}#") and is_proxy_text(bare, mac_for("s"))
+    assert "4 later turn(s) (1234 tokens)" in bare and bare.endswith("artifact art_t.]")
+    changed = tail_text(4, 1_234, "art_t", "- port: 9090", mac_for("s"))
+    assert changed.endswith("art_t.]\nChanged since the summary:\n- port: 9090")
+    assert is_proxy_text(changed, mac_for("s"))
