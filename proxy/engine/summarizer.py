@@ -131,3 +131,45 @@ def batches(entries: Sequence[str], limit: int, count: Callable[[str], int]) -> 
     if current:
         out.append("\n".join(current))
     return out
+
+
+class SummarizerConfig(StrictModel):
+    """Who writes the summary of the dropped turns."""
+
+    kind: Literal["extract", "llm"] = Field(
+        default="extract",
+        description="extract = a deterministic digest of the span, no model; llm = a summary "
+        "written by a model through an upstream (`model`, `upstream`).",
+    )
+    max_summary_tokens: Annotated[float, Field(gt=0)] = Field(
+        default=0.15,
+        description="The summary's size at most (fraction of the allowance when <= 1, else "
+        "tokens), the list of tool results it names included.",
+    )
+    model: str | None = Field(default=None, description="llm: the model (default: the request's).")
+    upstream: str | None = Field(
+        default=None, description="llm: an upstream by name (default: the request's route)."
+    )
+    timeout_s: Annotated[float, Field(gt=0, le=600)] = Field(
+        default=10.0, description="llm: a summary not written within this is a failure."
+    )
+    on_error: Literal["extract", "drop", "refuse"] = Field(
+        default="extract",
+        description="llm: when the summarizer fails (error, timeout, an answer of the wrong "
+        "shape): use the extract, drop the turns behind a bare notice, or refuse the request.",
+    )
+    batch_tokens: Annotated[int, Field(gt=0)] | None = Field(
+        default=None,
+        description="llm: transcript tokens per summarizer call (default: the allowance).",
+    )
+    precompute_at: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        default=0.8,
+        description="llm: from this share of the trigger, the summaries the next cut will need "
+        "are made in the background, so that the request crossing the trigger finds them "
+        "ready (null: never ahead of time).",
+    )
+    background_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=120.0,
+        description="llm: how long a summary made in the background (ahead of time, or not "
+        "waited for past timeout_s) may take.",
+    )

@@ -24,9 +24,9 @@ budget: {context_window: 6000, reserved_output: 1000, safety_margin: 0}
 steps:
   - {kind: offload_tool_results, threshold_chars: 3000}
   - {kind: clear_tool_results}
-  - {kind: summarize, roll_up_after: 0, summarizer: {max_summary_tokens: 400}}
+  - {kind: summarize, roll_up_after: 0, roll_up_turns: 0, summarizer: {max_summary_tokens: 400}}
 """
-LAGGING = COMPACT.replace("roll_up_after: 0", "roll_up_after: 2")
+LAGGING = COMPACT.replace("roll_up_after: 0, roll_up_turns: 0", "roll_up_after: 2")
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
 HEADERS = {"Authorization": "Bearer k"}
 
@@ -130,39 +130,40 @@ def _turn(messages: list[Any], i: int) -> list[Any]:
     return [*messages, *agent_history(i + 1, result_chars=1200, seed=1)[-4:]]
 
 
+async def _spans(proxy: RunningProxy, item: dict[str, Any]) -> list[Any]:
+    """The items archived by the artifact the proxy's `item` names first."""
+    archive_id = ARTIFACT.findall(item["content"])[0]
+    return [loads(line) for line in (await _artifact(proxy, archive_id)).split("\n")]
+
+
 async def test_turns_dropped_after_the_summary_wait_behind_a_short_item_until_it_rolls_up(
     lagging_proxy: RunningProxy, fake_upstream: FakeUpstream
 ) -> None:
-    messages: list[Any] = agent_history(24, result_chars=1200)
-    status, _ = await _chat(lagging_proxy, messages)
-    assert status == 200
-    sent = fake_upstream.last.json()["messages"]
-    assert parse_conversation(sent).problems == ()
-    summary, tail = sent[2], sent[3]
-    assert summary == _summary(sent) and "later turn(s)" in tail["content"]
-    # the two archives hold the dropped span in order, and the rest follows untouched
-    summary_id = ARTIFACT.findall(summary["content"])[0]
-    [tail_id] = ARTIFACT.findall(tail["content"])
-    first = [loads(line) for line in (await _artifact(lagging_proxy, summary_id)).split("\n")]
-    later = [loads(line) for line in (await _artifact(lagging_proxy, tail_id)).split("\n")]
-    assert [*first, *later] == messages[2 : 2 + len(first) + len(later)]
-    assert sent[4:] == messages[2 + len(first) + len(later) :]
-    # turns arrive: each new cut moves the tail while the summary's bytes stay, until the
-    # dropped turns behind the tail reach the roll-up and the summary takes them in
-    grown, tails, rolled = messages, {tail["content"]}, None
-    for i in range(24, 60):
+    grown: list[Any] = agent_history(12, result_chars=1200)
+    summary: dict[str, Any] | None = None
+    tails: set[str] = set()
+    for i in range(12, 80):
         grown = _turn(grown, i)
         status, _ = await _chat(lagging_proxy, grown)
         assert status == 200
-        now = fake_upstream.last.json()["messages"]
-        assert parse_conversation(now).problems == ()
-        if now[2] != summary:
-            rolled = now
-            break
-        assert now[:3] == sent[:3]  # the prefix through the summary is byte-identical
-        tails.add(now[3]["content"])
+        sent = fake_upstream.last.json()["messages"]
+        assert parse_conversation(sent).problems == ()
+        if summary is not None and sent[2] != summary:
+            break  # rolled up
+        has_tail = len(sent) > 3 and "later turn(s)" in str(sent[3]["content"])
+        if not has_tail:
+            continue
+        if summary is None:
+            summary = sent[2]
+            assert summary == _summary(sent)
+        assert sent[2] == summary  # the prefix through the summary is byte-identical
+        tails.add(sent[3]["content"])
+        # the two archives hold the dropped span in order, and the rest follows untouched
+        first, later = await _spans(lagging_proxy, sent[2]), await _spans(lagging_proxy, sent[3])
+        assert [*first, *later] == grown[2 : 2 + len(first) + len(later)]
+        assert sent[4:] == grown[2 + len(first) + len(later) :]
+    else:
+        raise AssertionError("the summary never rolled up")
     assert len(tails) > 1, "no cut moved the tail before the roll-up"
-    assert rolled is not None, "the summary never rolled up"
-    new_id = ARTIFACT.findall(_summary(rolled)["content"])[0]
-    archived = [loads(line) for line in (await _artifact(lagging_proxy, new_id)).split("\n")]
-    assert archived[: len(first) + len(later)] == [*first, *later]  # it rolled the tail in
+    rolled = await _spans(lagging_proxy, _summary(sent))
+    assert rolled[: len(first) + len(later)] == [*first, *later]  # it took the tail in

@@ -29,6 +29,7 @@ steps:
   - {{kind: clear_tool_results}}
   - kind: summarize
     roll_up_after: 0
+    roll_up_turns: 0
     summarizer: {{kind: llm, upstream: summ, model: tiny-sum, max_summary_tokens: 400,
                  timeout_s: 1, on_error: {on_error}}}
 """

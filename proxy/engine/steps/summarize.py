@@ -24,7 +24,6 @@ from pydantic import Field, PrivateAttr
 from proxy.engine import compaction, extract, summary_cache
 from proxy.engine.budget import scaled
 from proxy.engine.compaction import Obtained
-from proxy.engine.config_base import StrictModel
 from proxy.engine.manifest import SummarySource
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
@@ -39,7 +38,7 @@ from proxy.engine.steps import summary_parts, summary_spans
 from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
 from proxy.engine.steps.summary_parts import EXTRACT
 from proxy.engine.steps.summary_spans import SummarySpans
-from proxy.engine.summarizer import SummarizerError
+from proxy.engine.summarizer import SummarizerConfig, SummarizerError
 
 _VERSION = "v1"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
@@ -48,58 +47,22 @@ PRECOMPUTE_TURNS = 4
 """Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""
 
 
-class SummarizerConfig(StrictModel):
-    """Who writes the summary of the dropped turns."""
-
-    kind: Literal["extract", "llm"] = Field(
-        default="extract",
-        description="extract = a deterministic digest of the span, no model; llm = a summary "
-        "written by a model through an upstream (`model`, `upstream`).",
-    )
-    max_summary_tokens: Annotated[float, Field(gt=0)] = Field(
-        default=0.15,
-        description="The summary's size at most (fraction of the allowance when <= 1, else "
-        "tokens), the list of tool results it names included.",
-    )
-    model: str | None = Field(default=None, description="llm: the model (default: the request's).")
-    upstream: str | None = Field(
-        default=None, description="llm: an upstream by name (default: the request's route)."
-    )
-    timeout_s: Annotated[float, Field(gt=0, le=600)] = Field(
-        default=10.0, description="llm: a summary not written within this is a failure."
-    )
-    on_error: Literal["extract", "drop", "refuse"] = Field(
-        default="extract",
-        description="llm: when the summarizer fails (error, timeout, an answer of the wrong "
-        "shape): use the extract, drop the turns behind a bare notice, or refuse the request.",
-    )
-    batch_tokens: Annotated[int, Field(gt=0)] | None = Field(
-        default=None,
-        description="llm: transcript tokens per summarizer call (default: the allowance).",
-    )
-    precompute_at: Annotated[float, Field(gt=0, le=1)] | None = Field(
-        default=0.8,
-        description="llm: from this share of the trigger, the summaries the next cut will need "
-        "are made in the background, so that the request crossing the trigger finds them "
-        "ready (null: never ahead of time).",
-    )
-    background_timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(
-        default=120.0,
-        description="llm: how long a summary made in the background (ahead of time, or not "
-        "waited for past timeout_s) may take.",
-    )
-
-
 class SummarizeConfig(TurnsConfig):
     kind: Literal["summarize"] = "summarize"
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    roll_up_turns: Annotated[int, Field(ge=0)] = Field(
+        default=12,
+        description="The summary rolls up (takes in the turns dropped since its last roll-up) "
+        "only at a cut at least this many turns after that roll-up, and only once those turns "
+        "add up to `roll_up_after`; until then they stand behind one short item after it "
+        "(archived as drop_turns does, with what they change of the summary). The summary's "
+        "bytes change only at a roll-up, so the cuts in between break the prompt prefix after "
+        "it, not before it. 0 (with roll_up_after 0) = roll up at every cut.",
+    )
     roll_up_after: Annotated[float, Field(ge=0, le=1000)] = Field(
-        default=2.0,
-        description="The turns dropped after the summary's span wait behind one short item "
-        "after it (archived as drop_turns does, with what they change of the summary) until "
-        "they add up to this many allowances; the cut that reaches it rolls them into the "
-        "summary. The summary's bytes change only at a roll-up, so the cuts in between break "
-        "the prompt prefix after it, not before it. 0 = roll up at every cut.",
+        default=1.0,
+        description="The tokens of dropped turns a roll-up waits for, in allowances (see "
+        "`roll_up_turns`).",
     )
 
     _header_only: bool = PrivateAttr(default=False)
@@ -150,7 +113,7 @@ class Summarize(Step[SummarizeConfig]):
     def tail_budget(self, ctx: PrepareContext) -> int:
         """The changes the turns dropped since the summary's last roll-up make to it: a sixth
         of the summary's budget, on top of it."""
-        if not self.config.roll_up_after or self.config.header_only:
+        if not self._lags() or self.config.header_only:
             return 0
         return self.budget(ctx) // 6
 
@@ -160,15 +123,23 @@ class Summarize(Step[SummarizeConfig]):
     def plan(self, ctx: PrepareContext) -> StepPlan:
         sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
         extra = ctx.counter.count_message(sized) + self.budget(ctx)
-        if self.config.roll_up_after and not self.config.header_only:
+        if self._lags() and not self.config.header_only:
             sizing = ctx.artifact_id("sizing")
             text = summary_parts.tail_text(_WIDE, _WIDE, sizing, "", ctx.own_text_mac)
             tail = ctx.wire.notice_item(self.config.notice_role, text)
             extra += ctx.counter.count_message(tail) + self.tail_budget(ctx)
         return turns_plan(ctx, self.config, extra)
 
-    def _threshold(self, ctx: PrepareContext) -> int:
-        return summary_spans.roll_up_threshold(self.config.roll_up_after, ctx.allowance)
+    def _roll_up(self, ctx: PrepareContext) -> summary_spans.RollUp:
+        config = self.config
+        return summary_spans.RollUp(
+            int(config.roll_up_after * ctx.allowance), config.roll_up_turns
+        )
+
+    def _lags(self) -> bool:
+        """Whether turns may stand behind the tail item (the summary does not roll up at every
+        cut)."""
+        return bool(self.config.roll_up_after or self.config.roll_up_turns)
 
     async def settle(
         self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
@@ -176,7 +147,7 @@ class Summarize(Step[SummarizeConfig]):
         dropped = self._dropped(ctx, units)
         if not dropped or self.config.header_only:  # the last resort: one header, no tail
             return
-        self.spans = summary_spans.split(ctx, dropped, cuts, self._threshold(ctx))
+        self.spans = summary_spans.split(ctx, dropped, cuts, self._roll_up(ctx))
         if self.spans.tail:
             self.tail_query = self._query(ctx, cuts[-1][0])
         if self.config.summarizer.kind == "llm":
@@ -260,7 +231,7 @@ class Summarize(Step[SummarizeConfig]):
         (the turns up to the current one; growth-sized cuts usually go that deep)."""
         if self.config.summarizer.kind != "llm" or not ctx.turn_first_unit:
             return
-        rolled = summary_spans.roll_ups(ctx, cuts, self._threshold(ctx))
+        rolled = summary_spans.roll_ups(ctx, cuts, self._roll_up(ctx))
         forced = bool(rolled) and rolled[-1][0] == len(ctx.units) - 1
         real = rolled[:-1] if forced else rolled
         current = real[-1][1] if real else 0

@@ -3,10 +3,13 @@
 Every cut of `summarize` removes more turns; rewriting the summary at each one would change its
 bytes at each one, and the prompt prefix would break right after the system prompt every time
 (a drop's notice breaks there too, but it is smaller). So the summary rolls up only at some
-cuts: the turns dropped since its last roll-up stand behind a bare drop notice (archived, like
-`drop_turns`' notice) placed after the summary, until they add up to `roll_up_after` times the
-allowance; the cut that reaches it rolls them into the summary. Between roll-ups the summary's
-bytes do not change and a cut breaks the prefix after it.
+cuts: the turns dropped since its last roll-up stand behind a short item placed after it (their
+own archive, and what they change of the summary), until at least `roll_up_turns` turns have
+passed since that roll-up and the turns behind the item add up to `roll_up_after` times the
+allowance; the cut that meets both rolls them into the summary. Between roll-ups the summary's
+bytes do not change and a cut breaks the prefix after it. A roll-up costs the summary's tokens
+once, uncached; spacing roll-ups by turns (one request each in an agent loop) and by dropped
+tokens makes that cost small against the requests in between at every budget.
 
 The roll-ups are replayed from the step's cuts (`Cut`, each a function of the conversation up to
 its time point), so every request of a conversation agrees on them.
@@ -31,26 +34,37 @@ class SummarySpans:
     """The time point (a unit index) of the last roll-up; -1 when there was none."""
 
 
-def roll_ups(ctx: PrepareContext, cuts: list[Cut], threshold: int) -> list[Cut]:
-    """The cuts at which the summary rolls up: the first one, then each one after which the
-    turns dropped since the previous roll-up add up to `threshold` tokens (0: every cut)."""
+@dataclass(frozen=True)
+class RollUp:
+    """When the summary rolls up (both must be met; zeros: at every cut)."""
+
+    tokens: int
+    """Tokens of turns dropped since the last roll-up, at least."""
+    turns: int
+    """Turns passed since the last roll-up, at least."""
+
+
+def roll_ups(ctx: PrepareContext, cuts: list[Cut], when: RollUp) -> list[Cut]:
+    """The cuts at which the summary rolls up: the first one, then each one that meets
+    `when` counting from the previous roll-up."""
     rolled: list[Cut] = []
-    since = 0
     for t, horizon in cuts:
-        waiting = sum(
-            ctx.unit_cost(u) for u in range(since, horizon) if not ctx.is_protected(u)
-        )
-        if not rolled or waiting >= threshold:
-            rolled.append((t, horizon))
-            since = horizon
+        if rolled and not _due(ctx, rolled[-1], t, horizon, when):
+            continue
+        rolled.append((t, horizon))
     return rolled
 
 
-def split(
-    ctx: PrepareContext, dropped: list[int], cuts: list[Cut], threshold: int
-) -> SummarySpans:
-    """`dropped` split into the summary's span and the tail behind a notice (`roll_ups`)."""
-    rolled = roll_ups(ctx, cuts, threshold)
+def _due(ctx: PrepareContext, last: Cut, t: int, horizon: int, when: RollUp) -> bool:
+    turns = ctx.unit_turn[t] - ctx.unit_turn[last[0]]
+    waiting = sum(ctx.unit_cost(u) for u in range(last[1], horizon) if not ctx.is_protected(u))
+    return turns >= when.turns and waiting >= when.tokens
+
+
+def split(ctx: PrepareContext, dropped: list[int], cuts: list[Cut], when: RollUp) -> SummarySpans:
+    """`dropped` split into the summary's span and the tail behind the short item
+    (`roll_ups`)."""
+    rolled = roll_ups(ctx, cuts, when)
     if not rolled:  # no cut recorded: everything dropped is summarized now
         return SummarySpans(dropped, [], [], -1)
     end = rolled[-1][1]
@@ -60,7 +74,3 @@ def split(
         return SummarySpans(dropped, [], [], rolled[-1][0])
     previous = [u for u in dropped if u < start]
     return SummarySpans(summarized, previous, [u for u in dropped if u >= end], rolled[-1][0])
-
-
-def roll_up_threshold(multiple: float, allowance: int) -> int:
-    return int(multiple * allowance)

@@ -64,7 +64,7 @@ def test_config_defaults_and_the_plan_of_drop_turns() -> None:
     config = SummarizeConfig()
     assert (config.keep_recent_turns, config.notice_role, config.target) == (2, "user", 0.5)
     assert (config.summarizer.kind, config.summarizer.max_summary_tokens) == ("extract", 0.15)
-    assert config.roll_up_after == 2.0
+    assert (config.roll_up_after, config.roll_up_turns) == (1.0, 12)
     ctx, step = summarize_ctx()
     plan, drop = step.plan(ctx), DropTurns(DropTurnsConfig(), ctx).plan(ctx)
     assert (plan.costs, plan.limits, plan.cuts, plan.target, plan.keeps_from) == (
@@ -188,7 +188,7 @@ def tail_history() -> list[dict[str, Any]]:
 
 def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None:
     ctx = make_ctx(tail_history(), policy(), allowance=10_000)
-    step = Summarize(SummarizeConfig(roll_up_after=2), ctx)
+    step = Summarize(SummarizeConfig(), ctx)  # the second cut is too early to roll up
     units = [0, 1, 2, 3, 4]
     run(step.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
     out = step.rewrite(ctx, units)
@@ -212,7 +212,7 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
     assert sizes <= step.plan(ctx).extra_cost
     assert out.tokens_freed == sum(ctx.message_costs[2:6]) - sizes
     # with every cut rolling up, the one summary covers both turns
-    every = Summarize(SummarizeConfig(roll_up_after=0), ctx)
+    every = Summarize(SummarizeConfig(roll_up_after=0, roll_up_turns=0), ctx)
     run(every.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
     [item, *removes] = every.rewrite(ctx, units).edits
     assert [e.index for e in removes] == [2, 3, 4, 5] and "2 earlier turn(s)" in item.message[

@@ -8,12 +8,7 @@ from typing import Any
 from context_harness import assistant, make_ctx, policy, system, user
 
 from proxy.engine.step_api import PrepareContext
-from proxy.engine.steps.summary_spans import (
-    SummarySpans,
-    roll_up_threshold,
-    roll_ups,
-    split,
-)
+from proxy.engine.steps.summary_spans import RollUp, SummarySpans, roll_ups, split
 
 
 def history() -> list[dict[str, Any]]:
@@ -40,52 +35,60 @@ def cost(c: PrepareContext, units: range) -> int:
     return sum(c.unit_cost(u) for u in units)
 
 
-def test_with_no_threshold_every_cut_rolls_up() -> None:
+EVERY = RollUp(0, 0)
+
+
+def test_with_no_condition_every_cut_rolls_up() -> None:
     cuts = [(4, 3), (6, 5), (8, 7)]
-    assert roll_ups(ctx(), cuts, 0) == cuts
+    assert roll_ups(ctx(), cuts, EVERY) == cuts
 
 
-def test_the_first_cut_rolls_up_then_only_one_that_reaches_the_threshold() -> None:
+def test_the_first_cut_rolls_up_then_one_that_drops_enough_tokens_since() -> None:
     c = ctx()
     cuts = [(4, 3), (6, 5), (8, 7)]
     waiting = cost(c, range(3, 5))  # what the second cut drops beyond the first roll-up
-    assert roll_ups(c, cuts, cost(c, range(3, 7)) + 1) == [(4, 3)]
-    assert roll_ups(c, cuts, waiting + 1) == [(4, 3), (8, 7)]
-    assert roll_ups(c, cuts, waiting) == [(4, 3), (6, 5)]
+    assert roll_ups(c, cuts, RollUp(cost(c, range(3, 7)) + 1, 0)) == [(4, 3)]
+    assert roll_ups(c, cuts, RollUp(waiting + 1, 0)) == [(4, 3), (8, 7)]
+    assert roll_ups(c, cuts, RollUp(waiting, 0)) == [(4, 3), (6, 5)]
     # after a roll-up the count starts again from its horizon
-    assert roll_ups(c, cuts, cost(c, range(5, 7))) == [(4, 3), (6, 5), (8, 7)]
-    assert roll_ups(c, cuts, cost(c, range(3, 7))) == [(4, 3), (8, 7)]
+    assert roll_ups(c, cuts, RollUp(cost(c, range(5, 7)), 0)) == cuts
+
+
+def test_a_roll_up_also_waits_for_enough_turns_since_the_last_one() -> None:
+    c = ctx()
+    cuts = [(4, 3), (6, 5), (8, 7)]  # at turns 2, 3 and 4
+    assert roll_ups(c, cuts, RollUp(0, 1)) == cuts
+    assert roll_ups(c, cuts, RollUp(0, 2)) == [(4, 3), (8, 7)]
+    assert roll_ups(c, cuts, RollUp(0, 3)) == [(4, 3)]
+    # both must be met: enough turns but too few tokens, or the reverse, is no roll-up
+    assert roll_ups(c, cuts, RollUp(cost(c, range(3, 7)) + 1, 2)) == [(4, 3)]
+    assert roll_ups(c, cuts, RollUp(cost(c, range(3, 5)), 3)) == [(4, 3)]
+    assert roll_ups(c, cuts, RollUp(cost(c, range(3, 7)), 2)) == [(4, 3), (8, 7)]
 
 
 def test_protected_units_do_not_count_toward_a_roll_up() -> None:
     c = ctx()
-    cuts = [(2, 1), (4, 3)]
     # u0 is protected: the first cut drops nothing of it, the second drops u1 and u2
-    assert roll_ups(c, [(0, 1), (4, 3)], cost(c, range(1, 3))) == [(0, 1), (4, 3)]
-    assert roll_ups(c, [(0, 1), (4, 3)], cost(c, range(0, 3))) == [(0, 1)]
-    assert roll_ups(c, cuts, 0) == cuts
+    assert roll_ups(c, [(0, 1), (4, 3)], RollUp(cost(c, range(1, 3)), 0)) == [(0, 1), (4, 3)]
+    assert roll_ups(c, [(0, 1), (4, 3)], RollUp(cost(c, range(0, 3)), 0)) == [(0, 1)]
 
 
 def test_split_into_the_summary_the_previous_one_and_the_tail() -> None:
     c = ctx()
     dropped = [1, 2, 3, 4, 5, 6]
     cuts = [(4, 3), (6, 5), (8, 7)]
-    everything = cost(c, range(0, 9))
-    assert split(c, dropped, cuts, everything) == SummarySpans([1, 2], [], [3, 4, 5, 6], 4)
-    assert split(c, dropped, cuts, 0) == SummarySpans(dropped, [1, 2, 3, 4], [], 8)
-    assert split(c, dropped, cuts, cost(c, range(3, 5))) == SummarySpans(
+    never = RollUp(cost(c, range(0, 9)), 0)
+    assert split(c, dropped, cuts, never) == SummarySpans([1, 2], [], [3, 4, 5, 6], 4)
+    assert split(c, dropped, cuts, EVERY) == SummarySpans(dropped, [1, 2, 3, 4], [], 8)
+    assert split(c, dropped, cuts, RollUp(cost(c, range(3, 5)), 0)) == SummarySpans(
         [1, 2, 3, 4], [1, 2], [5, 6], 6
     )
 
 
 def test_without_cuts_or_a_summary_span_everything_is_summarized() -> None:
     c = ctx()
-    assert split(c, [1, 2], [], 10) == SummarySpans([1, 2], [], [], -1)
+    assert split(c, [1, 2], [], RollUp(10, 0)) == SummarySpans([1, 2], [], [], -1)
     # the first roll-up dropped only protected units: nothing to summarize before the tail
-    assert split(c, [1, 2], [(0, 1), (4, 3)], 10**6) == SummarySpans([1, 2], [], [], 0)
-
-
-def test_the_threshold_is_a_multiple_of_the_allowance() -> None:
-    assert roll_up_threshold(2.0, 900) == 1_800
-    assert roll_up_threshold(0.5, 4_000) == 2_000
-    assert roll_up_threshold(0, 4_000) == 0
+    assert split(c, [1, 2], [(0, 1), (4, 3)], RollUp(10**6, 0)) == SummarySpans(
+        [1, 2], [], [], 0
+    )
