@@ -141,3 +141,31 @@ async def test_a_span_that_just_failed_is_neither_retried_nor_waited_for(tmp_pat
         assert len(summarizer.calls) == calls  # not retried at once
         return
     raise AssertionError("the conversation never crossed its trigger")
+
+
+async def test_between_roll_ups_nothing_is_summarized_and_the_roll_up_finds_its_summary(
+    tmp_path: Path,
+) -> None:
+    h, summarizer = harness(tmp_path), Recording()
+    first: int | None = None  # the turns of the request that made the first summary
+    summary: str | None = None
+    for turns in range(2, 90):
+        before = len(summarizer.calls)
+        prepared = await prepare(h, turns, summarizer)
+        await h.preparer.background.drain()
+        detail = summarized(prepared)
+        if detail is None:
+            continue
+        body = prepared.parsed["messages"][2]["content"]
+        if first is None:
+            first, summary = turns, body
+            continue
+        if body == summary:  # the cut went behind the tail item, the summary unchanged
+            if turns - first < 12 - 4:  # roll_up_turns - PRECOMPUTE_TURNS: none due yet
+                assert len(summarizer.calls) == before, turns
+            continue
+        assert turns - first >= 12  # rolled up: not before roll_up_turns
+        assert len(summarizer.calls) == before  # made ahead, in the background
+        assert detail["source"] in ("cache", "background") and detail["by"] == "sum-1"
+        return
+    raise AssertionError("the summary never rolled up")

@@ -234,6 +234,8 @@ class Summarize(Step[SummarizeConfig]):
         rolled = summary_spans.roll_ups(ctx, cuts, self._roll_up(ctx))
         forced = bool(rolled) and rolled[-1][0] == len(ctx.units) - 1
         real = rolled[:-1] if forced else rolled
+        if real and not forced and self._rolls_up_later(ctx, real[-1][0]):
+            return  # the next cuts go behind the tail item: no summary is due yet
         current = real[-1][1] if real else 0
         last = ctx.turn_first_unit[-1]
         deepest = [h for h in ctx.turn_first_unit if current < h <= last][-PRECOMPUTE_TURNS:]
@@ -247,6 +249,11 @@ class Summarize(Step[SummarizeConfig]):
                 before = span
         made = self._in_background(self.model_settings(ctx))
         await compaction.start_in_background(ctx, services, made, chain, ctx.counter.count_text)
+
+    def _rolls_up_later(self, ctx: PrepareContext, rolled_at: int) -> bool:
+        """Whether even a crossing `PRECOMPUTE_TURNS` turns from now is too early to roll up."""
+        since = ctx.unit_turn[len(ctx.units) - 1] - ctx.unit_turn[rolled_at]
+        return since + PRECOMPUTE_TURNS < self.config.roll_up_turns
 
     def _in_background(self, settings: compaction.ModelSettings) -> compaction.ModelSettings:
         timeout = self.config.summarizer.background_timeout_s
