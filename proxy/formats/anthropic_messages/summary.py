@@ -1,0 +1,54 @@
+"""The summarizer's call in Anthropic Messages: the request it sends and what it reads back.
+
+Used when the summarizer's upstream is of kind `anthropic`, which serves `/messages` only. The
+answer's usage is read as the chat adapter's names (`prompt_tokens`, `completion_tokens`), so
+the manifest and the metrics count a summarizer call the same way whatever its upstream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.formats.anthropic_messages.fields import block_type, blocks_of
+
+_PROMPT_PARTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def summary_request(model: str, instructions: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """One non-streamed, deterministic call: the instructions as the system prompt."""
+    return {
+        "model": model,
+        "system": instructions,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": False,
+    }
+
+
+def summary_answer(data: Any) -> tuple[str, str, dict[str, int]] | None:
+    """(the answer's text blocks joined, the answering model, usage as prompt/completion
+    tokens), or None when the answer has no text (thinking blocks are not the answer)."""
+    if not isinstance(data, dict):
+        return None
+    texts = [
+        block["text"] for block in blocks_of(data)
+        if block_type(block) == "text" and isinstance(block.get("text"), str)
+    ]
+    text = "".join(texts)
+    if not text:
+        return None
+    model = data.get("model")
+    return text, model if isinstance(model, str) else "", _usage(data.get("usage"))
+
+
+def _usage(usage: object) -> dict[str, int]:
+    if not isinstance(usage, dict):
+        return {}
+    counts: dict[str, int] = {}
+    prompt = [usage[k] for k in _PROMPT_PARTS if type(usage.get(k)) is int]
+    if prompt:
+        counts["prompt_tokens"] = sum(prompt)
+    if type(usage.get("output_tokens")) is int:
+        counts["completion_tokens"] = usage["output_tokens"]
+    return counts
