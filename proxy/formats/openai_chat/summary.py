@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from proxy.formats.openai_chat.fields import content_text
 
 
-def summary_request(model: str, instructions: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """One non-streamed, deterministic call: the instructions as the system message."""
-    return {
+def summary_request(
+    model: str,
+    instructions: str,
+    prompt: str,
+    max_tokens: int,
+    schema: Mapping[str, Any] | None = None,
+    schema_name: str = "summary",
+) -> dict[str, Any]:
+    """One non-streamed, deterministic call: the instructions as the system message; with a
+    `schema` (a JSON schema as pydantic writes it), the answer asked for as strict structured
+    output (`response_format` of type `json_schema`, `strict_schema(schema)`, which OpenAI,
+    vLLM and llama.cpp's server enforce while decoding)."""
+    body: dict[str, Any] = {
         "model": model,
         "messages": [
             {"role": "system", "content": instructions},
@@ -19,6 +30,47 @@ def summary_request(model: str, instructions: str, prompt: str, max_tokens: int)
         "temperature": 0,
         "stream": False,
     }
+    if schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "strict": True, "schema": strict_schema(schema)},
+        }
+    return body
+
+
+_NOT_STRICT = frozenset({"title", "default", "maxLength"})
+"""Keywords left out: strict mode refuses `default` (and, depending on the model, `maxLength`);
+titles say nothing. Whoever reads the answer checks it against the full schema anyway."""
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` as OpenAI's strict structured output takes it: its definitions inlined (no
+    `$ref`), every object closed (`additionalProperties: false`) with every property required
+    (a list the model has nothing for is written empty), `_NOT_STRICT` keywords left out."""
+    definitions = schema.get("$defs", {})
+    top = {key: value for key, value in schema.items() if key != "$defs"}
+    strict: dict[str, Any] = _strict(top, definitions)
+    return strict
+
+
+def _strict(node: Any, definitions: Mapping[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_strict(item, definitions) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    if "$ref" in node:
+        return _strict(definitions[node["$ref"].rsplit("/", 1)[-1]], definitions)
+    out = {
+        key: {name: _strict(sub, definitions) for name, sub in value.items()}
+        if key == "properties"  # property names are kept whatever they are
+        else _strict(value, definitions)
+        for key, value in node.items()
+        if key not in _NOT_STRICT
+    }
+    if out.get("type") == "object":
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    return out
 
 
 def summary_answer(data: Any) -> tuple[str, str, dict[str, int]] | None:
