@@ -3,11 +3,12 @@
 Built per request at the edge (`UpstreamSummarizer.for_request`): by default the upstream that
 serves the request, with the headers (the tenant's credentials) its completion gets, and the
 request's model; a policy may name another model, or another upstream by name (whose
-credentials are then the tenant's for that upstream). The answer is asked for as strict
-structured output with `SummaryShape`'s JSON schema; an upstream that refuses the request (400
-or 422: most often one that does not know `response_format`) is asked once more without it, for
-this call only (nothing is remembered). Every failure is a `SummarizerError`: transport, a
-non-200 status, an answer that is not JSON or has no text, an answer too large.
+credentials are then the tenant's for that upstream). The answer is asked for as structured
+output in `SummaryShape`'s JSON schema; an upstream that refuses the request (400 or 422: most
+often one that does not know that form of `response_format`) is asked again in the next form
+(`STRUCTURED_FORMS`), then without any, for this call only (nothing is remembered). Every
+failure is a `SummarizerError`: transport, a non-200 status, an answer that is not JSON or has
+no text, an answer too large.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from proxy.engine.summarizer import (
     SummaryShape,
 )
 from proxy.errors import ProxyError
-from proxy.formats.openai_chat.summary import summary_answer, summary_request
+from proxy.formats.openai_chat.summary import STRUCTURED_FORMS, summary_answer, summary_request
 from proxy.jsonio import dumps, loads
 from proxy.upstream.base import Upstream
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 REFUSED = frozenset({400, 422})
-"""Statuses after which the call is made once more without `response_format`."""
+"""Statuses after which the call is made again, in the next form of `response_format`."""
 
 HeadersFor = Callable[[Upstream], CIMultiDict[str]]
 """The headers a summarizer call to an upstream carries (the tenant's credentials for it)."""
@@ -56,10 +57,14 @@ class UpstreamSummarizer:
         headers = self.headers_for(upstream)
         headers["Content-Type"] = "application/json"
         schema = SummaryShape.model_json_schema()
-        structured = summary_request(*asked, schema=schema, schema_name=SCHEMA_NAME)
-        status, raw = await _post(upstream, headers, dumps(structured))
-        if status in REFUSED:
-            status, raw = await _post(upstream, headers, dumps(summary_request(*asked)))
+        bodies = [
+            summary_request(*asked, schema=schema, schema_name=SCHEMA_NAME, form=form)
+            for form in STRUCTURED_FORMS
+        ]
+        for body in [*bodies, summary_request(*asked)]:
+            status, raw = await _post(upstream, headers, dumps(body))
+            if status not in REFUSED:
+                break
         if status != 200:
             raise SummarizerError("upstream", f"the summarizer's upstream answered {status}")
         if len(raw) > MAX_ANSWER_BYTES:

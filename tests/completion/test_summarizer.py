@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from multidict import CIMultiDict
-from upstream_double import FakeUpstream, broken, json_answer
+from upstream_double import Answer, Call, FakeUpstream, broken, json_answer
 
 from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
 from proxy.engine.summarizer import SCHEMA_NAME, SummarizerError, SummaryCall, SummaryShape
@@ -79,26 +79,40 @@ def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> 
 
 
 @pytest.mark.parametrize("status", [400, 422])
-def test_a_refused_structured_call_is_made_once_more_without_it(status: int) -> None:
+def test_a_refused_form_is_followed_by_the_next_then_none(status: int) -> None:
     refused = json_answer({"error": {"message": "response_format is not supported"}}, status)
-    route = FakeUpstream(refused, json_answer(ANSWER), json_answer(ANSWER))
+    route = FakeUpstream(refused, refused, json_answer(ANSWER), json_answer(ANSWER))
     one = summarizer(route)
     reply = asyncio.run(one.summarize(CALL))
     assert reply.answer == "{}"
-    first, second = (call.json() for call in route.calls)
-    assert "response_format" in first and "response_format" not in second
-    assert second == {k: v for k, v in first.items() if k != "response_format"}
+    first, second, third = (call.json() for call in route.calls)
+    schema = strict_schema(SummaryShape.model_json_schema())
+    assert first["response_format"]["type"] == "json_schema"
+    assert second["response_format"] == {"type": "json_object", "schema": schema}
+    assert third == {k: v for k, v in first.items() if k != "response_format"}
     asyncio.run(one.summarize(CALL))  # nothing remembered: the next call asks for it again
-    assert len(route.calls) == 3 and "response_format" in route.calls[2].json()
+    assert len(route.calls) == 4 and route.calls[3].json() == first
     assert route.all_closed
 
 
-def test_a_second_refusal_or_another_status_is_a_failure_without_more_calls() -> None:
+def test_a_server_that_knows_only_json_object_gets_the_schema_that_way() -> None:
+    def llama_cpp_python(call: Call) -> Answer:  # its response_format: json_object (+ schema)
+        kind = call.json().get("response_format", {}).get("type")
+        return json_answer(ANSWER) if kind == "json_object" else json_answer({"detail": []}, 422)
+
+    route = FakeUpstream(handler=llama_cpp_python)
+    assert asyncio.run(summarizer(route).summarize(CALL)).answer == "{}"
+    assert [c.json()["response_format"]["type"] for c in route.calls] == [
+        "json_schema", "json_object"
+    ]
+
+
+def test_refused_in_every_form_or_another_status_is_a_failure_without_more_calls() -> None:
     refused = json_answer({"error": {"message": "bad request"}}, 400)
-    route = FakeUpstream(refused, refused, json_answer(ANSWER))
+    route = FakeUpstream(refused, refused, refused, json_answer(ANSWER))
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
-    assert caught.value.failure == "upstream" and len(route.calls) == 2
+    assert caught.value.failure == "upstream" and len(route.calls) == 3
     failing = FakeUpstream(json_answer({"error": {}}, 500), json_answer(ANSWER))
     with pytest.raises(SummarizerError):
         asyncio.run(summarizer(failing).summarize(CALL))

@@ -213,18 +213,20 @@ async def test_on_error_refuse_is_a_typed_refusal_before_any_upstream_call(
     assert 'ctxproxy_summaries_total{outcome="refused"} 1.0' in await _metrics(proxy)
 
 
-async def test_an_upstream_refusing_the_schema_is_asked_once_more_without_it(
+async def test_an_upstream_refusing_the_schema_is_asked_again_without_it(
     proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
 ) -> None:
     proxy = await proxies.start("refuse")  # any failure would refuse the request
     refusal = {"error": {"message": "response_format is not supported",
                          "type": "invalid_request_error", "code": None}}
-    summ.enqueue(error_reply(400, refusal))
+    summ.enqueue_many(error_reply(400, refusal), error_reply(400, refusal))
     status, _, headers = await _chat_with_headers(proxy, agent_history(24, result_chars=1200))
     assert status == 200
     assert headers["x-ctxproxy-summary"] == "llm:fresh"
-    first, retried, *later = [call.json() for call in summ.requests(CHAT)]
+    first, other_form, retried, *later = [call.json() for call in summ.requests(CHAT)]
     assert first["response_format"] == STRUCTURED
+    schema = STRUCTURED["json_schema"]["schema"]  # type: ignore[index]
+    assert other_form["response_format"] == {"type": "json_object", "schema": schema}
     assert retried == {k: v for k, v in first.items() if k != "response_format"}
     assert later and all(call["response_format"] == STRUCTURED for call in later)  # per call
     summary = _summary(fake_upstream.last.json()["messages"])

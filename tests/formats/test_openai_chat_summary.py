@@ -38,6 +38,8 @@ def test_a_schema_asks_for_strict_structured_output() -> None:
         "required": ["a"],
     }
     assert schema["properties"]["a"]["title"] == "A"  # the schema given is left as it was
+    other = summary_request("m", "do this", "the turns", 300, schema=schema, form="json_object")
+    assert other["response_format"] == {"type": "json_object", "schema": strict_schema(schema)}
 
 
 def test_the_strict_schema_inlines_definitions_and_closes_every_object() -> None:

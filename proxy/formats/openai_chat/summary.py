@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from proxy.formats.openai_chat.fields import content_text
+
+StructuredForm = Literal["json_schema", "json_object"]
+STRUCTURED_FORMS: tuple[StructuredForm, ...] = ("json_schema", "json_object")
+"""The ways to ask for an answer in a schema, the most widely understood first: OpenAI's
+`json_schema` (OpenAI, vLLM, llama.cpp's `llama-server`), then `json_object` with a `schema`
+(llama-cpp-python's server, which knows no other, and some hosted servers)."""
 
 
 def summary_request(
@@ -15,11 +21,12 @@ def summary_request(
     max_tokens: int,
     schema: Mapping[str, Any] | None = None,
     schema_name: str = "summary",
+    form: StructuredForm = "json_schema",
 ) -> dict[str, Any]:
     """One non-streamed, deterministic call: the instructions as the system message; with a
-    `schema` (a JSON schema as pydantic writes it), the answer asked for as strict structured
-    output (`response_format` of type `json_schema`, `strict_schema(schema)`, which OpenAI,
-    vLLM and llama.cpp's server enforce while decoding)."""
+    `schema` (a JSON schema as pydantic writes it), the answer asked for in it as structured
+    output, in `form` (`response_format`, with `strict_schema(schema)`: the upstream enforces
+    it while decoding)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [
@@ -31,10 +38,12 @@ def summary_request(
         "stream": False,
     }
     if schema is not None:
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "strict": True, "schema": strict_schema(schema)},
-        }
+        strict = strict_schema(schema)
+        body["response_format"] = (
+            {"type": form, "json_schema": {"name": schema_name, "strict": True, "schema": strict}}
+            if form == "json_schema"
+            else {"type": form, "schema": strict}
+        )
     return body
 
 
