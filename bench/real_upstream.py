@@ -257,21 +257,30 @@ def turn_facts(turn: int) -> list[str]:
     return facts
 
 
-def facts_inline(proxy: str, key: str, args: argparse.Namespace) -> tuple[int, int]:
-    """At the last turn's body as ctxproxy prepares it: of the facts of the turns it no longer
-    sends (dropped or summarized), how many are still in the prompt's text, and how many."""
+def last_body(turns: int, model: str, max_tokens: int) -> dict[str, Any]:
+    """The last turn's request of a conversation of `turns` turns, every answer "noted"."""
     history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
-    for turn in range(1, args.turns + 1):
+    for turn in range(1, turns + 1):
         history.append(user_message(turn))
-        if turn < args.turns:
+        if turn < turns:
             history.append({"role": "assistant", "content": "noted"})
-    body = {"model": args.model, "messages": history, "max_tokens": args.max_tokens}
-    sent = prepare(proxy, key, body)["body"]["messages"]
+    return {"model": model, "messages": history, "max_tokens": max_tokens}
+
+
+def facts_kept(sent: list[dict[str, Any]], turns: int) -> tuple[int, int]:
+    """Of the facts of the turns that `sent` (the messages as prepared) no longer carries
+    (dropped or summarized), how many are still in its text, and how many."""
     text = json.dumps(sent, ensure_ascii=False)
     kept = {m.get("content") for m in sent if m.get("role") == "user"}
-    gone = [t for t in range(1, args.turns + 1) if user_message(t)["content"] not in kept]
+    gone = [t for t in range(1, turns + 1) if user_message(t)["content"] not in kept]
     facts = [f for t in gone for f in turn_facts(t)]
     return sum(json.dumps(f, ensure_ascii=False)[1:-1] in text for f in facts), len(facts)
+
+
+def facts_inline(proxy: str, key: str, args: argparse.Namespace) -> tuple[int, int]:
+    """At the last turn's body as ctxproxy prepares it: `facts_kept`."""
+    body = last_body(args.turns, args.model, args.max_tokens)
+    return facts_kept(prepare(proxy, key, body)["body"]["messages"], args.turns)
 
 
 def _cell(value: object) -> str:

@@ -3,8 +3,12 @@
 Built per request at the edge (`UpstreamSummarizer.for_request`): by default the upstream that
 serves the request, with the headers (the tenant's credentials) its completion gets, and the
 request's model; a policy may name another model, or another upstream by name (whose
-credentials are then the tenant's for that upstream). Every failure is a `SummarizerError`:
-transport, a non-200 status, an answer that is not JSON or has no text, an answer too large.
+credentials are then the tenant's for that upstream). The answer is asked for as structured
+output in `SummaryShape`'s JSON schema; an upstream that refuses the request (400 or 422: most
+often one that does not know that form of `response_format`) is asked again in the next form
+(`STRUCTURED_FORMS`), then without any, for this call only (nothing is remembered). Every
+failure is a `SummarizerError`: transport, a non-200 status, an answer that is not JSON or has
+no text, an answer too large.
 """
 
 from __future__ import annotations
@@ -14,13 +18,21 @@ from dataclasses import dataclass
 
 from multidict import CIMultiDict
 
-from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.summarizer import (
+    SCHEMA_NAME,
+    SummarizerError,
+    SummaryCall,
+    SummaryReply,
+    SummaryShape,
+)
 from proxy.errors import ProxyError
-from proxy.formats.openai_chat.summary import summary_answer, summary_request
+from proxy.formats.openai_chat.summary import STRUCTURED_FORMS, summary_answer, summary_request
 from proxy.jsonio import dumps, loads
 from proxy.upstream.base import Upstream
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+REFUSED = frozenset({400, 422})
+"""Statuses after which the call is made again, in the next form of `response_format`."""
 
 HeadersFor = Callable[[Upstream], CIMultiDict[str]]
 """The headers a summarizer call to an upstream carries (the tenant's credentials for it)."""
@@ -41,19 +53,18 @@ class UpstreamSummarizer:
         if upstream is None:
             raise SummarizerError("upstream", f"no upstream named {call.upstream!r}")
         model = call.model or self.model
-        prompt = _prompt(call)
-        body = dumps(summary_request(model, call.instructions, prompt, call.max_tokens))
+        asked = (model, call.instructions, _prompt(call), call.max_tokens)
         headers = self.headers_for(upstream)
         headers["Content-Type"] = "application/json"
-        try:
-            response = await upstream.chat_completions(headers=headers, body=body)
-            try:
-                status, raw = response.status, await response.read()
-            finally:
-                response.close()
-        except ProxyError as error:  # UpstreamError: transport, timeouts
-            failed = f"the summarizer's upstream failed: {error}"
-            raise SummarizerError("upstream", failed) from None
+        schema = SummaryShape.model_json_schema()
+        bodies = [
+            summary_request(*asked, schema=schema, schema_name=SCHEMA_NAME, form=form)
+            for form in STRUCTURED_FORMS
+        ]
+        for body in [*bodies, summary_request(*asked)]:
+            status, raw = await _post(upstream, headers, dumps(body))
+            if status not in REFUSED:
+                break
         if status != 200:
             raise SummarizerError("upstream", f"the summarizer's upstream answered {status}")
         if len(raw) > MAX_ANSWER_BYTES:
@@ -66,6 +77,19 @@ class UpstreamSummarizer:
             raise SummarizerError("invalid", "the summarizer's answer has no text")
         answer, answered_by, usage = found
         return SummaryReply(answer, answered_by or model, usage)
+
+
+async def _post(upstream: Upstream, headers: CIMultiDict[str], body: bytes) -> tuple[int, bytes]:
+    """The status and body of one call (a transport error or timeout is a failure)."""
+    try:
+        response = await upstream.chat_completions(headers=headers, body=body)
+        try:
+            return response.status, await response.read()
+        finally:
+            response.close()
+    except ProxyError as error:  # UpstreamError: transport, timeouts
+        failed = f"the summarizer's upstream failed: {error}"
+        raise SummarizerError("upstream", failed) from None
 
 
 def _prompt(call: SummaryCall) -> str:

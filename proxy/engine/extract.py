@@ -8,6 +8,16 @@ stated facts first, then paths, identifiers and numbers, plus the words they sha
 query: the user's message when the span was cut) and taken best first while they fit the token
 budget, then written in the span's order. Ties go to the later sentence.
 
+Pasted terminal output needs two more rules. A command line (`$ pytest ...`) and an error's
+detail (pytest's `E   assert ...`, `ValueError: ...` ending a traceback, `error: ...`) say what
+was run and what went wrong: they rank above the lines that only report an outcome, and each is
+its own fact (two assertion messages are never one value updated). And lines of one form that
+differ only in their numbers, paths and words (twenty `tests/x.py::test_y FAILED [40%]`, a
+traceback's `File ...` lines, log lines) count as one: the best of them keeps its rank, written
+after how many there are (`- 22 lines like: ...`), a second comes after every line not folded,
+the others last. A line that states a value (`... is X`), a correction, a command and an
+error's detail are never folded.
+
 Everything here is a pure function of its arguments: the same span, query and budget give the
 same bytes, which keeps the prompt prefix stable and lets a frozen summary be checked.
 """
@@ -25,6 +35,11 @@ RARE = 3
 """A query word found in more sentences of the span than this counts for less (RARE / n)."""
 MAX_RESOURCES = 40
 """Files and resources listed at most (the archive holds the rest)."""
+REPEATED = 3
+"""Lines of one form are folded when there are at least this many of them."""
+_FOLDED = 1000.0
+"""What a folded line loses: more than any score, so that it ranks after every other line (the
+second example of its form: half of it, after every other line but those folded)."""
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\[(\"'`])|\n+")
 _PATH = re.compile(r"(?<![\w@])(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|c|h|"
@@ -42,7 +57,19 @@ _FACT = re.compile(r"\b(?:is|are|was|were|equals|set to|changed to|use|now)\b|[:
                    re.IGNORECASE)
 _CORRECTION = re.compile(r"\b(?:correction|changed|instead|from now on|out of date|no longer|"
                          r"update[ds]?|actually)\b", re.IGNORECASE)
-_STATES = re.compile(r"\s(?:is|are|was|were|equals|set to|changed to)\s|[:=]")
+_STATES = re.compile(
+    r"\s(?:is|are|was|were|equals|set to|changed to)\s|(?<![:=!<>])[:=](?![:=\d])"
+)
+"""Where a statement's value starts: not inside `::`, `==` or a time or `path:line`."""
+_COMMAND = re.compile(r"^\$ \S")
+_DETAIL = re.compile(
+    r"^(?:E (?:assert\b|[+?-] |\w*(?:Error|Exception)\b|\w+: )"  # pytest's detail lines
+    r"|(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:?"  # a traceback's last line
+    r"|(?:error|fatal|panic)(?:\[\w+\])?:|assert\b)"
+)
+_STATEMENT = re.compile(r"\s(?:is|are|was|were|equals|set to|changed to)\s", re.IGNORECASE)
+_KEY = re.compile(r"^[\"'`]?[A-Za-z_][\w-]*[\"'`]?[:=],?$")
+_PATHLIKE = re.compile(r"[/\\_]|::|\w\.\w")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _VALUE = re.compile(r"\S*\d\S*")
 _STOP = frozenset(
@@ -73,6 +100,11 @@ class _Candidate:
     """Sentences with the same key state the same thing; only the latest is kept."""
     superseded_by: frozenset[str] = frozenset()
     """The keys of the later corrections that name one of its values."""
+    form: str | None = None
+    """Lines of the same form differ only in their numbers, paths and words (`_form`); None:
+    never folded with others."""
+    asked: bool = False
+    """It shares a rare word with the query: folded, it still comes before the others."""
 
 
 def digest(
@@ -145,8 +177,30 @@ def _ranked(texts: Sequence[SpanText], query: frozenset[str]) -> list[_Candidate
         candidate = _candidate(position, sentence, source, overlap)
         if candidate is not None:
             latest[candidate.key] = candidate
-    ranked = _superseded(list(latest.values()))
+    ranked = _superseded(_folded(list(latest.values())))
     return sorted(ranked, key=lambda c: (-c.score, -c.position))
+
+
+def _folded(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Of `REPEATED` or more lines of one form, the best keeps its score and notes how many
+    there are; the second best (and any that shares a rare word with the query) ranks after
+    every line not folded, the others after that."""
+    forms: dict[str, list[_Candidate]] = {}
+    for c in candidates:
+        if c.form is not None:
+            forms.setdefault(c.form, []).append(c)
+    changed: dict[int, _Candidate] = {}
+    for group in forms.values():
+        if len(group) < REPEATED:
+            continue
+        group.sort(key=lambda c: (-c.score, -c.position))
+        best = group[0]
+        note = f"{len(group)} lines like: {best.sentence}"  # the quote itself stays verbatim
+        changed[best.position] = dataclasses.replace(best, sentence=note)
+        for rank, c in enumerate(group[1:]):
+            loss = _FOLDED / 2 if rank == 0 or c.asked else _FOLDED
+            changed[c.position] = dataclasses.replace(c, score=c.score - loss)
+    return [changed.get(c.position, c) for c in candidates]
 
 
 def _superseded(candidates: list[_Candidate]) -> list[_Candidate]:
@@ -197,7 +251,9 @@ def _candidate(
     idents = len(_IDENT.findall(sentence))
     numbers = bool(_NUMBER.search(sentence))
     names = bool(_NAME.search(sentence))
-    if not (error or paths or idents or numbers or names):
+    command = bool(_COMMAND.match(sentence))
+    detail = bool(_DETAIL.match(sentence))
+    if not (error or paths or idents or numbers or names or command or detail):
         return None
     fact = bool(_FACT.search(sentence)) and (numbers or names or idents > 0 or paths > 0)
     score = (
@@ -209,16 +265,46 @@ def _candidate(
         + 0.5 * numbers
         + 0.5 * names
         + 2.0 * min(overlap, 4.0)
+        + 6.0 * command
+        + 4.0 * detail
     )
     text = f"[{source}] {sentence}" if source else sentence
-    return _Candidate(position, text, score, _key(sentence))
+    form = None if command or detail else _form(sentence)
+    key = sentence.lower() if command or detail else _key(sentence)
+    return _Candidate(position, text, score, key, form=form, asked=overlap >= 1)
+
+
+def _form(sentence: str) -> str | None:
+    """The sentence with every token holding a digit as `#`, every path or identifier as `~`
+    and every other word as `w` (upper-case words such as `FAILED` or `ERROR` and keys such as
+    `"eta":` stay as they are): the form that repeated output lines share. None for a line that
+    is not output-like (no number, path or identifier) or that states a value or corrects one."""
+    if _STATEMENT.search(sentence) or _CORRECTION.search(sentence):
+        return None
+    tokens: list[str] = []
+    for token in sentence.split():
+        core = token.strip(".,;:!?()[]{}\"'`")
+        if _KEY.match(token):
+            tokens.append(token)
+        elif _NUMBER.search(token):
+            tokens.append("#")
+        elif _PATHLIKE.search(token):
+            tokens.append("~")
+        elif core.isalpha() and not core.isupper():
+            tokens.append(token.replace(core, "w", 1))
+        else:
+            tokens.append(token)
+    if len(tokens) < 2 or not {"#", "~"} & set(tokens):
+        return None
+    return " ".join(tokens)
 
 
 def _key(sentence: str) -> str:
     """A sentence that states a value (`... is X`, `key: X`, `key = X`) keys by its words up
     to the value, the value blanked: a later sentence that says the same of the same subject
     with another value (a number, a date, an id updated) replaces it. Other sentences key by
-    themselves (a repeat keeps only its latest place)."""
+    themselves (a repeat keeps only its latest place): output lines such as
+    `tests/x.py::test_a FAILED` or `12:30:01 ...` state no value."""
     lowered = sentence.lower()
     found = _STATES.search(lowered)
     if found is None:

@@ -5,7 +5,10 @@ The step hands a `Summarizer` (`StepServices.summarizer`, assembled per request 
 instructions, the previous summary when rolling up, and a plain transcript of the turns to fold
 in. The answer must be one JSON object of `SummaryShape` (facts with their current values,
 decisions, open questions, files and resources touched, errors seen): anything else is a
-failure (`SummarizerError("invalid")`), like a transport error or a timeout.
+failure (`SummarizerError("invalid")`), like a transport error or a timeout. Only what loses
+nothing is let through: a list left out (none of its kind), the object in a ```json fence or
+between words around it. The shape's JSON schema (`SummaryShape.model_json_schema()`, named
+`SCHEMA_NAME`) goes with the call, for an upstream that constrains its answer to it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationError
 
@@ -76,21 +79,43 @@ class Fact(StrictModel):
 
 
 class SummaryShape(StrictModel):
-    facts: list[Fact]
-    decisions: list[Line]
-    open_questions: list[Line]
-    resources: list[Line]
-    errors: list[Line]
+    # A list left out is empty; an unknown key, a wrong type or a fact without its name or
+    # value is an error. (A comment: a docstring would be the schema's description.)
+    facts: list[Fact] = Field(default_factory=list)
+    decisions: list[Line] = Field(default_factory=list)
+    open_questions: list[Line] = Field(default_factory=list)
+    resources: list[Line] = Field(default_factory=list)
+    errors: list[Line] = Field(default_factory=list)
 
 
+SCHEMA_NAME = "conversation_summary"
 def parse_summary(answer: str) -> SummaryShape:
-    """The answer as a `SummaryShape` (a ```json fence around it is allowed), or
-    `SummarizerError("invalid")`."""
+    """The answer as a `SummaryShape`, or `SummarizerError("invalid")`. A ```json fence or
+    words around the object are allowed; an object with none of the shape's keys is not (it
+    is no summary)."""
     fenced = _FENCE.match(answer)
+    text = fenced.group(1) if fenced else answer
     try:
-        return SummaryShape.model_validate(json.loads(fenced.group(1) if fenced else answer))
-    except (ValueError, ValidationError) as error:
+        data = json.loads(text)
+    except ValueError:
+        data = _embedded(text)
+    if not isinstance(data, dict) or not data.keys() & SummaryShape.model_fields.keys():
+        raise SummarizerError("invalid", "the summary is not a JSON object of the expected shape")
+    try:
+        return SummaryShape.model_validate(data)
+    except ValidationError as error:
         raise SummarizerError("invalid", f"the summary is not the expected JSON: {error}") from None
+
+
+def _embedded(text: str) -> Any:
+    """The JSON object between the first `{` and the last `}` of `text`, or None."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        return json.loads(text[start : end + 1])
+    except ValueError:
+        return None
 
 
 def render(shape: SummaryShape) -> str:

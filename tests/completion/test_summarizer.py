@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 from multidict import CIMultiDict
-from upstream_double import FakeUpstream, broken, json_answer
+from upstream_double import Answer, Call, FakeUpstream, broken, json_answer
 
 from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
-from proxy.engine.summarizer import SummarizerError, SummaryCall
+from proxy.engine.summarizer import SCHEMA_NAME, SummarizerError, SummaryCall, SummaryShape
+from proxy.formats.openai_chat.summary import strict_schema
 from proxy.upstream.base import Upstream
 
 CALL = SummaryCall("instructions", "", "user: hi", 200, None, None)
@@ -35,6 +36,14 @@ def test_one_call_with_the_requests_model_and_route_by_default() -> None:
     assert body["stream"] is False and body["temperature"] == 0
     assert body["messages"][0] == {"role": "system", "content": "instructions"}
     assert body["messages"][1]["content"] == "Turns to fold in:\nuser: hi"
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": SCHEMA_NAME,
+            "strict": True,
+            "schema": strict_schema(SummaryShape.model_json_schema()),
+        },
+    }
     assert call.headers["Authorization"] == "Bearer key-of-fake"
     assert call.headers["Content-Type"] == "application/json"
     assert route.all_closed
@@ -67,6 +76,48 @@ def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> 
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == failure
     assert route.all_closed
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_refused_form_is_followed_by_the_next_then_none(status: int) -> None:
+    refused = json_answer({"error": {"message": "response_format is not supported"}}, status)
+    route = FakeUpstream(refused, refused, json_answer(ANSWER), json_answer(ANSWER))
+    one = summarizer(route)
+    reply = asyncio.run(one.summarize(CALL))
+    assert reply.answer == "{}"
+    first, second, third = (call.json() for call in route.calls)
+    schema = strict_schema(SummaryShape.model_json_schema())
+    assert first["response_format"]["type"] == "json_schema"
+    assert second["response_format"] == {"type": "json_object", "schema": schema}
+    assert third == {k: v for k, v in first.items() if k != "response_format"}
+    asyncio.run(one.summarize(CALL))  # nothing remembered: the next call asks for it again
+    assert len(route.calls) == 4 and route.calls[3].json() == first
+    assert route.all_closed
+
+
+def test_a_server_that_knows_only_json_object_gets_the_schema_that_way() -> None:
+    def llama_cpp_python(call: Call) -> Answer:  # its response_format: json_object (+ schema)
+        kind = call.json().get("response_format", {}).get("type")
+        return json_answer(ANSWER) if kind == "json_object" else json_answer({"detail": []}, 422)
+
+    route = FakeUpstream(handler=llama_cpp_python)
+    assert asyncio.run(summarizer(route).summarize(CALL)).answer == "{}"
+    assert [c.json()["response_format"]["type"] for c in route.calls] == [
+        "json_schema", "json_object"
+    ]
+
+
+def test_refused_in_every_form_or_another_status_is_a_failure_without_more_calls() -> None:
+    refused = json_answer({"error": {"message": "bad request"}}, 400)
+    route = FakeUpstream(refused, refused, refused, json_answer(ANSWER))
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(route).summarize(CALL))
+    assert caught.value.failure == "upstream" and len(route.calls) == 3
+    failing = FakeUpstream(json_answer({"error": {}}, 500), json_answer(ANSWER))
+    with pytest.raises(SummarizerError):
+        asyncio.run(summarizer(failing).summarize(CALL))
+    assert len(failing.calls) == 1  # only a refusal is retried
+    assert route.all_closed and failing.all_closed
 
 
 def test_an_unknown_upstream_name_is_a_failure() -> None:

@@ -18,7 +18,9 @@ from fakes.replies import Reply
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
+from proxy.engine.summarizer import SCHEMA_NAME, SummaryShape
 from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.formats.openai_chat.summary import strict_schema
 
 CHAT = "/v1/chat/completions"
 POLICY = """
@@ -39,6 +41,14 @@ SUMMARY = {
     "open_questions": [],
     "resources": ["src/f0.py", "src/f1.py"],
     "errors": [],
+}
+STRUCTURED = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": SCHEMA_NAME,
+        "strict": True,
+        "schema": strict_schema(SummaryShape.model_json_schema()),
+    },
 }
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
 HEADERS = {"Authorization": "Bearer k"}
@@ -130,6 +140,7 @@ async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call
         assert call.headers["Authorization"] == "Bearer summ-key"  # the named upstream's key
         asked = call.json()
         assert asked["model"] == "tiny-sum" and asked["stream"] is False
+        assert asked["response_format"] == STRUCTURED  # the summary's schema, strict
         prompt = asked["messages"][1]["content"]
         assert prompt.startswith("Previous summary") == (k > 0)  # each folds in the one before
     assert "src/f0.py" in calls[0].json()["messages"][1]["content"]  # the span's transcript
@@ -202,3 +213,24 @@ async def test_on_error_refuse_is_a_typed_refusal_before_any_upstream_call(
     assert body["error"]["ctxproxy"]["reason"] == "summarizer_failed"
     assert fake_upstream.requests(CHAT) == []
     assert 'ctxproxy_summaries_total{outcome="refused"} 1.0' in await _metrics(proxy)
+
+
+async def test_an_upstream_refusing_the_schema_is_asked_again_without_it(
+    proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
+) -> None:
+    proxy = await proxies.start("refuse")  # any failure would refuse the request
+    refusal = {"error": {"message": "response_format is not supported",
+                         "type": "invalid_request_error", "code": None}}
+    summ.enqueue_many(error_reply(400, refusal), error_reply(400, refusal))
+    status, _, headers = await _chat_with_headers(proxy, agent_history(24, result_chars=1200))
+    assert status == 200
+    assert headers["x-ctxproxy-summary"] == "llm:fresh"
+    first, other_form, retried, *later = [call.json() for call in summ.requests(CHAT)]
+    assert first["response_format"] == STRUCTURED
+    schema = STRUCTURED["json_schema"]["schema"]  # type: ignore[index]
+    assert other_form["response_format"] == {"type": "json_object", "schema": schema}
+    assert retried == {k: v for k, v in first.items() if k != "response_format"}
+    assert later and all(call["response_format"] == STRUCTURED for call in later)  # per call
+    summary = _summary(fake_upstream.last.json()["messages"])
+    assert "summarized by tiny-sum-0001" in summary
+    assert "- file 3 value at line 2: 15843" in summary

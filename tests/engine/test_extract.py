@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,8 +57,8 @@ def test_the_budget_is_respected_and_the_best_go_first_written_in_span_order() -
     out = digest(texts, "", 40, count)
     assert out.splitlines()[0].startswith("- FAILED tests/test_core.py")  # the error wins
     kept = [line for line in digest(texts, "", 300, count).splitlines() if "Item" in line]
-    numbers = [int(line.split()[2]) for line in kept]
-    assert numbers == sorted(numbers)  # written in span order
+    numbers = [int(re.findall(r"Item (\d+)", line)[0]) for line in kept]  # "N lines like: Item"
+    assert len(numbers) > 2 and numbers == sorted(numbers)  # written in span order
 
 
 def test_the_query_decides_between_equal_candidates() -> None:
@@ -145,3 +147,65 @@ def test_updates_keep_the_latest_of_each_and_fit_the_budget_best_first() -> None
     room = count(f"- {FIX}") + 1
     assert updates(texts, STATED, room, count) == f"- {FIX}"  # the correction ranks first
     assert updates(texts, STATED, 0, count) == ""
+
+
+def _test_run(k: int) -> str:
+    """A pasted pytest run: its command line, ten failed tests, the assertion's detail."""
+    lines = [f"$ pytest tests/test_mod{k}.py -q"]
+    lines += [f"tests/test_mod{k}.py::test_case_{k}_{i} FAILED [{10 * i + k}%]" for i in range(10)]
+    lines.append(f"E   AssertionError: expected {100 + k} == {200 + k}")
+    return "\n".join(lines)
+
+
+def test_commands_and_error_details_outrank_repeated_outcome_lines() -> None:
+    texts = [SpanText(f"Output:\n{_test_run(k)}\nWhat stands out?") for k in range(4)]
+    query = f"Output:\n{_test_run(4)}\nWhat stands out?"  # the next paste, FAILED lines and all
+    wanted = [f"- $ pytest tests/test_mod{k}.py -q" for k in range(4)]
+    wanted += [f"- E AssertionError: expected {100 + k} == {200 + k}" for k in range(4)]
+    budget = count("\n".join(wanted)) + 30  # the commands, the details and about one line more
+    lines = digest(texts, query, budget, count).splitlines()
+    assert set(wanted) <= set(lines), lines
+    failed = [line for line in lines if "FAILED" in line]
+    assert len(failed) <= 1
+    assert count("\n".join(lines)) <= budget
+
+
+def test_lines_of_one_form_keep_one_example_with_their_count_first() -> None:
+    texts = [SpanText(_test_run(k)) for k in range(4)]
+    wanted = [f"- E AssertionError: expected {100 + k} == {200 + k}" for k in range(4)]
+    wanted += [f"- $ pytest tests/test_mod{k}.py -q" for k in range(4)]
+    out = digest(texts, "", 400, count).splitlines()
+    assert set(wanted) <= set(out)
+    noted = [line for line in out if "lines like" in line]
+    assert len(noted) == 1 and "FAILED" in noted[0], noted
+    assert noted[0].startswith("- 40 lines like: tests/test_mod")
+    everything = digest(texts, "", 5000, count).splitlines()  # room for all: all are kept
+    assert len([line for line in everything if "FAILED" in line]) == 40
+    assert everything == sorted(everything, key=lambda line: _position(texts, line))
+
+
+def _position(texts: list[SpanText], line: str) -> int:
+    whole = "\n".join(t.text for t in texts).replace("E   ", "E ")
+    return whole.index(line[2:].removeprefix("40 lines like: "))
+
+
+def test_distinct_error_details_are_distinct_facts() -> None:
+    texts = [SpanText("E   AssertionError: expected 1 == 2"), SpanText(PROSE),
+             SpanText("E   AssertionError: expected 3 == 4")]
+    assert digest(texts, "", 500, count).splitlines() == [
+        "- E AssertionError: expected 1 == 2",
+        "- E AssertionError: expected 3 == 4",
+    ]
+
+
+def test_a_traceback_keeps_its_last_line_before_its_frames() -> None:
+    frames = [f'  File "src/pkg/mod_{i}.py", line {10 + i}, in handler_{i}' for i in range(12)]
+    trace = "\n".join(["Traceback (most recent call last):", *frames, "KeyError: 'port'"])
+    one_line = count("- KeyError: 'port'") + 1
+    assert digest([SpanText(trace)], "", one_line, count) == "- KeyError: 'port'"
+
+
+def test_statements_of_one_form_are_never_folded() -> None:
+    texts = [SpanText(f"The port of svc-{k} is {8080 + k}.") for k in range(6)]
+    out = digest(texts, "", 500, count)
+    assert out.splitlines() == [f"- The port of svc-{k} is {8080 + k}." for k in range(6)]

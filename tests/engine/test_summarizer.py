@@ -7,7 +7,13 @@ import json
 import pytest
 from context_harness import counter
 
-from proxy.engine.summarizer import SummarizerError, batches, parse_summary, render
+from proxy.engine.summarizer import (
+    SummarizerError,
+    SummaryShape,
+    batches,
+    parse_summary,
+    render,
+)
 
 GOOD = {
     "facts": [{"name": "port", "value": "9090"}],
@@ -35,7 +41,10 @@ def test_a_valid_answer_renders_every_section() -> None:
     [
         "The summary: all good.",
         json.dumps({**GOOD, "extra": []}),
-        json.dumps({k: v for k, v in GOOD.items() if k != "errors"}),
+        json.dumps({}),
+        json.dumps({"summary": "all good"}),
+        "Here it is: {not json}",
+        "Sure: {} and {}",
         json.dumps({**GOOD, "facts": [{"name": "x"}]}),
         json.dumps({**GOOD, "facts": ["port is 9090"]}),
         json.dumps({**GOOD, "decisions": [{"a": 1}]}),
@@ -47,6 +56,15 @@ def test_anything_else_is_an_invalid_answer(answer: str) -> None:
     with pytest.raises(SummarizerError) as caught:
         parse_summary(answer)
     assert caught.value.failure == "invalid"
+
+
+def test_only_what_loses_nothing_is_let_through() -> None:
+    shape = parse_summary(json.dumps(GOOD))
+    missing = {k: v for k, v in GOOD.items() if k != "errors"}
+    assert parse_summary(json.dumps(missing)) == shape.model_copy(update={"errors": []})
+    assert parse_summary(json.dumps({"facts": []})) == SummaryShape()  # a list left out: none
+    wrapped = f"Here is the summary:\n{json.dumps(GOOD)}\nI hope it helps."
+    assert parse_summary(wrapped) == shape
 
 
 def test_batches_keep_order_and_size() -> None:

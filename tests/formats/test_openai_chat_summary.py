@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from proxy.formats.openai_chat.summary import summary_answer, summary_request
+import json
+
+from proxy.engine.summarizer import SummaryShape
+from proxy.formats.openai_chat.summary import strict_schema, summary_answer, summary_request
 
 
 def test_the_request_is_one_deterministic_non_streamed_call() -> None:
@@ -16,6 +19,70 @@ def test_the_request_is_one_deterministic_non_streamed_call() -> None:
         "temperature": 0,
         "stream": False,
     }
+
+
+def test_a_schema_asks_for_strict_structured_output() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "title": "A"}}}
+    body = summary_request("m", "do this", "the turns", 300, schema=schema, schema_name="s1")
+    assert body == {
+        **summary_request("m", "do this", "the turns", 300),
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "s1", "strict": True, "schema": strict_schema(schema)},
+        },
+    }
+    assert strict_schema(schema) == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "additionalProperties": False,
+        "required": ["a"],
+    }
+    assert schema["properties"]["a"]["title"] == "A"  # the schema given is left as it was
+    other = summary_request("m", "do this", "the turns", 300, schema=schema, form="json_object")
+    assert other["response_format"] == {"type": "json_object", "schema": strict_schema(schema)}
+
+
+def test_the_strict_schema_inlines_definitions_and_closes_every_object() -> None:
+    schema = {
+        "$defs": {"Item": {"type": "object", "properties": {"title": {"type": "string"},
+                                                            "n": {"type": "integer",
+                                                                  "default": 3}}}},
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+                       "note": {"type": "string", "maxLength": 9, "default": ""}},
+        "required": ["items"],
+    }
+    assert strict_schema(schema) == {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "n": {"type": "integer"}},
+                "additionalProperties": False,
+                "required": ["title", "n"],  # a property named `title` is kept
+            }},
+            "note": {"type": "string"},
+        },
+        "additionalProperties": False,
+        "required": ["items", "note"],
+    }
+
+
+def test_the_summarys_strict_schema_is_its_shape() -> None:
+    schema = strict_schema(SummaryShape.model_json_schema())
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert schema["required"] == list(SummaryShape.model_fields) == list(schema["properties"])
+    assert schema["properties"]["facts"]["items"] == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+        "required": ["name", "value"],
+        "additionalProperties": False,
+    }
+    for key in ("decisions", "open_questions", "resources", "errors"):
+        assert schema["properties"][key] == {"type": "array", "items": {"type": "string"}}
+    text = json.dumps(schema)
+    for word in ("$ref", "$defs", "default", "title", "description"):
+        assert word not in text
 
 
 def test_the_answer_is_the_first_choices_text_its_model_and_integer_usage() -> None:
