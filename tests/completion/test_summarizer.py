@@ -11,6 +11,7 @@ from upstream_double import Answer, Call, FakeUpstream, broken, json_answer
 from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
 from proxy.engine.summarizer import SCHEMA_NAME, SummarizerError, SummaryCall, SummaryShape
 from proxy.formats.openai_chat.summary import strict_schema
+from proxy.settings import UpstreamSettings
 from proxy.upstream.base import Upstream
 
 CALL = SummaryCall("instructions", "", "user: hi", 200, None, None)
@@ -125,3 +126,45 @@ def test_an_unknown_upstream_name_is_a_failure() -> None:
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(FakeUpstream()).summarize(call))
     assert caught.value.failure == "upstream"
+
+
+MESSAGES_ANSWER = {
+    "model": "claude-x", "content": [{"type": "text", "text": "{}"}],
+    "usage": {"input_tokens": 12, "cache_read_input_tokens": 4, "output_tokens": 3},
+}
+
+
+def anthropic(*script: Answer) -> FakeUpstream:
+    upstream = FakeUpstream(*script, name="claude")
+    upstream.settings = UpstreamSettings(
+        name="claude", base_url="http://upstream.invalid", kind="anthropic"
+    )
+    return upstream
+
+
+def test_an_anthropic_upstream_is_asked_in_messages_without_structured_output() -> None:
+    route = anthropic(json_answer(MESSAGES_ANSWER))
+    reply = asyncio.run(summarizer(route).summarize(CALL))
+    assert (reply.answer, reply.model) == ("{}", "claude-x")
+    assert reply.usage == {"prompt_tokens": 16, "completion_tokens": 3}
+    [call] = route.calls
+    assert call.path == "/messages"
+    assert call.json() == {
+        "model": "req-model", "system": "instructions",
+        "messages": [{"role": "user", "content": "Turns to fold in:\nuser: hi"}],
+        "max_tokens": 200, "temperature": 0, "stream": False,
+    }
+    assert route.all_closed
+
+
+def test_an_anthropic_refusal_is_not_retried_in_other_forms() -> None:
+    route = anthropic(json_answer({"type": "error", "error": {"type": "invalid_request_error"}},
+                                  status=400))
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(route).summarize(CALL))
+    assert caught.value.failure == "upstream" and len(route.calls) == 1
+    # a chat answer read as Messages has no text: invalid, not a crash
+    route = anthropic(json_answer(ANSWER))
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(route).summarize(CALL))
+    assert caught.value.failure == "invalid"
