@@ -185,6 +185,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         catalog=catalog,
         store=services.started_store(),
         calibration=services.calibration,
+        background_observer=services.metrics.record_background_summary,
     )
     services.preparer = preparer
     watcher = asyncio.create_task(policies.watch(2.0))

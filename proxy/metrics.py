@@ -204,6 +204,14 @@ class Metrics:
             "from (cache, fresh, background, fallback, last_resort) or refused.", ["outcome"],
             registry=r,
         )
+        self.background_summaries = Counter(
+            "ctxproxy_background_summaries", "Summaries made off the request path (ahead of "
+            "time, or not waited for), by outcome (made, failed).", ["outcome"], registry=r,
+        )
+        self.background_summarizer_tokens = Counter(
+            "ctxproxy_background_summarizer_tokens", "Tokens of the summarizer calls made off "
+            "the request path, by kind (prompt, completion).", ["kind"], registry=r,
+        )
         self.summarizer_seconds = Histogram(
             "ctxproxy_summarizer_seconds", "Time a request spent on a summary it got from the "
             "summarizer (made for it, or waited for).", buckets=_LATENCY_BUCKETS, registry=r,
@@ -284,6 +292,13 @@ class Metrics:
             tokens = usage.get(f"{kind}_tokens")
             if isinstance(tokens, int) and tokens > 0:
                 self._child(self.summarizer_tokens, kind).inc(tokens)
+
+    def record_background_summary(self, outcome: str, usage: dict[str, int]) -> None:
+        self._child(self.background_summaries, outcome).inc()
+        for kind in ("prompt", "completion"):
+            tokens = usage.get(f"{kind}_tokens")
+            if isinstance(tokens, int) and tokens > 0:
+                self._child(self.background_summarizer_tokens, kind).inc(tokens)
 
     def record_refusal(self, reason: RefusalReason) -> None:
         self.refusals.labels(reason).inc()

@@ -25,9 +25,15 @@ MAX_FAILURES = 1024
 _log = logging.getLogger("ctxproxy.summaries")
 
 
+Observer = Callable[[str, dict[str, int]], None]
+"""Told of each summary made off the request path: ("made", the summarizer's usage) or
+("failed", {}) (the app's metrics)."""
+
+
 class Background:
-    def __init__(self, per_scope: int = PER_SCOPE) -> None:
+    def __init__(self, per_scope: int = PER_SCOPE, observer: Observer | None = None) -> None:
         self._per_scope = per_scope
+        self._observer = observer
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._scopes: dict[str, int] = {}
@@ -83,6 +89,15 @@ class Background:
         except Exception:  # a background summary that fails is made again when needed
             _log.info("a background summary failed", exc_info=True)
             return None
+
+    def report(self, outcome: str, usage: dict[str, int]) -> None:
+        """A summary made ("made", with its usage) or not ("failed") by background work."""
+        if self._observer is None:
+            return
+        try:
+            self._observer(outcome, usage)
+        except Exception:  # an observer's failure must not fail the work
+            _log.warning("the background summary observer failed", exc_info=True)
 
     def recent_failure(self, key: str) -> Exception | None:
         """What the work for `key` failed with (it returned an exception), if that was less

@@ -180,9 +180,12 @@ async def start_in_background(
     async def work() -> SummarizerError | None:
         for spans in chain:
             try:
-                await obtain(ctx, services, settings, spans, count)
+                got = await obtain(ctx, services, settings, spans, count)
             except SummarizerError as error:
+                background.report("failed", {})
                 return error
+            if got.source is SummarySource.fresh:
+                background.report("made", got.usage)
         return None
 
     return background.start(keys, services.scope, work)

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.background import Background
+from proxy.engine.background import Background, Observer
 from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
@@ -60,6 +60,7 @@ class Preparer:
         offload_bytes: int = OFFLOAD_BYTES,
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
+        background_observer: Observer | None = None,
     ) -> None:
         self._policies = policies
         self._counters = counters
@@ -69,7 +70,7 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
-        self.background = Background()
+        self.background = Background(observer=background_observer)
         """Summaries made off the request path (`engine.background`)."""
 
     async def prepare(

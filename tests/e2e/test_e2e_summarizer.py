@@ -5,6 +5,7 @@ answers), or refuses with `on_error: refuse`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Callable
@@ -234,3 +235,31 @@ async def test_an_upstream_refusing_the_schema_is_asked_again_without_it(
     summary = _summary(fake_upstream.last.json()["messages"])
     assert "summarized by tiny-sum-0001" in summary
     assert "- file 3 value at line 2: 15843" in summary
+
+
+def _counted(metrics: str, name: str, label: str) -> int:
+    found = re.search(rf'{name}\{{{label}\}} (\d+)', metrics)
+    return int(found.group(1)) if found else 0
+
+
+async def test_summaries_made_ahead_of_time_are_counted_in_the_metrics(
+    proxies: Proxies, summ: FakeUpstream
+) -> None:
+    proxy = await proxies.start()
+    turns = 2
+    while not summ.requests(CHAT):  # grow until a request near the trigger starts one
+        status, _ = await _chat(proxy, agent_history(turns, result_chars=1200))
+        assert status == 200 and turns < 40
+        turns += 1
+    tokens = "ctxproxy_background_summarizer_tokens_total"
+    for _ in range(100):  # until the background work is done and counted
+        metrics = await _metrics(proxy)
+        calls = len(summ.requests(CHAT))
+        if _counted(metrics, tokens, 'kind="prompt"') == 900 * calls:
+            break
+        await asyncio.sleep(0.05)
+    made = _counted(metrics, "ctxproxy_background_summaries_total", 'outcome="made"')
+    assert made >= 1 and calls >= made  # the fake's usage per call: 900 + 60
+    assert _counted(metrics, tokens, 'kind="prompt"') == 900 * calls
+    assert _counted(metrics, tokens, 'kind="completion"') == 60 * calls
+    assert _counted(metrics, "ctxproxy_background_summaries_total", 'outcome="failed"') == 0

@@ -93,3 +93,18 @@ async def test_a_failure_returned_by_the_work_is_remembered_for_its_spans() -> N
     assert background.start(["c"], "s", works)
     await background.drain()
     assert background.recent_failure("c") is None
+
+
+def test_reports_go_to_the_observer_and_its_failure_is_only_logged(caplog) -> None:  # type: ignore[no-untyped-def]
+    seen: list[tuple[str, dict[str, int]]] = []
+    Background(observer=lambda outcome, usage: seen.append((outcome, usage))).report(
+        "made", {"prompt_tokens": 3}
+    )
+    assert seen == [("made", {"prompt_tokens": 3})]
+    Background().report("made", {})  # no observer: nothing to tell
+
+    def broken(outcome: str, usage: dict[str, int]) -> None:
+        raise RuntimeError("metrics down")
+
+    Background(observer=broken).report("failed", {})
+    assert "observer failed" in caplog.text

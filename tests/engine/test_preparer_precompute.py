@@ -42,9 +42,9 @@ class Recording:
         return SummaryReply(ANSWER, "sum-1", {"prompt_tokens": 10, "completion_tokens": 5})
 
 
-def harness(tmp_path: Path, timeout: float = 5, at: str = "0.8") -> Harness:
+def harness(tmp_path: Path, timeout: float = 5, at: str = "0.8", **options: Any) -> Harness:
     write_policy(tmp_path, POLICY.format(timeout=timeout, at=at))
-    return make_harness(tmp_path, TokenCounters())
+    return make_harness(tmp_path, TokenCounters(), **options)
 
 
 async def prepare(h: Harness, turns: int, summarizer: Recording) -> Prepared:
@@ -169,3 +169,21 @@ async def test_between_roll_ups_nothing_is_summarized_and_the_roll_up_finds_its_
         assert detail["source"] in ("cache", "background") and detail["by"] == "sum-1"
         return
     raise AssertionError("the summary never rolled up")
+
+
+async def test_background_summaries_are_reported_made_or_failed(tmp_path: Path) -> None:
+    for summarizer, outcome in ((Recording(), "made"), (Failing(), "failed")):
+        seen: list[tuple[str, dict[str, int]]] = []
+        h = harness(tmp_path / outcome, **observer_for(seen))
+        for turns in range(2, 60):
+            await prepare(h, turns, summarizer)
+            await h.preparer.background.drain()
+            if summarizer.calls:
+                break
+        assert seen and seen[0][0] == outcome
+        usage = {"prompt_tokens": 10, "completion_tokens": 5}
+        assert seen[0][1] == (usage if outcome == "made" else {})
+
+
+def observer_for(seen: list[tuple[str, dict[str, int]]]) -> dict[str, Any]:
+    return {"background_observer": lambda outcome, usage: seen.append((outcome, usage))}

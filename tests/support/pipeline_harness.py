@@ -69,14 +69,16 @@ def write_policy(directory: Path, text: str, name: str = "test") -> None:
 
 
 def make_harness(
-    directory: Path, counters: TokenCounters, store: MemoryStore | None = None
+    directory: Path, counters: TokenCounters, store: MemoryStore | None = None, **options: Any
 ) -> Harness:
+    """`options`: more of `Preparer`'s keyword arguments."""
     store = store or MemoryStore(b"test-secret")
     preparer = Preparer(
         policies=PolicyStore.load(directory),
         counters=counters,
         catalog=ModelCatalog(),
         store=store,
+        **options,
     )
     return Harness(preparer, store, counters)
 
