@@ -4,8 +4,9 @@ Built per request at the edge (`UpstreamSummarizer.for_request`): by default the
 serves the request, with the headers (the tenant's credentials) its completion gets, and the
 request's model; a policy may name another model, or another upstream by name (whose
 credentials are then the tenant's for that upstream). The answer is asked for as structured
-output in `SummaryShape`'s JSON schema; an upstream that refuses the request (400 or 422: most
-often one that does not know that form of `response_format`) is asked again in the next form
+output in `SummaryShape`'s JSON schema; an upstream that refuses the request (400, 422, or 500:
+llama-cpp-python's server answers an unknown `response_format` with a 500; most often one that
+does not know that form of `response_format`) is asked again in the next form
 (`STRUCTURED_FORMS`), then without any, for this call only (nothing is remembered). Every
 failure is a `SummarizerError`: transport, a non-200 status, an answer that is not JSON or has
 no text, an answer too large. An upstream of kind `anthropic` is asked in Anthropic Messages
@@ -35,8 +36,9 @@ from proxy.jsonio import dumps, loads
 from proxy.upstream.base import CHAT_COMPLETIONS_ROUTE, MESSAGES_ROUTE, Upstream
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
-REFUSED = frozenset({400, 422})
-"""Statuses after which the call is made again, in the next form of `response_format`."""
+REFUSED = frozenset({400, 422, 500})
+"""Statuses after which the call is made again, in the next form of `response_format` (a 500
+too: seen from llama-cpp-python's server for a form it does not know)."""
 
 HeadersFor = Callable[[Upstream], CIMultiDict[str]]
 """The headers a summarizer call to an upstream carries (the tenant's credentials for it)."""

@@ -65,7 +65,7 @@ def test_a_named_upstream_and_model_and_the_previous_summary() -> None:
     ("scripted", "failure"),
     [
         (broken(), "upstream"),
-        (json_answer({"error": {"message": "no"}}, status=500), "upstream"),
+        (json_answer({"error": {"message": "no"}}, status=503), "upstream"),
         (json_answer(b"not json"), "invalid"),
         (json_answer({"choices": []}), "invalid"),
         (json_answer(b" " * (MAX_ANSWER_BYTES + 1)), "invalid"),
@@ -79,7 +79,7 @@ def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> 
     assert route.all_closed
 
 
-@pytest.mark.parametrize("status", [400, 422])
+@pytest.mark.parametrize("status", [400, 422, 500])
 def test_a_refused_form_is_followed_by_the_next_then_none(status: int) -> None:
     refused = json_answer({"error": {"message": "response_format is not supported"}}, status)
     route = FakeUpstream(refused, refused, json_answer(ANSWER), json_answer(ANSWER))
@@ -114,11 +114,12 @@ def test_refused_in_every_form_or_another_status_is_a_failure_without_more_calls
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == "upstream" and len(route.calls) == 3
-    failing = FakeUpstream(json_answer({"error": {}}, 500), json_answer(ANSWER))
-    with pytest.raises(SummarizerError):
-        asyncio.run(summarizer(failing).summarize(CALL))
-    assert len(failing.calls) == 1  # only a refusal is retried
-    assert route.all_closed and failing.all_closed
+    for status in (401, 429, 503):  # not a matter of the form: no other form asked
+        failing = FakeUpstream(json_answer({"error": {}}, status), json_answer(ANSWER))
+        with pytest.raises(SummarizerError):
+            asyncio.run(summarizer(failing).summarize(CALL))
+        assert len(failing.calls) == 1 and failing.all_closed
+    assert route.all_closed
 
 
 def test_an_unknown_upstream_name_is_a_failure() -> None:
@@ -168,3 +169,17 @@ def test_an_anthropic_refusal_is_not_retried_in_other_forms() -> None:
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == "invalid"
+
+
+def test_llama_cpp_pythons_500_for_an_unknown_form_leads_to_the_json_object_form() -> None:
+    def server(call: Call) -> Answer:  # as seen in bench/real_upstream.sh's llama.log
+        kind = call.json().get("response_format", {}).get("type")
+        if kind == "json_schema":
+            return json_answer({"detail": "Input should be 'text' or 'json_object'"}, 500)
+        return json_answer(ANSWER)
+
+    route = FakeUpstream(handler=server)
+    assert asyncio.run(summarizer(route).summarize(CALL)).answer == "{}"
+    assert [c.json()["response_format"]["type"] for c in route.calls] == [
+        "json_schema", "json_object"
+    ]

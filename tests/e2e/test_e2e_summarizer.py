@@ -170,7 +170,7 @@ async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call
 @pytest.mark.parametrize(
     "failure",
     [
-        lambda: error_reply(500),
+        lambda: error_reply(503),
         lambda: slow_reply(3.0),
         lambda: completion("Here is a summary: the files look fine."),
         lambda: completion(json.dumps({**SUMMARY, "mood": "good"})),
@@ -207,7 +207,7 @@ async def test_on_error_refuse_is_a_typed_refusal_before_any_upstream_call(
     proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream
 ) -> None:
     proxy = await proxies.start("refuse")
-    summ.enqueue(error_reply(500))
+    summ.enqueue(error_reply(503))
     status, body = await _chat(proxy, agent_history(24, result_chars=1200))
     assert status == 503
     assert body["error"]["code"] == "summarizer_unavailable"
