@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from redis.asyncio.client import Pipeline
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
-from proxy.artifacts.redis_store import RedisStore, eviction_policy_warning
+from proxy.artifacts.redis_store import RedisStore, encode_value, eviction_policy_warning
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
 
 SECRET = b"test-secret-0123456789abcdef0123"
@@ -196,3 +199,93 @@ async def test_the_start_up_check_logs_exactly(
     caplog.set_level(logging.DEBUG, logger="ctxproxy.artifacts")
     await down.check_eviction_policy()
     assert store_log(caplog) == logged
+
+
+# -- the connection pool, compression and partial failures ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "socket_timeout", "connect_timeout"),
+    [({}, 2.0, 2.0), ({"socket_timeout": 5.0}, 5.0, 5.0), ({"connect_timeout": 0.5}, 2.0, 0.5)],
+)
+async def test_the_pool_is_configured_as_documented(
+    given: dict[str, float], socket_timeout: float, connect_timeout: float
+) -> None:
+    """32 connections, a 2 s wait for a free one, 2 s socket timeouts (connecting too unless a
+    connect timeout is given) and one immediate retry on a stale connection."""
+    store = RedisStore("redis://127.0.0.1:6379/13", SECRET, **given)  # type: ignore[arg-type]
+    try:
+        pool = store._redis.connection_pool
+        assert (pool.max_connections, pool.timeout) == (32, 2.0)
+        kwargs = pool.connection_kwargs
+        assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (
+            socket_timeout,
+            connect_timeout,
+        )
+        retry = kwargs["retry"]
+        assert isinstance(retry._backoff, NoBackoff) and retry._retries == 1
+    finally:
+        await store.close()
+
+
+async def test_values_over_4096_bytes_are_compressed_by_default(live: Live) -> None:
+    _, client, prefix = live
+    store = RedisStore(require_shared_redis(), SECRET, key_prefix=prefix, clock=lambda: 1e9)
+    stored = {}
+    try:
+        for extra in (0, 1):
+            text = "0" * 4000  # a body (header, newline, content) of 4096 bytes, then 4097
+            probe = encode_value(NewArtifact(text, "k", {}), 1e9, compress_over=1 << 30)
+            text += "0" * (4096 + extra - (len(probe) - 1))
+            aid = store.artifact_id("t1", text)
+            items = {aid: NewArtifact(text, "k", {})}
+            assert await store.put_many("t1", items, ttl_seconds=60, max_per_scope=9) == {aid}
+            stored[extra] = await client.get(f"{prefix}{{{store._tag('t1')}}}:a:{aid}")
+            got = await store.get("t1", aid)
+            assert got is not None and got.content == text
+    finally:
+        await store.close()
+    assert (stored[0][:1], stored[1][:1]) == (b"\x00", b"\x01")
+
+
+async def test_a_broken_index_still_stores_and_confirms_the_payloads(
+    live: Live, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scope's index that is not a sorted set (WRONGTYPE for ZADD and ZRANGE): the payloads
+    are written and confirmed, nothing is evicted, the errors are counted and logged."""
+    store, client, prefix = live
+    caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
+    await client.set(f"{prefix}{{{store._tag('t1')}}}:idx", b"not a sorted set")
+    items = {store.artifact_id("t1", t): NewArtifact(t, "k", {}) for t in ("a", "b")}
+    assert await store.put_many("t1", items, ttl_seconds=60, max_per_scope=1) == set(items)
+    assert set(await store.get_many("t1", list(items))) == set(items)
+    assert store.failed_operations == 1
+    where = "artifact store at 127.0.0.1:6379"
+    assert [line for _, line in store_log(caplog)] == [
+        f"{where} unavailable: ResponseError: "
+        "WRONGTYPE Operation against a key holding the wrong kind of value",
+        f"{where} available again",  # the payloads' write went through
+    ]
+
+
+async def test_a_write_refused_for_one_payload_confirms_the_others(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis answers each command of a pipeline on its own: a refused SET (here the second,
+    e.g. OOM) fails that artifact only."""
+    store, _, _ = live
+    original = Pipeline.execute
+
+    async def second_set_refused(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        names = [str(args[0]).upper() for args, _ in self.command_stack]
+        results: list[Any] = await original(self, False)
+        if names.count("SET") == 2:
+            results[1] = ResponseError("OOM command not allowed")
+            if raise_on_error:
+                raise results[1]
+        return results
+
+    monkeypatch.setattr(Pipeline, "execute", second_set_refused)
+    items = {store.artifact_id("t1", t): NewArtifact(t, "k", {}) for t in ("first", "second")}
+    confirmed = await store.put_many("t1", items, ttl_seconds=60, max_per_scope=9)
+    assert confirmed == {store.artifact_id("t1", "first")}
