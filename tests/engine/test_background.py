@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from proxy.engine import background as background_module
 from proxy.engine.background import Background
 from proxy.engine.offload import Workers
 
@@ -20,6 +23,7 @@ async def test_one_task_per_key_and_at_most_per_scope_tasks_per_tenant() -> None
             runs.append(name)
             await gate.wait()
             return name
+
         return run
 
     assert background.start(["a1", "a2"], "s", work("a"))
@@ -93,3 +97,47 @@ async def test_a_failure_returned_by_the_work_is_remembered_for_its_spans() -> N
     assert background.start(["c"], "s", works)
     await background.drain()
     assert background.recent_failure("c") is None
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+async def test_a_scope_of_one_runs_one_task_and_an_unknown_key_is_not_waited_for() -> None:
+    background = Background(per_scope=1)
+    background.bind(asyncio.get_running_loop())
+    gate = asyncio.Event()
+    assert background.start(["a"], "s", gate.wait)
+    assert not background.start(["b"], "s", gate.wait)
+    assert await background.wait("nothing", 0.01) == (False, None)
+    gate.set()
+    await background.drain()
+
+
+async def test_a_task_cancelled_while_waited_for_is_done_without_a_result() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    assert background.start(["k"], "s", lambda: asyncio.sleep(10))
+    waiter = asyncio.ensure_future(background.wait("k", 5))
+    await asyncio.sleep(0)
+    background.close()
+    assert await waiter == (True, None)
+
+
+async def test_a_failure_is_remembered_for_exactly_its_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(background_module.time, "monotonic", lambda: now[0])
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    failure = ValueError("no summary")
+
+    async def fail() -> Exception:
+        return failure
+
+    assert background.start(["k"], "s", fail)
+    await background.drain()
+    now[0] = 100.0 + background_module.FAILURE_MEMORY_S
+    assert background.recent_failure("k") is failure
+    now[0] += 0.001
+    assert background.recent_failure("k") is None

@@ -10,7 +10,7 @@ import pytest
 from context_harness import counter, make_ctx
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.compaction import ModelSettings, obtain, transcript
+from proxy.engine.compaction import ModelSettings, _call_label, obtain, transcript
 from proxy.engine.step_api import StepServices
 from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
 from tests.engine.steps.test_summarize import history
@@ -90,3 +90,12 @@ def test_the_transcript_names_roles_calls_and_results() -> None:
     assert lines[0] == "user: Check the tests, the release is REL-4711."
     assert lines[1].startswith("[call] ") and "tests/test_core.py" in lines[1]
     assert lines[2].startswith("[result of d1] FAILED tests/test_core.py::test_merge")
+
+
+def test_a_result_without_its_call_id_is_labelled_a_tool_call() -> None:
+    assert [_call_label(("c1", "c2"), k) for k in (-1, 0, 1, 2)] == [
+        "a tool call",
+        "c1",
+        "c2",
+        "a tool call",
+    ]

@@ -60,3 +60,13 @@ def test_batches_keep_order_and_size() -> None:
     [cut] = batches(["x " * 5000], 50, count)
     assert cut.endswith("...[cut]") and count(cut) < 5000
     assert batches([], 10, count) == []
+
+
+def test_errors_say_what_failed_and_resources_are_listed_comma_separated() -> None:
+    with pytest.raises(SummarizerError) as caught:
+        parse_summary("not json")
+    assert caught.value.failure == "invalid"
+    assert str(caught.value).startswith("the summary is not the expected JSON: ")
+    assert str(SummarizerError("timeout", "too slow")) == "too slow"
+    shape = parse_summary(json.dumps({**{key: [] for key in GOOD}, "resources": ["a", "b"]}))
+    assert render(shape) == "Files/resources touched: a, b"

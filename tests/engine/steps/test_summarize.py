@@ -167,3 +167,26 @@ def test_the_last_resort_leaves_only_the_header() -> None:
     run(short.settle(ctx, [1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
     text = short.rewrite(ctx, [1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     assert text.endswith("to look things up.]") and "tool results" not in text
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+def test_the_query_at_the_edges_of_the_history() -> None:
+    messages = [*history(), user("Next?")]  # unit 9 opens turn 4
+    messages[3] = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    ctx = make_ctx(messages, policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig(), ctx)
+    assert step._query(ctx, 0) == "Task: fix the failing build."
+    assert step._query(ctx, 9) == step._query(ctx, 100) == "Next?"
+    assert step._query(ctx, 3) == ""  # turn 1 opens with an image: no text, no query
+
+
+def test_without_cuts_the_digest_is_frozen_without_a_query() -> None:
+    ctx, step = summarize_ctx()
+    store = MemoryStore(b"k")
+    run(step.settle(ctx, [0, 1, 2, 3, 4], services(store), []))
+    items = [ctx.messages[i] for u in [1, 2, 3, 4] for i in ctx.units[u].indices]
+    key = summary_cache.span_digest(ctx.wire, items, step._identity(ctx), "")
+    assert step.obtained is not None
+    assert run(summary_cache.lookup(store, SCOPE, key)) == step.obtained.summary
