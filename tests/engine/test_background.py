@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -141,3 +142,60 @@ async def test_a_failure_is_remembered_for_exactly_its_memory(
     assert background.recent_failure("k") is failure
     now[0] += 0.001
     assert background.recent_failure("k") is None
+
+
+async def test_a_failing_work_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxproxy")
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    async def boom() -> None:
+        raise RuntimeError("summarizer down")
+
+    assert background.start(["k"], "s", boom)
+    await background.drain()
+    [record] = [r for r in caplog.records if r.levelno == logging.INFO and r.exc_info]
+    assert record.getMessage() == "a background summary failed"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+
+
+async def test_a_scopes_count_goes_down_as_its_tasks_end() -> None:
+    background = Background(per_scope=2)
+    background.bind(asyncio.get_running_loop())
+    gates = {name: asyncio.Event() for name in "abcd"}
+    for name in "ab":
+        assert background.start([name], "s", gates[name].wait)
+    gates["a"].set()
+    await asyncio.sleep(0.01)  # "a" ended: one of two running
+    assert background.start(["c"], "s", gates["c"].wait)
+    assert not background.start(["d"], "s", gates["d"].wait)  # "b" and "c" run
+    for gate in gates.values():
+        gate.set()
+    await background.drain()
+    single = Background(per_scope=1)
+    single.bind(asyncio.get_running_loop())
+    for name in "ab":  # one after the other: the scope's count is back to none each time
+        assert single.start([name], "s", lambda: asyncio.sleep(0))
+        await single.drain()
+
+
+async def test_the_failures_remembered_are_forgotten_at_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background_module, "MAX_FAILURES", 2)
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    async def fail() -> Exception:
+        return ValueError("no summary")
+
+    for key in ("k1", "k2", "k3"):
+        assert background.start([key], "s", fail)
+        await background.drain()
+    assert [background.recent_failure(k) is not None for k in ("k1", "k2", "k3")] == [
+        False,
+        False,
+        True,
+    ]

@@ -105,3 +105,18 @@ def test_waiting_without_a_background_or_past_the_timeout_names_why() -> None:
         background.close()
 
     asyncio.run(go())
+
+
+def test_each_tenants_chain_counts_against_its_own_bound() -> None:
+    ctx = make_ctx(history())
+
+    async def go() -> None:
+        store, background = ClaimLog(), Background(per_scope=1)
+        background.bind(asyncio.get_running_loop())
+        count = counter().count_text
+        for scope, units in (("s", [1, 2]), ("t", [1, 2, 3])):
+            svc = StepServices(store, scope, counter(), summarizer=Blocked(), background=background)
+            assert await start_in_background(ctx, svc, SETTINGS, [(units, [])], count)
+        background.close()
+
+    asyncio.run(go())
