@@ -6,8 +6,16 @@ import pytest
 from context_harness import counter, mac_for, make_ctx
 
 from proxy.engine.step_api import MARKER
-from proxy.engine.steps.summary_parts import listed, summary_text, tool_results, trimmed
+from proxy.engine.steps.summary_parts import (
+    listed,
+    summarizer_refusal,
+    summary_text,
+    tool_results,
+    trimmed,
+)
+from proxy.engine.summarizer import SummarizerError
 from proxy.engine.tool_text import is_proxy_text
+from proxy.errors import ErrorCode, RefusalReason
 from tests.engine.steps.test_summarize import history
 
 
@@ -43,3 +51,16 @@ def test_the_text_is_signed_as_the_proxys_own() -> None:
     text = summary_text(True, 1, 5, "art_x", "", "", "extract", mac_for("s"))
     assert text.startswith(f"{MARKER}#") and is_proxy_text(text, mac_for("s"))
     assert "extracted without a model" in text and not is_proxy_text(text, mac_for("t"))
+
+
+def test_the_summarizers_refusal_word_for_word() -> None:
+    refusal = summarizer_refusal(SummarizerError("timeout", "no summary within 10s"))
+    assert (refusal.code, refusal.reason) == (
+        ErrorCode.summarizer_unavailable,
+        RefusalReason.summarizer_failed,
+    )
+    assert refusal.message == (
+        "The turns this request must drop could not be summarized (timeout: no summary within "
+        "10s); the policy refuses rather than drop them. Retry later."
+    )
+    assert refusal.details == {"reason": "summarizer_failed", "failure": "timeout"}
