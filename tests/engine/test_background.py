@@ -199,3 +199,9 @@ async def test_the_failures_remembered_are_forgotten_at_the_limit(
         False,
         True,
     ]
+
+
+async def test_a_thread_without_a_loop_is_on_another_loop() -> None:
+    loop = asyncio.get_running_loop()
+    assert not background_module._other_loop(loop)
+    assert await asyncio.to_thread(background_module._other_loop, loop)

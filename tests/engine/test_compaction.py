@@ -10,7 +10,7 @@ import pytest
 from context_harness import counter, make_ctx
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.compaction import ModelSettings, _call_label, obtain, transcript
+from proxy.engine.compaction import ModelSettings, _call_label, identity, obtain, transcript
 from proxy.engine.step_api import StepServices
 from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
 from tests.engine.steps.test_summarize import history
@@ -99,3 +99,8 @@ def test_a_result_without_its_call_id_is_labelled_a_tool_call() -> None:
         "c2",
         "a tool call",
     ]
+
+
+def test_a_models_summaries_are_keyed_by_model_upstream_and_size() -> None:
+    assert identity(ModelSettings("m", "cheap", 300, 1.0, 10)) == "llm:v1:m:cheap:300"
+    assert identity(ModelSettings(None, None, 300, 1.0, 10)) == "llm:v1:::300"
