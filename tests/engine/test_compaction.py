@@ -10,7 +10,14 @@ import pytest
 from context_harness import counter, make_ctx
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.compaction import ModelSettings, _call_label, identity, obtain, transcript
+from proxy.engine.compaction import (
+    ModelSettings,
+    _call_label,
+    identity,
+    obtain,
+    summarize_span,
+    transcript,
+)
 from proxy.engine.step_api import StepServices
 from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
 from tests.engine.steps.test_summarize import history
@@ -104,3 +111,15 @@ def test_a_result_without_its_call_id_is_labelled_a_tool_call() -> None:
 def test_a_models_summaries_are_keyed_by_model_upstream_and_size() -> None:
     assert identity(ModelSettings("m", "cheap", 300, 1.0, 10)) == "llm:v1:m:cheap:300"
     assert identity(ModelSettings(None, None, 300, 1.0, 10)) == "llm:v1:::300"
+
+
+def test_no_summarizer_is_named_and_nothing_new_keeps_the_previous_summary() -> None:
+    with pytest.raises(SummarizerError) as missing:
+        asyncio.run(summarize_span(services(None, MemoryStore(b"k")), SETTINGS, "", ["x"],
+                                   counter().count_text))
+    assert str(missing.value) == "no summarizer is available for this request"
+    unnamed = ModelSettings(None, None, 300, 1.0, 10_000)
+    for settings, by in ((SETTINGS, "m"), (unnamed, "summarizer")):
+        kept = asyncio.run(summarize_span(services(Recording(), MemoryStore(b"k")), settings,
+                                          "- f: old", [], counter().count_text))
+        assert (kept.body, kept.by, kept.usage) == ("- f: old", by, {})
