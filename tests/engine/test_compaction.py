@@ -19,7 +19,7 @@ from proxy.engine.compaction import (
     transcript,
 )
 from proxy.engine.step_api import StepServices
-from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.summarizer import INSTRUCTIONS, SummarizerError, SummaryCall, SummaryReply
 from tests.engine.steps.test_summarize import history
 
 SETTINGS = ModelSettings("m", None, 300, 1.0, 10_000)
@@ -123,3 +123,42 @@ def test_no_summarizer_is_named_and_nothing_new_keeps_the_previous_summary() -> 
         kept = asyncio.run(summarize_span(services(Recording(), MemoryStore(b"k")), settings,
                                           "- f: old", [], counter().count_text))
         assert (kept.body, kept.by, kept.usage) == ("- f: old", by, {})
+
+
+def test_each_call_carries_the_instructions_and_settings_and_usage_is_summed() -> None:
+    settings = ModelSettings("m", "cheap", 300, 1.0, 60)  # small batches: several calls
+    summarizer = Recording()
+    entries = [f"user: line {n} " + "word " * 30 for n in range(4)]
+    made = asyncio.run(summarize_span(services(summarizer, MemoryStore(b"k")), settings, "",
+                                      entries, counter().count_text))
+    assert len(summarizer.calls) > 1
+    assert {(c.instructions, c.max_tokens, c.model, c.upstream) for c in summarizer.calls} == {
+        (INSTRUCTIONS, 300, "m", "cheap")
+    }
+    assert made.usage == {"prompt_tokens": 7 * len(summarizer.calls)}
+
+
+def test_a_timeout_is_named_and_a_fresh_summary_says_how_long_it_took() -> None:
+    ctx = make_ctx(history())
+    slow = ModelSettings("m", None, 300, 0.05, 10_000)
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(obtain(ctx, services(Recording(delay=1), MemoryStore(b"k")), slow,
+                           ([1, 2], []), counter().count_text))
+    assert str(caught.value) == "no summary within 0.05s"
+    made = asyncio.run(obtain(ctx, services(Recording(delay=0.01), MemoryStore(b"k")), SETTINGS,
+                              ([1, 2], []), counter().count_text))
+    assert 0.01 <= made.seconds < 5
+
+
+def test_an_item_without_a_role_is_an_item_in_the_transcript(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = make_ctx(history())
+    real = ctx.wire.pin_facts
+
+    def no_role(item: Any) -> Any:
+        facts = real(item)
+        return (None, *facts[1:]) if item is ctx.messages[2] else facts
+
+    monkeypatch.setattr(ctx.wire, "pin_facts", no_role)
+    assert transcript(ctx, [1])[0] == "item: Starting with the config in conf/app.yaml."
