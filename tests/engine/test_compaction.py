@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from context_harness import counter, make_ctx
+from context_harness import assistant, counter, mac_for, make_ctx, result, system, user
 
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.compaction import (
@@ -20,6 +20,7 @@ from proxy.engine.compaction import (
 )
 from proxy.engine.step_api import StepServices
 from proxy.engine.summarizer import INSTRUCTIONS, SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.tool_text import signed
 from tests.engine.steps.test_summarize import history
 
 SETTINGS = ModelSettings("m", None, 300, 1.0, 10_000)
@@ -162,3 +163,27 @@ def test_an_item_without_a_role_is_an_item_in_the_transcript(
 
     monkeypatch.setattr(ctx.wire, "pin_facts", no_role)
     assert transcript(ctx, [1])[0] == "item: Starting with the config in conf/app.yaml."
+
+
+def test_the_transcript_keeps_every_result_and_leaves_out_the_proxys_own_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    two_calls = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": c, "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            for c in ("c1", "c2")
+        ],
+    }
+    own = signed("[ctxproxy: a note]", mac_for("s"))
+    messages = [system(), user("Go."), assistant(own), two_calls, result("c1", "one"),
+                result("c2", "two"), assistant("Done.")]
+    ctx = make_ctx(messages)
+    lines = transcript(ctx, list(range(1, len(ctx.units))))
+    assert [line.split("]")[0] for line in lines if line.startswith("[result")] == [
+        "[result of c1", "[result of c2",
+    ]
+    assert not any("a note" in line for line in lines)
+    monkeypatch.setattr(ctx.wire, "result_text", lambda item: None)
+    assert "[result of c1] " in transcript(ctx, list(range(1, len(ctx.units))))

@@ -8,6 +8,7 @@ from context_harness import counter, mac_for, make_ctx
 from proxy.engine.step_api import MARKER
 from proxy.engine.steps.summary_parts import (
     listed,
+    span_texts,
     summarizer_refusal,
     summary_text,
     tool_results,
@@ -64,3 +65,11 @@ def test_the_summarizers_refusal_word_for_word() -> None:
         "10s); the policy refuses rather than drop them. Retry later."
     )
     assert refusal.details == {"reason": "summarizer_failed", "failure": "timeout"}
+
+
+def test_a_spans_results_are_named_by_their_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = make_ctx(history())
+    texts, _ = span_texts(ctx, [3])
+    assert [(t.text[:6], t.source) for t in texts] == [("FAILED", "d1")]
+    monkeypatch.setattr(ctx.wire, "result_text", lambda item: None)
+    assert [(t.text, t.source) for t in span_texts(ctx, [3])[0]] == [("", "d1")]
