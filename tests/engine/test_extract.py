@@ -6,7 +6,15 @@ from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.extract import MAX_SENTENCE_CHARS, SpanText, digest, resources, sentences
+from proxy.engine.extract import (
+    MAX_SENTENCE_CHARS,
+    SpanText,
+    _query_words,
+    _resources_line,
+    digest,
+    resources,
+    sentences,
+)
 
 PROSE = "We talked about the weather and how nice the garden looks this time of year."
 FACT = "For the record, the approved budget of KALOMIRA is 12,300.00 EUR."
@@ -108,3 +116,21 @@ def test_a_correction_corrected_again_needs_the_later_one() -> None:
         shown = " ".join(lines)
         if "8080" in shown or "9090" in shown:
             assert "7070" in shown, (budget, lines)
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_the_resources_line_names_the_latest_within_its_budget() -> None:
+    touched = ["a.py", "b.py", "c.py", "d.py"]
+    assert _resources_line(touched, words, 5) == "Touched: a.py, b.py, c.py, d.py"
+    assert _resources_line(touched, words, 4) == "Touched: d.py (+3 more)"
+    assert digest([], "", 20, words, touched) == "Touched: a.py, b.py, c.py, d.py"  # 20 // 4
+
+
+def test_stop_words_are_not_query_words() -> None:
+    assert _query_words("What would THEY change there in port.py") == {"change", "port"}

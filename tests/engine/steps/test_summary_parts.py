@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from context_harness import counter, mac_for, make_ctx
+from context_harness import assistant, counter, mac_for, make_ctx, result, system, user
 
 from proxy.engine.step_api import MARKER
 from proxy.engine.steps.summary_parts import (
@@ -15,7 +15,7 @@ from proxy.engine.steps.summary_parts import (
     trimmed,
 )
 from proxy.engine.summarizer import SummarizerError
-from proxy.engine.tool_text import is_proxy_text
+from proxy.engine.tool_text import is_proxy_text, signed
 from proxy.errors import ErrorCode, RefusalReason
 from tests.engine.steps.test_summarize import history
 
@@ -73,3 +73,22 @@ def test_a_spans_results_are_named_by_their_call(monkeypatch: pytest.MonkeyPatch
     assert [(t.text[:6], t.source) for t in texts] == [("FAILED", "d1")]
     monkeypatch.setattr(ctx.wire, "result_text", lambda item: None)
     assert [(t.text, t.source) for t in span_texts(ctx, [3])[0]] == [("", "d1")]
+
+
+def test_a_spans_texts_skip_empty_and_own_text_and_name_what_calls_touched() -> None:
+    two_calls = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": c, "type": "function", "function": {"name": "cat", "arguments": args}}
+            for c, args in (("call-1", '{"p": "c1.py"}'), ("call-2", '{"p": "c2.py"}'))
+        ],
+    }
+    own = signed("[ctxproxy: a note]", mac_for("s"))
+    messages = [system(), user("Go."), assistant(own), two_calls, result("call-1", "one"),
+                result("call-2", "two"), assistant("Done.")]
+    ctx = make_ctx(messages)
+    texts, touched = span_texts(ctx, list(range(1, len(ctx.units))))
+    named = [(t.text, t.source) for t in texts]
+    assert named == [("one", "call-1"), ("two", "call-2"), ("Done.", "")]
+    assert touched == ["c1.py", "c2.py"]  # not the call ids, which look like identifiers
