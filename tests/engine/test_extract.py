@@ -134,3 +134,15 @@ def test_the_resources_line_names_the_latest_within_its_budget() -> None:
 
 def test_stop_words_are_not_query_words() -> None:
     assert _query_words("What would THEY change there in port.py") == {"change", "port"}
+
+
+def test_the_digest_counts_its_header_and_goes_on_past_what_does_not_fit() -> None:
+    port, host = SpanText("The port is 9090."), SpanText("The host is db-7.")
+    # the header (2) and one bullet (6) fit in 13; two bullets (12) would only without it
+    assert digest([port, host], "", 13, words, ["a.py"]) == "Touched: a.py\n- The host is db-7."
+    long = SpanText("The very long host name is db-7 today.")  # ranked first, 10: too long
+    assert digest([SpanText("Port 9090."), long], "", 5, words) == "- Port 9090."
+    old = SpanText("Listen on port 8080.")
+    fix = SpanText("Use port 9090 now; 8080 is out of date since the long migration of every one.")
+    readme = SpanText("See the README file.")  # ranked after the superseded value
+    assert digest([readme, old, fix], "", 8, words) == "- See the README file."
