@@ -146,3 +146,8 @@ def test_the_digest_counts_its_header_and_goes_on_past_what_does_not_fit() -> No
     fix = SpanText("Use port 9090 now; 8080 is out of date since the long migration of every one.")
     readme = SpanText("See the README file.")  # ranked after the superseded value
     assert digest([readme, old, fix], "", 8, words) == "- See the README file."
+
+
+def test_a_query_word_many_sentences_share_weighs_less_than_a_rare_one() -> None:
+    span = [SpanText("Port 4 done.")] + [SpanText(f"Step {n} done.") for n in range(1, 8)]
+    assert digest(span, "step port", 5, words) == "- Port 4 done."  # not the latest step
