@@ -23,6 +23,7 @@ from context_harness import (
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
 from proxy.engine import summary_cache
 from proxy.engine.step_api import MARKER, PrepareContext, StepServices
+from proxy.engine.steps import summary_parts
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
 from proxy.engine.steps.summarize import Summarize, SummarizeConfig
 from proxy.engine.tool_text import is_proxy_text
@@ -190,3 +191,11 @@ def test_without_cuts_the_digest_is_frozen_without_a_query() -> None:
     key = summary_cache.span_digest(ctx.wire, items, step._identity(ctx), "")
     assert step.obtained is not None
     assert run(summary_cache.lookup(store, SCOPE, key)) == step.obtained.summary
+
+
+def test_the_digest_gets_what_the_list_of_results_leaves_of_the_budget() -> None:
+    ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
+    made = step._extract(ctx, [1, 2, 3, 4], "")
+    named = summary_parts.tool_results(ctx, [1, 2, 3, 4], step.name)
+    listed = ctx.counter.count_text(summary_parts.listed(ctx, named, 60))
+    assert listed > 0 and listed + ctx.counter.count_text(made.body) <= 60
