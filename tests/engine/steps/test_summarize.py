@@ -199,3 +199,8 @@ def test_the_digest_gets_what_the_list_of_results_leaves_of_the_budget() -> None
     named = summary_parts.tool_results(ctx, [1, 2, 3, 4], step.name)
     listed = ctx.counter.count_text(summary_parts.listed(ctx, named, 60))
     assert listed > 0 and listed + ctx.counter.count_text(made.body) <= 60
+
+
+def test_only_a_model_summary_is_made_ahead_of_time() -> None:
+    assert SummarizeConfig().precompute_at() is None
+    assert SummarizeConfig(summarizer={"kind": "llm"}).precompute_at() == 0.8

@@ -7,6 +7,7 @@ from context_harness import assistant, counter, mac_for, make_ctx, result, syste
 
 from proxy.engine.step_api import MARKER
 from proxy.engine.steps.summary_parts import (
+    label,
     listed,
     span_texts,
     summarizer_refusal,
@@ -92,3 +93,8 @@ def test_a_spans_texts_skip_empty_and_own_text_and_name_what_calls_touched() -> 
     named = [(t.text, t.source) for t in texts]
     assert named == [("one", "call-1"), ("two", "call-2"), ("Done.", "")]
     assert touched == ["c1.py", "c2.py"]  # not the call ids, which look like identifiers
+
+
+def test_a_result_past_its_calls_is_labelled_by_its_tool_or_as_a_result() -> None:
+    assert [label(("c1",), k, "grep") for k in (0, 1)] == ["c1", "grep"]
+    assert label((), 0, None) == "result"
