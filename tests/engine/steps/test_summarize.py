@@ -21,11 +21,12 @@ from context_harness import (
 )
 
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
-from proxy.engine import summary_cache
+from proxy.engine import compaction, summary_cache
+from proxy.engine.manifest import SummarySource
 from proxy.engine.step_api import MARKER, PrepareContext, StepServices
 from proxy.engine.steps import summary_parts
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
-from proxy.engine.steps.summarize import Summarize, SummarizeConfig
+from proxy.engine.steps.summarize import _WIDE, EXTRACT, Summarize, SummarizeConfig
 from proxy.engine.tool_text import is_proxy_text
 
 SCOPE = "s"
@@ -204,3 +205,26 @@ def test_the_digest_gets_what_the_list_of_results_leaves_of_the_budget() -> None
 def test_only_a_model_summary_is_made_ahead_of_time() -> None:
     assert SummarizeConfig().precompute_at() is None
     assert SummarizeConfig(summarizer={"kind": "llm"}).precompute_at() == 0.8
+
+
+def test_the_plan_reserves_the_widest_header_and_the_summarys_budget() -> None:
+    ctx, step = summarize_ctx()
+    widest = step._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
+    assert step.plan(ctx).extra_cost == counter().count_message(widest) + step.budget(ctx)
+
+
+def test_the_detail_names_the_span_the_kind_and_the_summarys_tokens() -> None:
+    ctx, step = summarize_ctx()
+    units = [0, 1, 2, 3, 4]
+    run(step.settle(ctx, units, services(MemoryStore(b"k")), [(7, 5)]))
+    out = step.rewrite(ctx, units)
+    insert = out.edits[0]
+    assert out.detail is not None
+    detail = out.detail
+    assert (detail["span"], detail["kind"], detail["by"]) == ([2, 7], "extract", "extract")
+    assert out.detail["tokens"] == counter().count_message(insert.message)
+    header_only = Summarize(SummarizeConfig().relaxed(), ctx)  # type: ignore[arg-type]
+    assert header_only.rewrite(ctx, units).detail["kind"] == "drop"  # type: ignore[index]
+    written = summary_cache.Summary("- f: v", "gpt-x")
+    step.obtained = compaction.Obtained(written, SummarySource.fresh)
+    assert step.rewrite(ctx, units).detail["kind"] == "llm"  # type: ignore[index]

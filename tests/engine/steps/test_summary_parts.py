@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from context_harness import assistant, counter, mac_for, make_ctx, result, system, user
+from context_harness import assistant, call, counter, mac_for, make_ctx, result, system, user
 
 from proxy.engine.step_api import MARKER
 from proxy.engine.steps.summary_parts import (
@@ -98,3 +98,34 @@ def test_a_spans_texts_skip_empty_and_own_text_and_name_what_calls_touched() -> 
 def test_a_result_past_its_calls_is_labelled_by_its_tool_or_as_a_result() -> None:
     assert [label(("c1",), k, "grep") for k in (0, 1)] == ["c1", "grep"]
     assert label((), 0, None) == "result"
+
+
+def test_a_body_exactly_within_its_budget_is_kept_whole() -> None:
+    ctx = make_ctx(history())
+    body = "- first line\n- second line"
+    assert trimmed(ctx, body, counter().count_text(body)) == body
+
+
+def test_each_result_of_the_span_is_stored_with_its_tool_call_and_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    two_calls = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": c, "type": "function", "function": {"name": "cat", "arguments": "{}"}}
+            for c in ("c1", "c2")
+        ],
+    }
+    own = signed("[ctxproxy: a placeholder]", mac_for("s"))
+    messages = [system(), user("Go."), two_calls, result("c1", "one"), result("c2", "two"),
+                assistant("Next."), call("c3", "cat"), result("c3", own), assistant("Done.")]
+    ctx = make_ctx(messages)
+    named = tool_results(ctx, list(range(1, len(ctx.units))), "summarize")
+    assert [(n, a.content, a.kind, a.meta) for n, _, a in named] == [
+        (c, text, "tool_result", {"tool": "cat", "tool_call_id": c, "step": "summarize"})
+        for c, text in (("c2", "two"), ("c1", "one"))
+    ]
+    real = ctx.wire.result_text
+    monkeypatch.setattr(ctx.wire, "result_text", lambda m: None if m is messages[3] else real(m))
+    assert [n for n, _, _ in tool_results(ctx, list(range(1, len(ctx.units))), "s")] == ["c2"]
