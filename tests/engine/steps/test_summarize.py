@@ -228,3 +228,51 @@ def test_the_detail_names_the_span_the_kind_and_the_summarys_tokens() -> None:
     written = summary_cache.Summary("- f: v", "gpt-x")
     step.obtained = compaction.Obtained(written, SummarySource.fresh)
     assert step.rewrite(ctx, units).detail["kind"] == "llm"  # type: ignore[index]
+
+
+def test_a_rewrite_without_settle_digests_the_span_and_says_so() -> None:
+    ctx, step = summarize_ctx()
+    units = [0, 1, 2, 3, 4]
+    out = step.rewrite(ctx, units)
+    insert = out.edits[0]
+    text = insert.message["content"]  # type: ignore[index]
+    assert f"({sum(ctx.message_costs[2:7])} tokens)" in text
+    assert out.reason == "over trigger: turns compacted (extract, fresh)"
+    assert out.detail == {
+        "span": [2, 7],
+        "kind": "extract",
+        "by": "extract",
+        "tokens": counter().count_message(insert.message),
+        "source": "fresh",
+        "failure": None,
+        "seconds": 0.0,
+        "summarizer_usage": {},
+    }
+    result_id = artifact_id(history()[5]["content"])
+    assert out.artifacts[result_id].meta["step"] == "summarize"
+
+
+def test_the_header_only_summary_names_no_results_and_makes_nothing() -> None:
+    ctx = make_ctx(history(), policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig().relaxed(), ctx)  # type: ignore[arg-type]
+    run(step.settle(ctx, [0, 1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
+    assert step.obtained is None
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert "(no summary)" in text and "tool results:" not in text
+
+
+def test_a_long_summary_is_trimmed_to_what_the_list_of_results_leaves() -> None:
+    ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
+    body = "\n".join(f"- fact {n} is {n * 7}" for n in range(40))
+    step.obtained = compaction.Obtained(summary_cache.Summary(body, "gpt-x"), SummarySource.fresh)
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    header, kept = text.split("]\n", 1)
+    results = header.split("tool results: ", 1)[1].split(";", 1)[0]
+    assert counter().count_text(results) + counter().count_text(kept) <= 60
+
+
+def test_turns_dropped_without_a_summary_name_no_results_either() -> None:
+    ctx, step = summarize_ctx()
+    step.obtained = compaction.Obtained(None, SummarySource.fallback, failure="timeout")
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert "(no summary)" in text and "tool results:" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from context_harness import assistant, call, counter, mac_for, make_ctx, result, system, user
 
+from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import MARKER
 from proxy.engine.steps.summary_parts import (
     label,
@@ -129,3 +130,25 @@ def test_each_result_of_the_span_is_stored_with_its_tool_call_and_step(
     real = ctx.wire.result_text
     monkeypatch.setattr(ctx.wire, "result_text", lambda m: None if m is messages[3] else real(m))
     assert [n for n, _, _ in tool_results(ctx, list(range(1, len(ctx.units))), "s")] == ["c2"]
+
+
+def test_the_list_fills_exactly_a_third_of_the_budget_newest_first() -> None:
+    ctx = make_ctx(history())
+    named = [(f"c{n}", f"art_{n}", NewArtifact("x", "tool_result")) for n in range(4)]
+    each = counter().count_text("c0=art_0, ")
+    assert listed(ctx, named, 3 * 2 * each) == "c0=art_0, c1=art_1 (+2 more in the archive)"
+    assert listed(ctx, named, 3 * 2 * each + 2) == "c0=art_0, c1=art_1 (+2 more in the archive)"
+    assert listed(ctx, named, 3 * 4 * each) == "c0=art_0, c1=art_1, c2=art_2, c3=art_3"
+
+
+def test_results_of_several_exchanges_are_named_newest_first() -> None:
+    messages = [system(), user("Go."), call("c1", "cat"), result("c1", "one"), call("c2", "cat"),
+                result("c2", "two"), call("c3", "cat"), result("c3", "three"), assistant("Done.")]
+    ctx = make_ctx(messages)
+    named = tool_results(ctx, list(range(1, len(ctx.units))), "summarize")
+    assert [(n, a.kind) for n, _, a in named] == [(c, "tool_result") for c in ("c3", "c2", "c1")]
+
+
+def test_without_the_read_tool_the_operators_endpoint_is_named() -> None:
+    text = summary_text(False, 3, 900, "art_x", "", "", "extract", mac_for("s"))
+    assert "use the operator's artifact endpoint to look things up.]" in text
