@@ -276,3 +276,15 @@ def test_turns_dropped_without_a_summary_name_no_results_either() -> None:
     step.obtained = compaction.Obtained(None, SummarySource.fallback, failure="timeout")
     text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     assert "(no summary)" in text and "tool results:" not in text
+
+
+def test_the_detail_reports_the_seconds_to_the_millisecond_and_the_usage() -> None:
+    ctx, step = summarize_ctx()
+    made = summary_cache.Summary("- f: v", "gpt-x", {"prompt_tokens": 7})
+    step.obtained = compaction.Obtained(
+        made, SummarySource.fresh, seconds=1.23456, usage={"prompt_tokens": 7}
+    )
+    out = step.rewrite(ctx, [0, 1, 2, 3, 4])
+    assert out.detail is not None
+    assert (out.detail["seconds"], out.detail["summarizer_usage"]) == (1.235, {"prompt_tokens": 7})
+    assert "search_context_artifact" in out.edits[0].message["content"]  # type: ignore[index]

@@ -152,3 +152,17 @@ def test_results_of_several_exchanges_are_named_newest_first() -> None:
 def test_without_the_read_tool_the_operators_endpoint_is_named() -> None:
     text = summary_text(False, 3, 900, "art_x", "", "", "extract", mac_for("s"))
     assert "use the operator's artifact endpoint to look things up.]" in text
+
+
+@pytest.mark.parametrize(
+    ("by", "results", "what", "named"),
+    [("extract", "", "extracted without a model", ""), ("none", "c1=art_y", "no summary",
+                                                        "; tool results: c1=art_y")],
+)
+def test_the_summary_header_word_for_word(by: str, results: str, what: str, named: str) -> None:
+    text = summary_text(True, 3, 900, "art_x", results, "", by, mac_for("s"))
+    assert text.split(": ", 1)[1] == (
+        f"3 earlier turn(s) (900 tokens) were compacted to fit the context window ({what}). "
+        f"The originals are archived as artifact art_x (one JSON message per line){named}; use "
+        "search_context_artifact or read_context_artifact with these ids to look things up.]"
+    )
