@@ -153,3 +153,15 @@ async def test_closing_neither_waits_for_running_work_nor_starts_the_queued() ->
     release.set()
     await first
     assert ran == ["slow"]
+
+
+async def test_the_workers_threads_are_named_as_the_proxys() -> None:
+    workers = Workers(1)
+
+    async def name() -> str:
+        return threading.current_thread().name
+
+    try:
+        assert (await workers.run(name)).startswith("ctxproxy-prepare")
+    finally:
+        workers.close()
