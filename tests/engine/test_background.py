@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
+
+from proxy.engine import background as background_module
 from proxy.engine.background import Background
 from proxy.engine.offload import Workers
 
@@ -20,6 +24,7 @@ async def test_one_task_per_key_and_at_most_per_scope_tasks_per_tenant() -> None
             runs.append(name)
             await gate.wait()
             return name
+
         return run
 
     assert background.start(["a1", "a2"], "s", work("a"))
@@ -108,3 +113,110 @@ def test_reports_go_to_the_observer_and_its_failure_is_only_logged(caplog) -> No
 
     Background(observer=broken).report("failed", {})
     assert "observer failed" in caplog.text
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+async def test_a_scope_of_one_runs_one_task_and_an_unknown_key_is_not_waited_for() -> None:
+    background = Background(per_scope=1)
+    background.bind(asyncio.get_running_loop())
+    gate = asyncio.Event()
+    assert background.start(["a"], "s", gate.wait)
+    assert not background.start(["b"], "s", gate.wait)
+    assert await background.wait("nothing", 0.01) == (False, None)
+    gate.set()
+    await background.drain()
+
+
+async def test_a_task_cancelled_while_waited_for_is_done_without_a_result() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    assert background.start(["k"], "s", lambda: asyncio.sleep(10))
+    waiter = asyncio.ensure_future(background.wait("k", 5))
+    await asyncio.sleep(0)
+    background.close()
+    assert await waiter == (True, None)
+
+
+async def test_a_failure_is_remembered_for_exactly_its_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(background_module.time, "monotonic", lambda: now[0])
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    failure = ValueError("no summary")
+
+    async def fail() -> Exception:
+        return failure
+
+    assert background.start(["k"], "s", fail)
+    await background.drain()
+    now[0] = 100.0 + background_module.FAILURE_MEMORY_S
+    assert background.recent_failure("k") is failure
+    now[0] += 0.001
+    assert background.recent_failure("k") is None
+
+
+async def test_a_failing_work_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxproxy")
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    async def boom() -> None:
+        raise RuntimeError("summarizer down")
+
+    assert background.start(["k"], "s", boom)
+    await background.drain()
+    [record] = [r for r in caplog.records if r.levelno == logging.INFO and r.exc_info]
+    assert record.getMessage() == "a background summary failed"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
+
+
+async def test_a_scopes_count_goes_down_as_its_tasks_end() -> None:
+    background = Background(per_scope=2)
+    background.bind(asyncio.get_running_loop())
+    gates = {name: asyncio.Event() for name in "abcd"}
+    for name in "ab":
+        assert background.start([name], "s", gates[name].wait)
+    gates["a"].set()
+    await asyncio.sleep(0.01)  # "a" ended: one of two running
+    assert background.start(["c"], "s", gates["c"].wait)
+    assert not background.start(["d"], "s", gates["d"].wait)  # "b" and "c" run
+    for gate in gates.values():
+        gate.set()
+    await background.drain()
+    single = Background(per_scope=1)
+    single.bind(asyncio.get_running_loop())
+    for name in "ab":  # one after the other: the scope's count is back to none each time
+        assert single.start([name], "s", lambda: asyncio.sleep(0))
+        await single.drain()
+
+
+async def test_the_failures_remembered_are_forgotten_at_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(background_module, "MAX_FAILURES", 2)
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    async def fail() -> Exception:
+        return ValueError("no summary")
+
+    for key in ("k1", "k2", "k3"):
+        assert background.start([key], "s", fail)
+        await background.drain()
+    assert [background.recent_failure(k) is not None for k in ("k1", "k2", "k3")] == [
+        False,
+        False,
+        True,
+    ]
+
+
+async def test_a_thread_without_a_loop_is_on_another_loop() -> None:
+    loop = asyncio.get_running_loop()
+    assert not background_module._other_loop(loop)
+    assert await asyncio.to_thread(background_module._other_loop, loop)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,6 +12,10 @@ from hypothesis import strategies as st
 from proxy.engine.extract import (
     MAX_SENTENCE_CHARS,
     SpanText,
+    _candidate,
+    _query_words,
+    _ranked,
+    _resources_line,
     digest,
     resources,
     sentences,
@@ -209,3 +214,98 @@ def test_statements_of_one_form_are_never_folded() -> None:
     texts = [SpanText(f"The port of svc-{k} is {8080 + k}.") for k in range(6)]
     out = digest(texts, "", 500, count)
     assert out.splitlines() == [f"- The port of svc-{k} is {8080 + k}." for k in range(6)]
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_the_resources_line_names_the_latest_within_its_budget() -> None:
+    touched = ["a.py", "b.py", "c.py", "d.py"]
+    assert _resources_line(touched, words, 5) == "Touched: a.py, b.py, c.py, d.py"
+    assert _resources_line(touched, words, 4) == "Touched: d.py (+3 more)"
+    assert digest([], "", 20, words, touched) == "Touched: a.py, b.py, c.py, d.py"  # 20 // 4
+
+
+def test_stop_words_are_not_query_words() -> None:
+    assert _query_words("What would THEY change there in port.py") == {"change", "port"}
+
+
+def test_the_digest_counts_its_header_and_goes_on_past_what_does_not_fit() -> None:
+    port, host = SpanText("The port is 9090."), SpanText("The host is db-7.")
+    # the header (2) and one bullet (6) fit in 13; two bullets (12) would only without it
+    assert digest([port, host], "", 13, words, ["a.py"]) == "Touched: a.py\n- The host is db-7."
+    long = SpanText("The very long host name is db-7 today.")  # ranked first, 10: too long
+    assert digest([SpanText("Port 9090."), long], "", 5, words) == "- Port 9090."
+    old = SpanText("Listen on port 8080.")
+    fix = SpanText("Use port 9090 now; 8080 is out of date since the long migration of every one.")
+    readme = SpanText("See the README file.")  # ranked after the superseded value
+    assert digest([readme, old, fix], "", 8, words) == "- See the README file."
+
+
+def test_a_query_word_many_sentences_share_weighs_less_than_a_rare_one() -> None:
+    # each step of its own form (lines of one form would fold into one)
+    span = [SpanText("Port 4 done.")] + [
+        SpanText(f"Step {n} " + " ".join(["done"] * n) + ".") for n in range(1, 8)
+    ]
+    assert digest(span, "step port", 5, words) == "- Port 4 done."  # not the latest step
+
+
+@pytest.mark.parametrize(
+    ("sentence", "score"),
+    [
+        ("error: connection reset", 8.0),  # an error detail (`error:`), ranked up; no fact
+        ("see src/a.py", 1.5),  # a path
+        ("see src/a.py and src/b.py and src/c.py", 3.0),  # paths count up to 2
+        ("ids abc-1 def-2 ghi-3 jkl-4 here", 3.5),  # identifiers up to 3, and a number
+        ("it took 3 tries", 0.5),  # a number
+        ("ask Alice", 0.5),  # a name
+        ("The port is 9090", 3.5),  # a fact (with a number)
+        ("The owner is Alice", 3.5),  # a fact (with a name)
+        ("config is in src/app.yaml", 4.5),  # a fact (with a path)
+        ("Actually use 8080 instead", 5.5),  # a correction of a fact
+    ],
+)
+def test_a_sentences_score_by_what_it_holds(sentence: str, score: float) -> None:
+    candidate = _candidate(0, sentence, "", 0.0)
+    assert candidate is not None and candidate.score == score
+
+
+def test_a_sentence_of_nothing_is_no_candidate_and_a_query_counts_up_to_4() -> None:
+    assert _candidate(0, "nothing here", "", 0.0) is None
+    scores = [_candidate(0, "it took 3 tries", "", o).score for o in (0.5, 4.0, 5.0)]  # type: ignore[union-attr]
+    assert scores == [1.5, 8.5, 8.5]
+
+
+def test_query_words_weigh_by_their_rarity_in_the_span() -> None:
+    # each sentence of its own form (lines of one form would fold into one)
+    span = [SpanText(s) for s in ["port 1 a", "port 2 b b", "port 3 c c c", "gate 10"]]
+    span += [SpanText(f"step {n}" + " x" * n) for n in range(4, 10)]
+    ranked = _ranked(span, frozenset({"port", "step", "gate"}))
+    by_sentence = {c.sentence: c.score for c in ranked}
+    # gate: once, port: 3 times (RARE): weight 1 each; step: 6 times: weight 0.5
+    assert (by_sentence["gate 10"], by_sentence["port 1 a"], by_sentence["step 4 x x x x"]) == (
+        2.5,
+        2.5,
+        1.5,
+    )
+
+
+def test_a_superseded_value_ranks_half_a_point_below_its_correction() -> None:
+    old = SpanText("The port is 8080 in src/app.yaml and src/b.yaml.")  # 6.5 on its own
+    fix = SpanText("Actually 8080 is out of date.")  # 5.5
+    assert [c.score for c in _ranked([old, fix], frozenset())] == [5.5, 5.0]
+
+
+def test_a_sentence_of_exactly_the_longest_is_kept_whole() -> None:
+    whole = "a" * (MAX_SENTENCE_CHARS - 1) + "."
+    assert sentences(whole) == [whole]
+
+
+def test_a_value_is_compared_whole_stripped_of_punctuation_only() -> None:
+    old = SpanText("The display is X11.")
+    fix = SpanText("Actually 11 is out of date.")
+    assert [c.superseded_by for c in _ranked([old, fix], frozenset())] == [frozenset()] * 2

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
+import time
 
 import pytest
 
@@ -105,3 +107,61 @@ async def test_work_cancelled_while_waiting_is_never_started() -> None:
     await first
     workers.close()
     assert started == ["blocker"]
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+async def test_work_sees_the_callers_context_variables() -> None:
+    workers = Workers(1)
+    REQUEST_ID.set("r-42")
+
+    async def work() -> str:
+        return REQUEST_ID.get()
+
+    try:
+        assert await workers.run(work) == "r-42"
+    finally:
+        workers.close()
+
+
+async def test_closing_neither_waits_for_running_work_nor_starts_the_queued() -> None:
+    workers = Workers(1)
+    release, started = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    async def slow() -> None:
+        started.set()
+        release.wait(10)
+        ran.append("slow")
+
+    async def queued() -> None:
+        ran.append("queued")
+
+    first = asyncio.ensure_future(workers.run(slow))
+    second = asyncio.ensure_future(workers.run(queued))
+    await asyncio.sleep(0)
+    assert started.wait(5)
+    threading.Timer(2.0, release.set).start()  # the work ends on its own after 2 s
+    began = time.monotonic()
+    workers.close()
+    assert time.monotonic() - began < 1.0, "close() waited for the running work"
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    release.set()
+    await first
+    assert ran == ["slow"]
+
+
+async def test_the_workers_threads_are_named_as_the_proxys() -> None:
+    workers = Workers(1)
+
+    async def name() -> str:
+        return threading.current_thread().name
+
+    try:
+        assert (await workers.run(name)).startswith("ctxproxy-prepare")
+    finally:
+        workers.close()

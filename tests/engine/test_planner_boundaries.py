@@ -178,3 +178,14 @@ def test_unchanged_prefix_ends_at_the_first_unit_whose_cost_changes() -> None:
     keeps_two = StepPlan(costs=[100, 100, 10, 10], limits=[t + 1 for t in range(4)])
     totals = _Totals(full, [keeps_two], 0, 0)
     assert unchanged_prefix(totals, 3, [1], [2]) == 400
+
+
+def test_cut_last_cuts_at_the_newest_unit_only() -> None:
+    """Mutation run 4: under the trigger, `cut_last` makes the one cut a crossing would make
+    now, at the last unit, and no other."""
+    cuts: list[list[tuple[int, int]]] = [[]]
+    horizons = plan_horizons(
+        [100] * 5, [drop_step(5)], base=0, reduced_base=0, trigger=1_000, target=300,
+        cuts=cuts, cut_last=True,
+    )
+    assert horizons == [3] and cuts == [[(4, 3)]]

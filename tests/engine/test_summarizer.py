@@ -78,3 +78,35 @@ def test_batches_keep_order_and_size() -> None:
     [cut] = batches(["x " * 5000], 50, count)
     assert cut.endswith("...[cut]") and count(cut) < 5000
     assert batches([], 10, count) == []
+
+
+def test_errors_say_what_failed_and_resources_are_listed_comma_separated() -> None:
+    with pytest.raises(SummarizerError) as caught:
+        parse_summary("not json")
+    assert caught.value.failure == "invalid"
+    assert str(caught.value) == "the summary is not a JSON object of the expected shape"
+    with pytest.raises(SummarizerError) as caught:
+        parse_summary('{"facts": "not a list"}')
+    assert str(caught.value).startswith("the summary is not the expected JSON: ")
+    assert str(SummarizerError("timeout", "too slow")) == "too slow"
+    shape = parse_summary(json.dumps({**{key: [] for key in GOOD}, "resources": ["a", "b"]}))
+    assert render(shape) == "Files/resources touched: a, b"
+
+
+def test_batches_fill_to_exactly_the_limit() -> None:
+    """One token per character, plus one per entry (its line break)."""
+    assert batches(["aaaa", "bbbb"], 10, len) == ["aaaa\nbbbb"]  # 5 + 5: exactly the limit
+    assert batches(["aaaa"] * 4, 10, len) == ["aaaa\naaaa"] * 2
+    assert batches(["x" * 9], 10, len) == ["x" * 9]  # costs exactly the limit: not cut
+    assert batches(["x" * 50], 10, len) == ["x" * 30 + " ...[cut]"]
+
+
+@pytest.mark.parametrize(("after", "count"), [("abcd", 1), ("abcdefgh", 2)])
+def test_a_cut_entry_costs_what_it_counts_plus_one(after: str, count: int) -> None:
+    """At 4 characters a token, an entry of 80 is cut to 60 + " ...[cut]" (69 characters, 17
+    tokens): it costs 18 of the 20, so a next entry costing 2 still fits and one costing 3
+    does not."""
+    def quarter(text: str) -> int:
+        return len(text) // 4
+
+    assert len(batches(["y" * 80, after], 20, quarter)) == count

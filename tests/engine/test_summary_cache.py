@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 
+import pytest
+
 from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
-from proxy.engine.summary_cache import Summary, keep, lookup, span_digest, summaries_scope
+from proxy.engine.summary_cache import KIND, Summary, keep, lookup, span_digest, summaries_scope
 from proxy.formats.openai_chat import OPENAI_CHAT
 
 ITEMS = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
@@ -71,3 +74,24 @@ def test_a_damaged_entry_or_an_outage_is_no_entry() -> None:
     assert asyncio.run(lookup(down, "s", "key")) is None
     assert asyncio.run(keep(down, "s", "key", Summary("a", "x"), ttl_seconds=1,
                             max_per_scope=1)) is False
+
+
+class Broken(MemoryStore):
+    async def put_many(self, *args: object, **kwargs: object) -> set[str]:
+        raise RuntimeError("store bug")
+
+
+def test_a_summary_is_kept_as_its_own_kind_and_a_failing_store_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore(b"k")
+    made = Summary("- f: v", "m")
+    assert asyncio.run(keep(store, "s", "key", made, ttl_seconds=60, max_per_scope=9))
+    own = summaries_scope("s")
+    stored = asyncio.run(store.get(own, store.artifact_id(own, "key")))
+    assert stored is not None and stored.kind == KIND
+    caplog.set_level(logging.INFO, logger="ctxproxy")
+    assert not asyncio.run(keep(Broken(b"k"), "s", "key", made, ttl_seconds=60, max_per_scope=9))
+    [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert record.getMessage() == "a summary could not be kept"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError

@@ -36,7 +36,7 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps import summary_parts, summary_spans
 from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
-from proxy.engine.steps.summary_parts import EXTRACT
+from proxy.engine.steps.summary_parts import EXTRACT, WIDEST_AUTHOR
 from proxy.engine.steps.summary_spans import SummarySpans
 from proxy.engine.summarizer import SummarizerConfig, SummarizerError
 
@@ -121,7 +121,8 @@ class Summarize(Step[SummarizeConfig]):
         return self.budget(ctx)
 
     def plan(self, ctx: PrepareContext) -> StepPlan:
-        sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
+        author = EXTRACT if self.config.summarizer.kind == EXTRACT else WIDEST_AUTHOR
+        sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", author)
         extra = ctx.counter.count_message(sized) + self.budget(ctx)
         if self._lags() and not self.config.header_only:
             sizing = ctx.artifact_id("sizing")

@@ -12,6 +12,10 @@ from proxy.engine.tool_text import is_proxy_text, signed
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 
 EXTRACT = "extract"
+MAX_AUTHOR_CHARS = 40
+"""A model's name in the summary's header is cut to this (the planner reserves that much)."""
+WIDEST_AUTHOR = "0-" * (MAX_AUTHOR_CHARS // 2)
+"""An author that counts as many tokens as a name of `MAX_AUTHOR_CHARS` can (for sizing)."""
 Named = tuple[str, str, NewArtifact]
 """(a tool result's label: its call id, the artifact id it is stored under, the artifact)."""
 
@@ -27,7 +31,7 @@ def summary_text(
         else "the operator's artifact endpoint"
     )
     what = {EXTRACT: "extracted without a model", "none": "no summary"}.get(
-        by, f"summarized by {by}"
+        by, f"summarized by {by[:MAX_AUTHOR_CHARS]}"
     )
     named = f"; tool results: {results}" if results else ""
     header = (

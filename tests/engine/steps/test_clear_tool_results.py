@@ -126,3 +126,15 @@ def test_clear_rewrite_edits_and_refetchable_tools() -> None:
     )
     assert out.tokens_freed == sum(ctx.unit_cost(u) - plan.costs[u] for u in (1, 7)) > 0
     assert messages == before
+
+
+def test_a_result_stored_truncated_says_so_in_its_placeholder() -> None:
+    """Mutation run 4: a result over the store's `artifacts.max_chars` is stored cut, and its
+    placeholder names how much was kept."""
+    ctx = tool_ctx(artifacts={"max_chars": 500})
+    out = clear(ctx, keep_recent_exchanges=0).rewrite(ctx, TOOL_UNITS)
+    first = out.edits[0]
+    assert first.message is not None
+    stored = out.artifacts[first.artifact_id].content
+    assert len(stored) > 500 - 100  # the head of the result and a marker
+    assert f"(stored truncated to {len(stored)} chars)" in first.message["content"]

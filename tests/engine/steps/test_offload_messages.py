@@ -160,3 +160,85 @@ def test_the_quick_scan_before_parsing() -> None:
     assert not always.acts_under_trigger(OPENAI_CHAT, only_system, size)
     with_system = always.model_copy(update={"system": True})
     assert with_system.acts_under_trigger(OPENAI_CHAT, only_system, size)
+
+
+# -- mutation run 4: exact thresholds, the plan's flags, what is stored and freed ------------------
+
+
+def test_a_message_of_exactly_the_threshold_is_kept_and_one_more_char_is_offloaded() -> None:
+    for extra, offloaded in ((0, []), (1, [3])):
+        messages = history()
+        messages[3] = user("p" * (1000 + extra))
+        ctx = make_ctx(messages)
+        assert [e.index for e in step(ctx).rewrite(ctx, list(range(5))).edits] == offloaded
+        always = OffloadMessagesConfig(**SETTINGS, when="always")
+        assert always.acts_under_trigger(OPENAI_CHAT, messages[2:], 10**6) == bool(offloaded)
+
+
+def test_the_quick_scan_with_system_also_looks_at_user_messages() -> None:
+    always = OffloadMessagesConfig(**SETTINGS, when="always", system=True)
+    assert always.acts_under_trigger(OPENAI_CHAT, [system("short"), user(PASTE)], 10**6)
+
+
+@pytest.mark.parametrize(("when", "seen"), [("always", True), ("over_trigger", False)])
+def test_the_plan_acts_when_seen_only_when_always(when: str, seen: bool) -> None:
+    ctx = make_ctx(history())
+    assert step(ctx, when=when).plan(ctx).when_seen is seen
+
+
+def test_what_is_stored_and_freed_for_each_message() -> None:
+    ctx = make_ctx(history())
+    out = step(ctx, first_user=True).rewrite(ctx, list(range(5)))
+    assert [e.index for e in out.edits] == [1, 3]
+    freed = [ctx.message_costs[e.index] - ctx.counter.count_message(e.message) for e in out.edits]
+    assert min(freed) > 0 and out.tokens_freed == sum(freed)
+    assert [(a.kind, a.meta) for a in out.artifacts.values()] == [
+        ("message", {"message_role": "user", "messages": 1, "step": "offload_messages"}),
+        ("message", {"message_role": "user", "messages": 3, "step": "offload_messages"}),
+    ]
+
+
+def test_pinned_units_are_not_rewritten_and_keep_their_cost() -> None:
+    ctx = make_ctx(history(), policy(protect={"pinned": [{"contains": "paste:"}]}))
+    offload = step(ctx)
+    assert offload.plan(ctx).costs[2] == ctx.unit_cost(2)
+    assert offload.rewrite(ctx, list(range(5))).units == []
+
+
+def test_a_conversation_without_a_user_message_offloads_nothing() -> None:
+    ctx = make_ctx([system(PROMPT), assistant(PASTE)])
+    offload = step(ctx)
+    assert offload.rewrite(ctx, list(range(len(ctx.units)))).edits == []
+
+
+def test_the_proxys_own_system_preview_sent_back_is_not_offloaded_again() -> None:
+    """(A user message of the proxy's is pinned before this step sees it; the system prefix is
+    not made of units, so the step checks the tag itself.)"""
+    shown = expected(make_ctx(history()), 0, PROMPT, "system")
+    messages = history()
+    messages[0] = system(shown)
+    ctx = make_ctx(messages)
+    assert len(shown) > 300
+    prefix = step(ctx, threshold_chars=300, system=True).prefix_output(ctx)
+    assert prefix is not None and prefix.edits == []
+    messages[0] = system("q" * len(shown))  # the same length, not the proxy's: offloaded
+    other = make_ctx(messages)
+    prefix = step(other, threshold_chars=300, system=True).prefix_output(other)
+    assert prefix is not None and [e.index for e in prefix.edits] == [0]
+
+
+@pytest.mark.parametrize(("saved", "offloaded"), [(0, False), (1, True)])
+def test_a_preview_must_free_at_least_one_token(
+    monkeypatch: pytest.MonkeyPatch, saved: int, offloaded: bool
+) -> None:
+    ctx = make_ctx(history())
+    real = ctx.counter.count_message
+
+    def count(message: dict[str, Any]) -> int:
+        if "user message offloaded" in str(message.get("content")):
+            return ctx.message_costs[3] - saved
+        return real(message)
+
+    monkeypatch.setattr(ctx.counter, "count_message", count)
+    out = step(ctx).rewrite(ctx, [2])
+    assert ([e.index for e in out.edits], out.tokens_freed) == ([3] * offloaded, saved)

@@ -21,6 +21,7 @@ from step_harness import (
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import Edit
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.fields import with_content
 
 
@@ -163,3 +164,13 @@ def test_offload_parallel_results_each_get_their_own_artifact() -> None:
     metas = {a.content: a.meta for a in out.artifacts.values()}
     assert metas[GAMMA]["tool"] == "grep" and metas[GAMMA]["tool_call_id"] == "p2"
     assert metas[ALPHA]["tool"] == "read_file" and metas[ALPHA]["tool_call_id"] == "p1"
+
+
+def test_the_quick_scan_acts_only_when_always_and_over_the_threshold() -> None:
+    """Mutation run 4: the scan before parsing, at its exact bounds."""
+    at, over = result("c1", "x" * 500), result("c2", "x" * 501)
+    always = OffloadToolResultsConfig(**OFFLOAD)  # `when: always` is the default
+    assert not always.acts_under_trigger(OPENAI_CHAT, [at], 10**6)  # exactly the threshold
+    assert always.acts_under_trigger(OPENAI_CHAT, [at, over], 10**6)
+    over_trigger = OffloadToolResultsConfig(**{**OFFLOAD, "when": "over_trigger"})
+    assert not over_trigger.acts_under_trigger(OPENAI_CHAT, [over], 10**6)

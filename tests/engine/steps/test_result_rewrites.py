@@ -150,3 +150,43 @@ def test_clear_and_offload_share_an_artifact_id_for_the_same_text() -> None:
     offloaded = offload(ctx).rewrite(ctx, [1]).artifacts
     assert list(cleared) == list(offloaded) == [artifact_id(ALPHA)]
     assert cleared[artifact_id(ALPHA)].content == offloaded[artifact_id(ALPHA)].content
+
+
+# -- mutation run 4: every result of a parallel call is decided on its own ---------------------
+
+
+def parallel(*results: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """A task, one assistant message calling (id, tool) for each result, then the results."""
+    calls = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": c, "type": "function", "function": {"name": tool, "arguments": "{}"}}
+            for c, tool, _ in results
+        ],
+    }
+    return [user("Task."), calls, *(result(c, text) for c, _, text in results), assistant("Ok.")]
+
+
+def test_a_result_left_alone_does_not_stop_the_next_of_the_same_call() -> None:
+    own = signed(f"{MARKER}: an earlier placeholder", mac)
+    messages = parallel(
+        ("c1", "cat", own), ("c2", "grep", ALPHA), ("c3", "cat", "short"), ("c4", "cat", GAMMA)
+    )
+    ctx = tool_ctx(messages)
+    assert [i for i, _, _, _ in tool_results(ctx, 1, ["grep"])] == [4, 5]
+    edits = offload(ctx, exclude_tools=["grep"]).rewrite(ctx, [1]).edits
+    assert [e.index for e in edits] == [5]  # "short" is under the threshold: not offloaded
+
+
+def test_a_rewrite_that_frees_nothing_is_not_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = tool_ctx(parallel(("c1", "cat", ALPHA), ("c2", "cat", GAMMA)))
+    real = ctx.counter.count_message
+
+    def count(message: dict[str, Any]) -> int:
+        if message.get("tool_call_id") == "c1" and MARKER in str(message.get("content")):
+            return ctx.message_costs[2]  # the placeholder of c1 costs what c1 did
+        return real(message)
+
+    monkeypatch.setattr(ctx.counter, "count_message", count)
+    assert [e.index for e in clear_all(ctx).rewrite(ctx, [1]).edits] == [3]

@@ -21,10 +21,12 @@ from context_harness import (
 )
 
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
-from proxy.engine import summary_cache
+from proxy.engine import compaction, summary_cache
+from proxy.engine.manifest import SummarySource
 from proxy.engine.step_api import MARKER, PrepareContext, StepServices
+from proxy.engine.steps import summary_parts
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
-from proxy.engine.steps.summarize import Summarize, SummarizeConfig
+from proxy.engine.steps.summarize import _WIDE, EXTRACT, Summarize, SummarizeConfig
 from proxy.engine.tool_text import is_proxy_text
 
 SCOPE = "s"
@@ -217,3 +219,130 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
     [item, *removes] = every.rewrite(ctx, units).edits
     assert [e.index for e in removes] == [2, 3, 4, 5] and "2 earlier turn(s)" in item.message[
         "content"]  # type: ignore[index]
+
+
+# -- mutation run 4 ---------------------------------------------------------------------------
+
+
+def test_the_query_at_the_edges_of_the_history() -> None:
+    messages = [*history(), user("Next?")]  # unit 9 opens turn 4
+    messages[3] = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+    ctx = make_ctx(messages, policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig(), ctx)
+    assert step._query(ctx, 0) == "Task: fix the failing build."
+    assert step._query(ctx, 9) == step._query(ctx, 100) == "Next?"
+    assert step._query(ctx, 3) == ""  # turn 1 opens with an image: no text, no query
+
+
+def test_without_cuts_the_digest_is_frozen_without_a_query() -> None:
+    ctx, step = summarize_ctx()
+    store = MemoryStore(b"k")
+    run(step.settle(ctx, [0, 1, 2, 3, 4], services(store), []))
+    items = [ctx.messages[i] for u in [1, 2, 3, 4] for i in ctx.units[u].indices]
+    key = summary_cache.span_digest(ctx.wire, items, step._identity(ctx), "")
+    assert step.obtained is not None
+    assert run(summary_cache.lookup(store, SCOPE, key)) == step.obtained.summary
+
+
+def test_the_digest_gets_what_the_list_of_results_leaves_of_the_budget() -> None:
+    ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
+    made = step._extract(ctx, [1, 2, 3, 4], "", 60)
+    named = summary_parts.tool_results(ctx, [1, 2, 3, 4], step.name)
+    listed = ctx.counter.count_text(summary_parts.listed(ctx, named, 60))
+    assert listed > 0 and listed + ctx.counter.count_text(made.body) <= 60
+
+
+def test_only_a_model_summary_is_made_ahead_of_time() -> None:
+    assert SummarizeConfig().precompute_at() is None
+    assert SummarizeConfig(summarizer={"kind": "llm"}).precompute_at() == 0.8
+
+
+def test_the_plan_reserves_the_widest_header_and_the_summarys_budget() -> None:
+    ctx, step = summarize_ctx(roll_up_turns=0, roll_up_after=0)  # no tail item
+    widest = step._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
+    assert step.plan(ctx).extra_cost == counter().count_message(widest) + step.budget(ctx)
+    # with roll-ups, also the widest tail item and the changes it may carry
+    ctx, step = summarize_ctx()
+    text = summary_parts.tail_text(_WIDE, _WIDE, ctx.artifact_id("sizing"), "", mac_for(SCOPE))
+    tail = ctx.wire.notice_item("user", text)
+    assert step.plan(ctx).extra_cost == (
+        counter().count_message(widest) + step.budget(ctx) + counter().count_message(tail)
+        + step.budget(ctx) // 6
+    )
+
+
+def test_the_detail_names_the_span_the_kind_and_the_summarys_tokens() -> None:
+    ctx, step = summarize_ctx()
+    units = [0, 1, 2, 3, 4]
+    run(step.settle(ctx, units, services(MemoryStore(b"k")), [(7, 5)]))
+    out = step.rewrite(ctx, units)
+    insert = out.edits[0]
+    assert out.detail is not None
+    detail = out.detail
+    assert (detail["span"], detail["kind"], detail["by"]) == ([2, 7], "extract", "extract")
+    assert out.detail["tokens"] == counter().count_message(insert.message)
+    header_only = Summarize(SummarizeConfig().relaxed(), ctx)  # type: ignore[arg-type]
+    assert header_only.rewrite(ctx, units).detail["kind"] == "drop"  # type: ignore[index]
+    written = summary_cache.Summary("- f: v", "gpt-x")
+    step.obtained = compaction.Obtained(written, SummarySource.fresh)
+    assert step.rewrite(ctx, units).detail["kind"] == "llm"  # type: ignore[index]
+
+
+def test_a_rewrite_without_settle_digests_the_span_and_says_so() -> None:
+    ctx, step = summarize_ctx()
+    units = [0, 1, 2, 3, 4]
+    out = step.rewrite(ctx, units)
+    insert = out.edits[0]
+    text = insert.message["content"]  # type: ignore[index]
+    assert f"({sum(ctx.message_costs[2:7])} tokens)" in text
+    assert out.reason == "over trigger: turns compacted (extract, fresh)"
+    assert out.detail == {
+        "span": [2, 7],
+        "kind": "extract",
+        "by": "extract",
+        "tokens": counter().count_message(insert.message),
+        "source": "fresh",
+        "failure": None,
+        "seconds": 0.0,
+        "summarizer_usage": {},
+    }
+    result_id = artifact_id(history()[5]["content"])
+    assert out.artifacts[result_id].meta["step"] == "summarize"
+
+
+def test_the_header_only_summary_names_no_results_and_makes_nothing() -> None:
+    ctx = make_ctx(history(), policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig().relaxed(), ctx)  # type: ignore[arg-type]
+    run(step.settle(ctx, [0, 1, 2, 3, 4], services(MemoryStore(b"k")), [(7, 5)]))
+    assert step.obtained is None
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert "(no summary)" in text and "tool results:" not in text
+
+
+def test_a_long_summary_is_trimmed_to_what_the_list_of_results_leaves() -> None:
+    ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
+    body = "\n".join(f"- fact {n} is {n * 7}" for n in range(40))
+    step.obtained = compaction.Obtained(summary_cache.Summary(body, "gpt-x"), SummarySource.fresh)
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    header, kept = text.split("]\n", 1)
+    results = header.split("tool results: ", 1)[1].split(";", 1)[0]
+    assert counter().count_text(results) + counter().count_text(kept) <= 60
+
+
+def test_turns_dropped_without_a_summary_name_no_results_either() -> None:
+    ctx, step = summarize_ctx()
+    step.obtained = compaction.Obtained(None, SummarySource.fallback, failure="timeout")
+    text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
+    assert "(no summary)" in text and "tool results:" not in text
+
+
+def test_the_detail_reports_the_seconds_to_the_millisecond_and_the_usage() -> None:
+    ctx, step = summarize_ctx()
+    made = summary_cache.Summary("- f: v", "gpt-x", {"prompt_tokens": 7})
+    step.obtained = compaction.Obtained(
+        made, SummarySource.fresh, seconds=1.23456, usage={"prompt_tokens": 7}
+    )
+    out = step.rewrite(ctx, [0, 1, 2, 3, 4])
+    assert out.detail is not None
+    assert (out.detail["seconds"], out.detail["summarizer_usage"]) == (1.235, {"prompt_tokens": 7})
+    assert "search_context_artifact" in out.edits[0].message["content"]  # type: ignore[index]
