@@ -288,17 +288,18 @@ class Metrics:
         usage = summary.get("summarizer_usage") or {}
         if usage:
             self.summarizer_seconds.observe(summary.get("seconds", 0.0))
-        for kind in ("prompt", "completion"):
-            tokens = usage.get(f"{kind}_tokens")
-            if isinstance(tokens, int) and tokens > 0:
-                self._child(self.summarizer_tokens, kind).inc(tokens)
+        self._count_tokens(self.summarizer_tokens, usage)
 
     def record_background_summary(self, outcome: str, usage: dict[str, int]) -> None:
         self._child(self.background_summaries, outcome).inc()
+        self._count_tokens(self.background_summarizer_tokens, usage)
+
+    def _count_tokens(self, counter: Counter, usage: dict[str, Any]) -> None:
+        """A summarizer's `prompt_tokens` and `completion_tokens` into `counter{kind}`."""
         for kind in ("prompt", "completion"):
             tokens = usage.get(f"{kind}_tokens")
             if isinstance(tokens, int) and tokens > 0:
-                self._child(self.background_summarizer_tokens, kind).inc(tokens)
+                self._child(counter, kind).inc(tokens)
 
     def record_refusal(self, reason: RefusalReason) -> None:
         self.refusals.labels(reason).inc()

@@ -89,6 +89,26 @@ def archived(ctx: PrepareContext, dropped: list[int]) -> tuple[list[int], str, N
     return indices, ctx.artifact_id(archive), NewArtifact(archive, "dropped_turns", meta)
 
 
+def archive_span(
+    ctx: PrepareContext, span: list[int], out: StepOutput
+) -> tuple[list[int], str, int]:
+    """The `span`'s archive added to `out`: (its items, the archive's id, their tokens)."""
+    indices, archive_id, archive = archived(ctx, span)
+    out.artifacts[archive_id] = archive
+    return indices, archive_id, sum(ctx.message_costs[i] for i in indices)
+
+
+def stand_in(
+    ctx: PrepareContext, indices: list[int], archive_id: str, tokens: int, item: Any,
+    out: StepOutput,
+) -> None:
+    """`item` in place of the items at `indices` (`tokens` of them), once the archive is
+    stored."""
+    out.edits.append(Edit("insert_before", indices[0], item, archive_id))
+    out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
+    out.tokens_freed += tokens - ctx.counter.count_message(item)
+
+
 class DropTurns(Step[DropTurnsConfig]):
     name = "drop_turns"
     config_model = DropTurnsConfig
@@ -106,13 +126,9 @@ class DropTurns(Step[DropTurnsConfig]):
         dropped = [u for u in units if not ctx.is_protected(u)]
         if not dropped:
             return StepOutput()
-        indices, artifact_id, archive = archived(ctx, dropped)
-        tokens = sum(ctx.message_costs[i] for i in indices)
         turns = len({ctx.unit_turn[u] for u in dropped})
-        out = StepOutput(units=dropped, tokens_freed=tokens, count=turns)
-        out.artifacts[artifact_id] = archive
+        out = StepOutput(units=dropped, count=turns)
+        indices, artifact_id, tokens = archive_span(ctx, dropped, out)
         notice = self._notice(ctx, turns, tokens, artifact_id)
-        out.edits.append(Edit("insert_before", indices[0], notice, artifact_id))
-        out.edits.extend(Edit("remove", i, None, artifact_id) for i in indices)
-        out.tokens_freed -= ctx.counter.count_message(notice)
+        stand_in(ctx, indices, artifact_id, tokens, notice, out)
         return out

@@ -28,14 +28,13 @@ from proxy.engine.manifest import SummarySource
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
     Cut,
-    Edit,
     PrepareContext,
     Step,
     StepOutput,
     StepServices,
 )
 from proxy.engine.steps import summary_parts, summary_spans
-from proxy.engine.steps.drop_turns import TurnsConfig, archived, turns_plan
+from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
 from proxy.engine.steps.summary_parts import EXTRACT, WIDEST_AUTHOR
 from proxy.engine.steps.summary_spans import SummarySpans
 from proxy.engine.summarizer import SummarizerConfig, SummarizerError
@@ -101,8 +100,6 @@ class Summarize(Step[SummarizeConfig]):
         """The summary this request uses and where it came from (set by `settle`)."""
         self.spans: SummarySpans | None = None
         """What the summary covers and what is dropped since it (set by `settle`)."""
-        self.tail_query = ""
-        """The user's message when the last cut was made (the tail's digest is ranked by it)."""
 
     def budget(self, ctx: PrepareContext) -> int:
         """The tokens of the summary and the digest of the turns behind it, together."""
@@ -117,15 +114,12 @@ class Summarize(Step[SummarizeConfig]):
             return 0
         return self.budget(ctx) // 6
 
-    def summary_budget(self, ctx: PrepareContext) -> int:
-        return self.budget(ctx)
-
     def plan(self, ctx: PrepareContext) -> StepPlan:
         author = EXTRACT if self.config.summarizer.kind == EXTRACT else WIDEST_AUTHOR
-        sized = self._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", author)
+        sizing = ctx.artifact_id("sizing")
+        sized = self._item(ctx, _WIDE, _WIDE, sizing, "", "", author)
         extra = ctx.counter.count_message(sized) + self.budget(ctx)
         if self._lags() and not self.config.header_only:
-            sizing = ctx.artifact_id("sizing")
             text = summary_parts.tail_text(_WIDE, _WIDE, sizing, "", ctx.own_text_mac)
             tail = ctx.wire.notice_item(self.config.notice_role, text)
             extra += ctx.counter.count_message(tail) + self.tail_budget(ctx)
@@ -149,8 +143,6 @@ class Summarize(Step[SummarizeConfig]):
         if not dropped or self.config.header_only:  # the last resort: one header, no tail
             return
         self.spans = summary_spans.split(ctx, dropped, cuts, self._roll_up(ctx))
-        if self.spans.tail:
-            self.tail_query = self._query(ctx, cuts[-1][0])
         if self.config.summarizer.kind == "llm":
             self.obtained = await self._from_model(ctx, self.spans, services)
         else:
@@ -168,7 +160,7 @@ class Summarize(Step[SummarizeConfig]):
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
             return Obtained(found, SummarySource.cache)
-        made = self._extract(ctx, dropped, query, self.summary_budget(ctx))
+        made = self._extract(ctx, dropped, query, self.budget(ctx))
         await summary_cache.keep(
             services.store, services.scope, key, made,
             ttl_seconds=services.ttl_seconds, max_per_scope=services.max_per_scope,
@@ -266,14 +258,14 @@ class Summarize(Step[SummarizeConfig]):
         on_error = self.config.summarizer.on_error
         if on_error == "refuse":
             raise summary_parts.summarizer_refusal(error)
-        budget = self.summary_budget(ctx)
+        budget = self.budget(ctx)
         summary = self._extract(ctx, dropped, "", budget) if on_error == "extract" else None
         return Obtained(summary, SummarySource.fallback, failure=error.failure)
 
     def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
         config = self.config.summarizer
         return compaction.ModelSettings(
-            config.model, config.upstream, self.summary_budget(ctx), config.timeout_s,
+            config.model, config.upstream, self.budget(ctx), config.timeout_s,
             config.batch_tokens or ctx.allowance,
         )
 
@@ -286,11 +278,11 @@ class Summarize(Step[SummarizeConfig]):
         out = StepOutput(units=dropped, count=turns)
         obtained = self.obtained
         if obtained is None:
-            made = self._extract(ctx, spans.summarized, "", self.summary_budget(ctx))
+            made = self._extract(ctx, spans.summarized, "", self.budget(ctx))
             obtained = Obtained(made, SummarySource.fresh)
         if self.config.header_only:
             obtained = Obtained(None, SummarySource.last_resort)
-        budget = self.summary_budget(ctx) if obtained.summary is not None else 0
+        budget = self.budget(ctx) if obtained.summary is not None else 0
         indices, item = self._summary(ctx, spans.summarized, obtained, out, budget)
         by = obtained.summary.by if obtained.summary is not None else "none"
         out.reason = f"over trigger: turns compacted ({by}, {obtained.source})"
@@ -305,9 +297,7 @@ class Summarize(Step[SummarizeConfig]):
     ) -> tuple[list[int], Any]:
         """An item in place of the `span`'s units (a summary within `budget`, or its header
         alone), added to `out`: (their items, the item)."""
-        indices, archive_id, archive = archived(ctx, span)
-        tokens = sum(ctx.message_costs[i] for i in indices)
-        out.artifacts[archive_id] = archive
+        indices, archive_id, tokens = archive_span(ctx, span, out)
         named = summary_parts.tool_results(ctx, span, self.name)
         for _, artifact_id, artifact in named:
             out.artifacts[artifact_id] = artifact
@@ -319,9 +309,7 @@ class Summarize(Step[SummarizeConfig]):
             body = summary_parts.trimmed(ctx, obtained.summary.body, left)
         turns = len({ctx.unit_turn[u] for u in span})
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
-        out.edits.append(Edit("insert_before", indices[0], item, archive_id))
-        out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
-        out.tokens_freed += tokens - ctx.counter.count_message(item)
+        stand_in(ctx, indices, archive_id, tokens, item, out)
         return indices, item
 
     def _tail(
@@ -329,18 +317,14 @@ class Summarize(Step[SummarizeConfig]):
     ) -> list[int]:
         """The turns dropped since the summary's last roll-up, behind one short item after the
         summary with what they change of it (added to `out`): their items' span."""
-        indices, archive_id, archive = archived(ctx, tail)
-        tokens = sum(ctx.message_costs[i] for i in indices)
-        out.artifacts[archive_id] = archive
+        indices, archive_id, tokens = archive_span(ctx, tail, out)
         stated = obtained.summary.body if obtained.summary is not None else ""
         texts, _ = summary_parts.span_texts(ctx, tail)
         changes = extract.updates(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
         turns = len({ctx.unit_turn[u] for u in tail})
         text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
         item = ctx.wire.notice_item(self.config.notice_role, text)
-        out.edits.append(Edit("insert_before", indices[0], item, archive_id))
-        out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
-        out.tokens_freed += tokens - ctx.counter.count_message(item)
+        stand_in(ctx, indices, archive_id, tokens, item, out)
         return [indices[0], indices[-1] + 1]
 
     def _detail(
@@ -373,7 +357,7 @@ class Summarize(Step[SummarizeConfig]):
         return ctx.wire.notice_item(self.config.notice_role, text)
 
     def _identity(self, ctx: PrepareContext) -> str:
-        return f"{EXTRACT}:{_VERSION}:{self.summary_budget(ctx)}"
+        return f"{EXTRACT}:{_VERSION}:{self.budget(ctx)}"
 
 
     def _query(self, ctx: PrepareContext, cut_at: int) -> str:

@@ -1,4 +1,4 @@
-"""Which dropped turns the summary covers, and which wait behind a bare notice until it rolls up.
+"""Which dropped turns the summary covers, and which wait behind a short item until it rolls up.
 
 Every cut of `summarize` removes more turns; rewriting the summary at each one would change its
 bytes at each one, and the prompt prefix would break right after the system prompt every time

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.formats.anthropic_messages.fields import block_type, blocks_of
-
-_PROMPT_PARTS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+from proxy.formats.anthropic_messages.fields import block_type, blocks_of, int_value
+from proxy.formats.anthropic_messages.usage import prompt_tokens
 
 
 def summary_request(model: str, instructions: str, prompt: str, max_tokens: int) -> dict[str, Any]:
@@ -43,12 +42,11 @@ def summary_answer(data: Any) -> tuple[str, str, dict[str, int]] | None:
 
 
 def _usage(usage: object) -> dict[str, int]:
-    if not isinstance(usage, dict):
-        return {}
     counts: dict[str, int] = {}
-    prompt = [usage[k] for k in _PROMPT_PARTS if type(usage.get(k)) is int]
-    if prompt:
-        counts["prompt_tokens"] = sum(prompt)
-    if type(usage.get("output_tokens")) is int:
-        counts["completion_tokens"] = usage["output_tokens"]
+    prompt = prompt_tokens(usage)
+    if prompt is not None:
+        counts["prompt_tokens"] = prompt
+    output = int_value(usage.get("output_tokens")) if isinstance(usage, dict) else None
+    if output is not None:
+        counts["completion_tokens"] = output
     return counts

@@ -89,7 +89,7 @@ def test_a_failure_without_a_background_goes_to_on_error(on_error: str, by: str 
     assert (obtained.source, obtained.failure) == ("fallback", "invalid")
     assert (obtained.summary.by if obtained.summary else None) == by
     if obtained.summary is not None:
-        assert obtained.summary == step._extract(ctx, [1, 2, 3, 4], "", step.summary_budget(ctx))
+        assert obtained.summary == step._extract(ctx, [1, 2, 3, 4], "", step.budget(ctx))
 
 
 def test_on_error_refuse_refuses_naming_the_failure() -> None:
