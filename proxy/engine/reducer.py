@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,18 +181,17 @@ async def plan_reduction(
         return horizons, cuts
 
     horizons, cuts = replay(services.precompute)
-    assigned = _assigned(horizons, len(steps))
     if services.precompute:
-        await _precompute(steps, ctx, services, assigned, cuts)
+        await _precompute(steps, ctx, services, cuts)
         return Plan([], 0, 0)
+    assigned = _assigned(horizons, len(steps))
     for step, units, made in zip(steps, assigned, cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
     total = total_after(full, plans, horizons, **kwargs)
     if _near_trigger(ctx, services, total, budget.trigger):
         # the next cut's work (summaries), started now in the background
-        ahead, ahead_cuts = replay(True)
-        await _precompute(steps, ctx, services, _assigned(ahead, len(steps)), ahead_cuts)
+        await _precompute(steps, ctx, services, replay(True)[1])
     cost = [
         full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
         for u in range(len(full))
@@ -224,15 +222,10 @@ def _near_trigger(
 
 
 async def _precompute(
-    steps: list[Step[Any]],
-    ctx: ReductionContext,
-    services: StepServices,
-    assigned: list[list[int]],
-    cuts: list[list[Cut]],
+    steps: list[Step[Any]], ctx: ReductionContext, services: StepServices, cuts: list[list[Cut]]
 ) -> None:
-    ahead = dataclasses.replace(services, precompute=True)
-    for step, units, made in zip(steps, assigned, cuts, strict=True):
-        await step.precompute(ctx, units, ahead, made)
+    for step, made in zip(steps, cuts, strict=True):
+        await step.precompute(ctx, services, made)
 
 
 def _prefix_output(step: Step[Any], ctx: ReductionContext) -> StepOutput | None:

@@ -157,12 +157,13 @@ class Step(ABC, Generic[ConfigT]):
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput: ...
 
     async def precompute(
-        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+        self, ctx: PrepareContext, services: StepServices, cuts: list[Cut]
     ) -> None:
-        """Optional work started ahead of time for the `units` this step would reduce if the
-        request had crossed its trigger now (`StepServices.precompute`; the last of `cuts` is
-        that hypothetical cut when its time point is the last unit); called for every step,
-        `units` may be empty. It must not wait for the work. None by default."""
+        """Optional work started ahead of time for what this step would reduce if the request
+        had crossed its trigger now: `cuts` are the step's cuts as that crossing would make them
+        (the last one is that hypothetical cut when its time point is the last unit; none when
+        the step would not act). Called for every step; it must not wait for the work. None by
+        default."""
 
     def prefix_output(self, ctx: PrepareContext) -> StepOutput | None:
         """Edits of the system prefix (outside the units the planner replays), made whenever

@@ -14,7 +14,6 @@ between words around it. The shape's JSON schema (`SummaryShape.model_json_schem
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
@@ -35,7 +34,6 @@ INSTRUCTIONS = (
     "messages seen, verbatim. Keep every value exact. If a previous summary is given, fold it "
     "in: keep what still holds, update what changed."
 )
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
 class SummarizerError(Exception):
@@ -89,16 +87,16 @@ class SummaryShape(StrictModel):
 
 
 SCHEMA_NAME = "conversation_summary"
+
+
 def parse_summary(answer: str) -> SummaryShape:
     """The answer as a `SummaryShape`, or `SummarizerError("invalid")`. A ```json fence or
     words around the object are allowed; an object with none of the shape's keys is not (it
     is no summary)."""
-    fenced = _FENCE.match(answer)
-    text = fenced.group(1) if fenced else answer
     try:
-        data = json.loads(text)
-    except ValueError:
-        data = _embedded(text)
+        data = json.loads(answer)
+    except ValueError:  # fenced, or with words around it
+        data = _embedded(answer)
     if not isinstance(data, dict) or not data.keys() & SummaryShape.model_fields.keys():
         raise SummarizerError("invalid", "the summary is not a JSON object of the expected shape")
     try:

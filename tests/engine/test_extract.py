@@ -154,6 +154,19 @@ def test_updates_keep_the_latest_of_each_and_fit_the_budget_best_first() -> None
     assert updates(texts, STATED, 0, count) == ""
 
 
+def test_updates_charge_each_line_and_its_line_break_against_the_budget() -> None:
+    stated = "- port of alpha: 1111\n- port of bravo: 2222\n- port of gamma: 3333"
+    texts = [SpanText(f"port of {name}: {n}") for name, n in (("alpha", 4444), ("bravo", 5555),
+                                                              ("gamma", 6666))]
+    costs = [count(f"- {t.text}") + 1 for t in texts]
+    assert len(set(costs)) == 1  # the same price each, so only the sum decides
+    [cost] = set(costs)
+    assert len(updates(texts, stated, 3 * cost, count).splitlines()) == 3
+    assert len(updates(texts, stated, 2 * cost, count).splitlines()) == 2
+    assert len(updates(texts, stated, 2 * cost - 1, count).splitlines()) == 1
+    assert len(updates(texts, stated, cost - 1, count).splitlines()) == 0
+
+
 def _test_run(k: int) -> str:
     """A pasted pytest run: its command line, ten failed tests, the assertion's detail."""
     lines = [f"$ pytest tests/test_mod{k}.py -q"]

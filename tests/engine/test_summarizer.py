@@ -65,6 +65,8 @@ def test_only_what_loses_nothing_is_let_through() -> None:
     assert parse_summary(json.dumps({"facts": []})) == SummaryShape()  # a list left out: none
     wrapped = f"Here is the summary:\n{json.dumps(GOOD)}\nI hope it helps."
     assert parse_summary(wrapped) == shape
+    assert parse_summary(f"{json.dumps(GOOD)} (as asked)") == shape  # the object comes first
+    assert parse_summary(f"Summary: {json.dumps(GOOD)}.") == shape  # a full stop right after it
 
 
 def test_batches_keep_order_and_size() -> None:

@@ -216,7 +216,7 @@ class Summarize(Step[SummarizeConfig]):
         return SummarizerError("timeout", "the summary is being made elsewhere")
 
     async def precompute(
-        self, ctx: PrepareContext, units: list[int], services: StepServices, cuts: list[Cut]
+        self, ctx: PrepareContext, services: StepServices, cuts: list[Cut]
     ) -> None:
         """Start, in the background, the summaries of the spans the next cut may remove (each
         rolling up the one before), so that the request crossing the trigger finds its own

@@ -41,7 +41,7 @@ def started(
     ctx = make_ctx(messages or history(), policy(), allowance=10_000)
     step = Summarize(SummarizeConfig(**{**LLM, **settings}), ctx)
     services = StepServices(MemoryStore(b"k"), SCOPE, counter())
-    asyncio.run(step.precompute(ctx, [], services, cuts))
+    asyncio.run(step.precompute(ctx, services, cuts))
     return chains
 
 
