@@ -221,6 +221,23 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
         "content"]  # type: ignore[index]
 
 
+def test_a_tail_of_several_turns_names_their_tokens_and_their_whole_span() -> None:
+    ctx = make_ctx(tail_history(), policy(), allowance=10_000)
+    units = [0, 1, 2, 3, 4, 5, 6]
+    dropped = SummarizeConfig(summarizer={"kind": "llm", "model": "m", "on_error": "drop"})
+    for config in (SummarizeConfig(), dropped):  # no model to ask: the summary is dropped
+        step = Summarize(config, ctx)  # the cut at unit 8 is too early to roll up
+        run(step.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (8, 7)]))
+        out = step.rewrite(ctx, units)
+        assert out.detail is not None and out.detail["tail"] == [4, 8]
+        [tail] = [e for e in out.edits if e.kind == "insert_before" and e.index == 4]
+        text = tail.message["content"]  # type: ignore[index]
+        tokens = sum(ctx.message_costs[4:8])
+        assert f"2 later turn(s) ({tokens} tokens) were removed too" in text
+        # a dropped summary states nothing, so nothing is changed since it
+        assert ("Changed since the summary" in text) is (config is not dropped)
+
+
 # -- mutation run 4 ---------------------------------------------------------------------------
 
 

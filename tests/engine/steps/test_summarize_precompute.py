@@ -93,3 +93,14 @@ def test_a_leading_turn_is_rolled_up_from_its_start(monkeypatch: pytest.MonkeyPa
 
 def test_an_extract_summarizer_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert started(monkeypatch, [], summarizer={"kind": "extract"}) == []
+
+
+def test_nothing_starts_while_even_four_turns_on_is_too_early_to_roll_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last roll-up at unit 2 (turn 1); the newest unit (9) is a turn of its own (4): a
+    crossing four turns on is 3 + 4 = 7 turns after the roll-up."""
+    messages = [*history(), {"role": "user", "content": "And now?"}]
+    assert started(monkeypatch, [(2, 1)], messages, roll_up_turns=8) == []
+    [chain] = started(monkeypatch, [(2, 1)], messages, roll_up_turns=7)
+    assert [len(span) for span, _ in chain] == [1, 4, 6, 8]  # up to turns 1-4

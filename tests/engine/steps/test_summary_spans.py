@@ -71,6 +71,19 @@ def test_protected_units_do_not_count_toward_a_roll_up() -> None:
     # u0 is protected: the first cut drops nothing of it, the second drops u1 and u2
     assert roll_ups(c, [(0, 1), (4, 3)], RollUp(cost(c, range(1, 3)), 0)) == [(0, 1), (4, 3)]
     assert roll_ups(c, [(0, 1), (4, 3)], RollUp(cost(c, range(0, 3)), 0)) == [(0, 1)]
+    # a pinned unit among those dropped since the roll-up does not count either
+    pinned = make_ctx(history(), policy(protect={"pinned": [{"contains": "REL-4712"}]}), 10_000)
+    assert pinned.is_protected(3)
+    since = [(4, 3), (8, 7)]
+    assert roll_ups(pinned, since, RollUp(cost(pinned, range(4, 7)), 0)) == since
+    assert roll_ups(pinned, since, RollUp(cost(pinned, range(3, 7)), 0)) == [(4, 3)]
+
+
+def test_turns_since_a_roll_up_count_from_its_time_point_not_its_horizon() -> None:
+    c = ctx()
+    cuts = [(6, 3), (8, 5)]  # at turns 3 and 4; the first cut's horizon is in turn 2
+    assert roll_ups(c, cuts, RollUp(0, 1)) == cuts
+    assert roll_ups(c, cuts, RollUp(0, 2)) == [(6, 3)]
 
 
 def test_split_into_the_summary_the_previous_one_and_the_tail() -> None:
