@@ -414,3 +414,30 @@ async def test_refusal_reason_names_exhausted_steps(
     assert details["reason"] == "policy_steps_exhausted"
     assert caught.value.reason is RefusalReason.policy_steps_exhausted
     assert details["protected_tokens"] <= details["allowance_tokens"] < details["final_tokens"]
+
+
+async def test_a_request_continuing_history_at_the_provider_goes_as_it_came(
+    harness: Harness,
+) -> None:
+    """`unprepared`: nothing is counted or reduced (the proxy cannot see the history), the
+    client's bytes go, and the manifest names the tenant's policy and why."""
+    request = body(agent_history(12), x_unknown={"k": [1, 2]})
+    raw = client_bytes(request)
+    prepared = harness.preparer.unprepared(request, raw, TENANT, OPENAI_CHAT, "continues resp_1")
+    assert (prepared.body, prepared.changed, prepared.parsed) == (raw, False, request)
+    assert prepared.body is raw and prepared.synthetic is None
+    manifest = prepared.manifest
+    assert (manifest.policy, manifest.model, manifest.mode) == ("test", "gpt-4o", "window")
+    assert (manifest.notes, manifest.note_codes) == (["continues resp_1"], ["history_at_provider"])
+    assert manifest.actions == [] and manifest.tokens_before == 0
+
+
+async def test_an_unprepared_request_names_the_policy_its_model_resolves_to(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    write_policy(tmp_path, SMALL + 'models:\n  "gpt-4o*":\n    mode: inspect\n')
+    preparer = make_harness(tmp_path, counters).preparer
+    for model, mode in (("gpt-4o", "inspect"), ("o3", "window")):
+        request = body([{"role": "user", "content": "Hi"}]) | {"model": model}
+        prepared = preparer.unprepared(request, client_bytes(request), TENANT, OPENAI_CHAT, "x")
+        assert (prepared.manifest.model, prepared.manifest.mode) == (model, mode)
