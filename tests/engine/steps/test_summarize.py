@@ -236,6 +236,8 @@ def test_a_tail_of_several_turns_names_their_tokens_and_their_whole_span() -> No
         assert f"2 later turn(s) ({tokens} tokens) were removed too" in text
         # a dropped summary states nothing, so nothing is changed since it
         assert ("Changed since the summary" in text) is (config is not dropped)
+        by = "none, fallback" if config is dropped else "extract, fresh"
+        assert out.reason == f"over trigger: turns compacted ({by})"
 
 
 # -- mutation run 4 ---------------------------------------------------------------------------
