@@ -26,7 +26,6 @@ class Outcome(StrEnum):
     nothing was reducible); forwarded as it came. The value keeps its historical name."""
     reduced = "reduced"
     reduced_above_target = "reduced_above_target"
-    refused = "refused"
 
 
 class NoteCode(StrEnum):

@@ -385,7 +385,6 @@ async def _last_resort(
 def _refusal(
     request: PreparingRequest, final: int, protected: int, *, store_failed: bool = False
 ) -> ProxyError:
-    request.manifest.outcome = Outcome.refused
     return refusal(
         request.budget,
         request.policy,

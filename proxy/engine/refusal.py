@@ -14,7 +14,7 @@ def refusal(
     final: int,
     protected: int,
     *,
-    store_failed: bool = False,
+    store_failed: bool,
 ) -> ProxyError:
     """Why a request of `final` tokens (`protected` of them no step may remove) is refused."""
     if store_failed:

@@ -105,3 +105,14 @@ def test_without_cuts_or_a_summary_span_everything_is_summarized() -> None:
     assert split(c, [1, 2], [(0, 1), (4, 3)], RollUp(10**6, 0)) == SummarySpans(
         [1, 2], [], [], 0
     )
+
+
+def test_with_one_roll_up_the_summary_rolls_up_nothing_before_it() -> None:
+    """Unit 0 is an assistant greeting (a leading turn, not protected): still no previous
+    summary when the first roll-up is the only one."""
+    c = make_ctx([system(), assistant("Hello."), *history()[1:]], policy(), allowance=10_000)
+    assert not c.is_protected(0)
+    never = RollUp(10**6, 0)
+    assert split(c, [0, 1, 2, 3, 4], [(4, 3), (6, 5)], never) == SummarySpans(
+        [0, 1, 2], [], [3, 4], 4
+    )
