@@ -290,6 +290,38 @@ def test_the_plan_reserves_the_widest_header_and_the_summarys_budget() -> None:
     )
 
 
+def test_with_a_model_the_plan_reserves_the_header_of_the_widest_model_name() -> None:
+    ctx, step = summarize_ctx(roll_up_turns=0, roll_up_after=0, summarizer={"kind": "llm"})
+    sizing = ctx.artifact_id("sizing")
+    widest = step._item(ctx, _WIDE, _WIDE, sizing, "", "", summary_parts.WIDEST_AUTHOR)
+    extracted = step._item(ctx, _WIDE, _WIDE, sizing, "", "", EXTRACT)
+    assert counter().count_message(widest) > counter().count_message(extracted)
+    assert step.plan(ctx).extra_cost == counter().count_message(widest) + step.budget(ctx)
+
+
+def test_roll_ups_by_tokens_alone_still_keep_a_tail_with_its_changes() -> None:
+    """Half the allowance (5,000 tokens) must wait before a roll-up, whatever the turns."""
+    ctx = make_ctx(tail_history(), policy(), allowance=10_000)
+    step = Summarize(SummarizeConfig(roll_up_turns=0, roll_up_after=0.5), ctx)
+    units = [0, 1, 2, 3, 4]
+    run(step.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
+    out = step.rewrite(ctx, units)
+    assert out.detail is not None and out.detail["tail"] == [4, 6]
+    [tail] = [e for e in out.edits if e.kind == "insert_before" and e.index == 4]
+    assert "Changed since the summary:\n- Correction: the release is REL-4712" in tail.message[
+        "content"]  # type: ignore[index]
+
+
+def test_the_tails_budget_is_a_whole_sixth_of_the_summarys_and_only_with_a_tail() -> None:
+    ctx = make_ctx(tail_history(), policy(), allowance=10_007)
+    step = Summarize(SummarizeConfig(), ctx)
+    assert step.budget(ctx) % 6 and step.tail_budget(ctx) == step.budget(ctx) // 6
+    assert isinstance(step.tail_budget(ctx), int) and isinstance(step.plan(ctx).extra_cost, int)
+    assert Summarize(SummarizeConfig(roll_up_turns=0, roll_up_after=0), ctx).tail_budget(ctx) == 0
+    last_resort = SummarizeConfig().relaxed()
+    assert last_resort is not None and Summarize(last_resort, ctx).tail_budget(ctx) == 0
+
+
 def test_the_detail_names_the_span_the_kind_and_the_summarys_tokens() -> None:
     ctx, step = summarize_ctx()
     units = [0, 1, 2, 3, 4]
