@@ -57,6 +57,8 @@ def test_lines_that_differ_only_in_numbers_paths_and_words_fold(lines: list[str]
         ["PASSED tests/test_a1.py", "FAILED tests/test_a2.py", "PASSED tests/test_a3.py"],
         # even a one-letter one (a compass point) is not a word like `gusting`
         ["wind 12 knots W", "wind 14 knots gusting", "wind 9 knots gusting"],
+        # the values of different keys (`size: 3`, `step: 4`), whatever letter a key starts with
+        ["État: 3 ok", "Étape: 4 ok", "Échec: 5 ok"],
     ],
 )
 def test_lines_not_of_one_output_form_are_not_folded(lines: list[str]) -> None:
