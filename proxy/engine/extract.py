@@ -68,7 +68,7 @@ _DETAIL = re.compile(
     r"|(?:error|fatal|panic)(?:\[\w+\])?:|assert\b)"
 )
 _STATEMENT = re.compile(r"\s(?:is|are|was|were|equals|set to|changed to)\s", re.IGNORECASE)
-_KEY = re.compile(r"^[\"'`]?[A-Za-z_][\w-]*[\"'`]?[:=],?$")
+_KEY = re.compile(r"^[\"'`]?[^\W\d][\w-]*[\"'`]?[:=],?$")
 _PATHLIKE = re.compile(r"[/\\_]|::|\w\.\w")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]{3,}")
 _VALUE = re.compile(r"\S*\d\S*")

@@ -280,6 +280,8 @@ def test_a_query_word_many_sentences_share_weighs_less_than_a_rare_one() -> None
         ("The owner is Alice", 3.5),  # a fact (with a name)
         ("config is in src/app.yaml", 4.5),  # a fact (with a path)
         ("Actually use 8080 instead", 5.5),  # a correction of a fact
+        ("The handler is parse_config", 4.0),  # a fact (with one identifier)
+        ("$ make build", 6.0),  # a command, ranked above an error
     ],
 )
 def test_a_sentences_score_by_what_it_holds(sentence: str, score: float) -> None:
@@ -322,3 +324,22 @@ def test_a_value_is_compared_whole_stripped_of_punctuation_only() -> None:
     old = SpanText("The display is X11.")
     fix = SpanText("Actually 11 is out of date.")
     assert [c.superseded_by for c in _ranked([old, fix], frozenset())] == [frozenset()] * 2
+
+
+# -- mutation run 5 ---------------------------------------------------------------------------
+
+
+def test_a_statement_naming_one_identifier_is_a_fact() -> None:
+    fact, paths = SpanText("The handler is parse_config"), SpanText("see src/a.py and src/b.py")
+    assert digest([fact, paths], "", 7, words) == "- The handler is parse_config"  # not both
+
+
+def test_a_command_outranks_an_error_that_names_a_file() -> None:
+    texts = [SpanText("$ make build"), SpanText("build failed in src/a.py")]
+    assert digest(texts, "", 6, words) == "- $ make build"  # either fits, not both
+
+
+def test_an_error_detail_repeated_in_another_case_is_kept_once() -> None:
+    texts = [SpanText("fatal: not a git repository"), SpanText(PROSE),
+             SpanText("Fatal: not a git repository")]
+    assert digest(texts, "", 500, count) == "- Fatal: not a git repository"
