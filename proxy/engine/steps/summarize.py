@@ -39,7 +39,7 @@ from proxy.engine.steps.summary_parts import EXTRACT, WIDEST_AUTHOR
 from proxy.engine.steps.summary_spans import SummarySpans
 from proxy.engine.summarizer import SummarizerConfig, SummarizerError
 
-_VERSION = "v2"
+_VERSION = "v3"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
 _WIDE = 10**9
 PRECOMPUTE_TURNS = 4
