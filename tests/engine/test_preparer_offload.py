@@ -133,3 +133,28 @@ async def test_a_small_request_is_prepared_on_the_loop(tmp_path: Path) -> None:
     await preparer.prepare(body, client_bytes(body), TENANT, OPENAI_CHAT)
     assert seen == [threading.get_ident()]
     assert asyncio.get_running_loop().is_running()
+
+
+async def test_offloaded_preparations_use_at_most_offload_threads_threads(tmp_path: Path) -> None:
+    write_policy(tmp_path, POLICIES["test"])
+    body = {"model": "gpt-4o", "messages": agent_history(12, result_chars=6000)}
+    for threads in (1, 2):
+        preparer = Preparer(
+            policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
+            store=MemoryStore(b"s"), offload_bytes=0, offload_items=0, offload_threads=threads,
+        )
+        seen: set[int] = set()
+        count = preparer._count
+
+        def recording_count(*args: Any, seen: set[int] = seen, count: Any = count) -> Any:
+            seen.add(threading.get_ident())
+            return count(*args)
+
+        preparer._count = recording_count  # type: ignore[method-assign]
+        try:
+            await asyncio.gather(*(
+                preparer.prepare(body, client_bytes(body), TENANT, OPENAI_CHAT) for _ in range(6)
+            ))
+        finally:
+            preparer.close()
+        assert len(seen) <= threads and threading.get_ident() not in seen

@@ -12,6 +12,7 @@ from typing import Any
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
 from proxy.engine.manifest import Prepared
+from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, CallOptions
 from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
@@ -187,3 +188,51 @@ async def test_background_summaries_are_reported_made_or_failed(tmp_path: Path) 
 
 def observer_for(seen: list[tuple[str, dict[str, int]]]) -> dict[str, Any]:
     return {"background_observer": lambda outcome, usage: seen.append((outcome, usage))}
+
+
+NEAR = """
+mode: {mode}
+budget: {{context_window: 100000, reserved_output: 1000, safety_margin: 0, trigger: {trigger},
+          target: {target}}}
+steps:
+  - {{kind: offload_tool_results, threshold_chars: 3000}}
+  - kind: summarize
+    summarizer: {{kind: llm, max_summary_tokens: 300, timeout_s: 5, precompute_at: 0.5}}
+"""
+
+
+async def test_under_its_trigger_a_request_starts_summaries_from_half_of_it(
+    tmp_path: Path,
+) -> None:
+    """`precompute_at: 0.5`: a request of exactly half its trigger (nothing to reduce yet)
+    starts the summaries of the next cut; one token less, or a policy that never reduces, or a
+    request without a summarizer, starts none."""
+    body = {"model": "gpt-4o", "messages": agent_history(8, result_chars=800)}
+    raw = json.dumps(body).encode()
+
+    async def calls(name: str, trigger: int, *, mode: str = "compact", with_model: bool = True,
+                    call: CallOptions = FIRST_CALL) -> int:
+        write_policy(tmp_path / name, NEAR.format(mode=mode, trigger=trigger, target=trigger // 2))
+        h, summarizer = make_harness(tmp_path / name, TokenCounters()), Recording()
+        prepared = await h.preparer.prepare(
+            body, raw, TENANT, OPENAI_CHAT, summarizer=summarizer if with_model else None,
+            call=call,
+        )
+        assert prepared.body is raw and prepared.manifest.outcome == "within_trigger"
+        await h.preparer.background.drain()
+        return len(summarizer.calls)
+
+    tokens = await _tokens(tmp_path, body, raw)
+    assert await calls("at", 2 * tokens) > 0
+    assert await calls("below", 2 * tokens + 2) == 0
+    assert await calls("reject", 2 * tokens, mode="reject") == 0
+    assert await calls("no-model", 2 * tokens, with_model=False) == 0
+    assert await calls("follow-up", 2 * tokens, call=FOLLOW_UP) == 0
+
+
+async def _tokens(tmp_path: Path, body: dict[str, Any], raw: bytes) -> int:
+    write_policy(tmp_path / "count", "mode: inspect\n")
+    prepared = await make_harness(tmp_path / "count", TokenCounters()).preparer.prepare(
+        body, raw, TENANT, OPENAI_CHAT
+    )
+    return prepared.manifest.tokens_before
