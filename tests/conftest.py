@@ -44,3 +44,18 @@ async def fake_upstream() -> AsyncIterator[FakeUpstream]:
     """A started FakeUpstream, stopped (running handlers cancelled) after the test."""
     async with FakeUpstream() as fake:
         yield fake
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under mutmut (bench/mutation.sh), the quickest tests first: a mutant's run stops at its
+    first failure (`-x`), so most mutants are then killed in a second instead of after the slow
+    property and end-to-end tests. mutmut forks each mutant's run from its own process, which
+    holds every test's duration from its first, clean run."""
+    if not os.environ.get("MUTANT_UNDER_TEST"):
+        return
+    try:
+        from mutmut.state import state
+    except ImportError:
+        return
+    durations = state().duration_by_test
+    items.sort(key=lambda item: durations.get(item.nodeid, 0.0))

@@ -19,8 +19,11 @@ from pipeline_harness import (
 
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
+from proxy.engine.manifest import SyntheticTools
+from proxy.engine.policy import ReadToolPolicy
 from proxy.engine.step_api import PrepareContext, Step, StepServices
 from proxy.engine.steps import build_steps
+from proxy.engine.working_set import WorkingSetKey, history_digest, remember
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
@@ -441,3 +444,32 @@ async def test_an_unprepared_request_names_the_policy_its_model_resolves_to(
         request = body([{"role": "user", "content": "Hi"}]) | {"model": model}
         prepared = preparer.unprepared(request, client_bytes(request), TENANT, OPENAI_CHAT, "x")
         assert (prepared.manifest.model, prepared.manifest.mode) == (model, mode)
+
+
+async def test_a_request_with_read_exchanges_put_back_carries_the_read_tools(
+    harness: Harness,
+) -> None:
+    """Under the trigger, nothing reduced: still not the client's bytes, since the working set
+    put an exchange of the read tools back, and the proxy executes what the model reads next."""
+    history = [{"role": "user", "content": "what is in the log?"}]
+    exchange = [
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": "read_context_artifact", "arguments": '{"artifact_id": "x"}'},
+        }]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"content": "line 3: error"}'},
+    ]
+    key = WorkingSetKey(TENANT.scope, history_digest(OPENAI_CHAT, history), 60, 100)
+    assert await remember(harness.store, key, exchange)
+    answer = {"role": "assistant", "content": "an error on line 3"}
+    prepared = await harness.prepare(body([*history, answer, {"role": "user", "content": "Why?"}]))
+    assert prepared.manifest.outcome == "within_trigger" and prepared.changed
+    assert prepared.parsed["messages"] == [*history, *exchange, answer, prepared.parsed[
+        "messages"][-1]]
+    assert [t["function"]["name"] for t in prepared.parsed["tools"]] == [
+        "read_context_artifact", "search_context_artifact"
+    ]
+    read = ReadToolPolicy()  # the policy sets none of its own
+    assert prepared.synthetic == SyntheticTools(
+        read.max_rounds, read.max_page_chars, prepared.manifest.allowance
+    )
