@@ -14,6 +14,14 @@
 #
 # Environment: JOBS (2) parallel mutants; PYTHON (python). CI is set (as in CI) unless given: the
 # property tests then run their fixed, derandomised examples, so a mutant's verdict is reproducible.
+# Each mutant runs its quickest tests first (tests/conftest.py) and stops at the first failure.
+#
+# Two passes, for modules whose survivors run minutes of tests each (the preparer, the reducer):
+#   MUTATION_QUICK_PASS=1.0 bash bench/mutation.sh 'proxy.engine.preparer*'   # tests <= 1 s only
+#   python bench/mutation_slow.py 1.0 'proxy.engine.preparer*'  # the rest, on its survivors
+# Together they give the verdict of the whole selection (bench/mutation_slow.py records its kills
+# in mutmut's results), in a fraction of the time when many survivors are killed by a new test
+# before the slow pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}

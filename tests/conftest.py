@@ -46,11 +46,15 @@ async def fake_upstream() -> AsyncIterator[FakeUpstream]:
         yield fake
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under mutmut (bench/mutation.sh), the quickest tests first: a mutant's run stops at its
     first failure (`-x`), so most mutants are then killed in a second instead of after the slow
     property and end-to-end tests. mutmut forks each mutant's run from its own process, which
-    holds every test's duration from its first, clean run."""
+    holds every test's duration from its first, clean run.
+
+    `MUTATION_QUICK_PASS=S` (the quick pass of bench/mutation.sh) leaves out the tests that took
+    longer than S seconds (the quickest one stays when all did); bench/mutation_slow.py runs them
+    on the quick pass's survivors."""
     if not os.environ.get("MUTANT_UNDER_TEST"):
         return
     try:
@@ -59,3 +63,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     durations = state().duration_by_test
     items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+    limit = os.environ.get("MUTATION_QUICK_PASS")
+    if limit is None or "__mutmut_" not in os.environ["MUTANT_UNDER_TEST"] or not items:
+        return  # mutmut's listing and timing runs ("list_all_tests", "stats") see every test
+    slow = [item for item in items[1:] if durations.get(item.nodeid, 0.0) > float(limit)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = items[: len(items) - len(slow)]
