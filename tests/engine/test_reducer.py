@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from context_harness import (
+    ConfirmingStore,
     artifact_id,
     assistant,
     big,
@@ -24,7 +24,6 @@ from context_harness import (
 )
 
 import proxy.engine.reducer as reducer
-from proxy.artifacts.store import Artifact, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.reducer import (
     ReductionContext,
@@ -418,34 +417,6 @@ def test_no_relaxed_policy_when_no_step_can_relax(entries: list[dict[str, Any]])
 
 
 # ---------------------------------------------------------------- store_and_apply
-
-
-class ConfirmingStore:
-    """A store double: put_many confirms the items `confirm` accepts and records each call."""
-
-    def __init__(self, confirm: Callable[[NewArtifact], bool]) -> None:
-        self._confirm = confirm
-        self.calls: list[tuple[str, list[NewArtifact], int, int]] = []
-        self.ids: list[list[str]] = []
-
-    def artifact_id(self, scope: str, content: str) -> str:
-        raise AssertionError("ids are computed once, before the store is called")
-
-    async def put_many(
-        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
-    ) -> set[str]:
-        self.calls.append((scope, list(items.values()), ttl_seconds, max_per_scope))
-        self.ids.append(list(items))
-        return {aid for aid, item in items.items() if self._confirm(item)}
-
-    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
-        raise AssertionError("the reducer never reads")
-
-    async def ping(self) -> bool:
-        return True
-
-    async def close(self) -> None:
-        return None
 
 
 def offload_ctx(**sections: Any) -> ReductionContext:

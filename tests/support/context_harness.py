@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from proxy.artifacts.store import Artifact, NewArtifact
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import build_context
 from proxy.engine.step_api import PrepareContext
@@ -101,3 +102,31 @@ def big(tag: str, chars: int) -> str:
     """A tool output of about `chars` characters whose text depends on `tag`."""
     line = f"{tag}: the quick brown fox jumps over the lazy dog 0123456789\n"
     return (line * (chars // len(line) + 1))[:chars]
+
+
+class ConfirmingStore:
+    """A store double: put_many confirms the items `confirm` accepts and records each call."""
+
+    def __init__(self, confirm: Callable[[NewArtifact], bool]) -> None:
+        self._confirm = confirm
+        self.calls: list[tuple[str, list[NewArtifact], int, int]] = []
+        self.ids: list[list[str]] = []
+
+    def artifact_id(self, scope: str, content: str) -> str:
+        raise AssertionError("ids are computed once, before the store is called")
+
+    async def put_many(
+        self, scope: str, items: Mapping[str, NewArtifact], *, ttl_seconds: int, max_per_scope: int
+    ) -> set[str]:
+        self.calls.append((scope, list(items.values()), ttl_seconds, max_per_scope))
+        self.ids.append(list(items))
+        return {aid for aid, item in items.items() if self._confirm(item)}
+
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        raise AssertionError("the reducer never reads")
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        return None
