@@ -1,4 +1,5 @@
-"""Reducer: what an action reports when a counting step's edits are confirmed in part."""
+"""Reducer: what an action reports (its count and unit when a counting step's edits are
+confirmed in part or whole, the default reason, the step's detail)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def two_archives() -> tuple[ReductionContext, DropTurns, StepOutput]:
         },
         units=[1, 2],
         count=2,
+        detail={"span": [1, 2]},
     )
     return ctx, step, out
 
@@ -33,6 +35,8 @@ async def test_a_wholly_confirmed_output_counts_in_the_steps_unit() -> None:
     reduction = await store_and_apply(ctx, [(step, out)], ConfirmingStore(lambda a: True), "s")
     [action] = reduction.actions
     assert (action.count, action.unit, action.message_indices) == (2, "turns", [1, 2])
+    assert action.reason == "over trigger: reduced toward target"  # the output gave none
+    assert action.detail == {"span": [1, 2]}
 
 
 async def test_an_output_confirmed_in_part_counts_the_messages_it_changed() -> None:
