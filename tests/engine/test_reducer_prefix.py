@@ -1,5 +1,6 @@
-"""Reducer: a step that rewrites both the system prefix and its units gives one output, the
-prefix's edits first (offload_messages with `system: true`)."""
+"""Reducer and the system prefix: a step that rewrites both the prefix and its units gives one
+output, the prefix's edits first (offload_messages with `system: true`); a request that is only a
+system prefix."""
 
 from __future__ import annotations
 
@@ -72,3 +73,10 @@ async def test_a_prefix_alone_is_the_steps_output() -> None:
     [(step, out)] = plan.outputs
     assert step.name == "offload_messages"
     assert out == prefix and [e.index for e in out.edits] == [0]
+
+
+async def test_a_request_of_only_a_system_prompt_plans_nothing_and_protects_its_base() -> None:
+    ctx = make_ctx([system("You are a careful agent.")], policy())
+    assert isinstance(ctx, ReductionContext) and ctx.units == [] and ctx.turn_first_unit == []
+    plan = await plan_reduction(ctx, OVER, 100, 150, services())
+    assert (plan.outputs, plan.total, plan.protected) == ([], 100, 100)
