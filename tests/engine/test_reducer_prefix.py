@@ -80,3 +80,13 @@ async def test_a_request_of_only_a_system_prompt_plans_nothing_and_protects_its_
     assert isinstance(ctx, ReductionContext) and ctx.units == [] and ctx.turn_first_unit == []
     plan = await plan_reduction(ctx, OVER, 100, 150, services())
     assert (plan.outputs, plan.total, plan.protected) == ([], 100, 100)
+
+
+async def test_a_system_prompt_with_nothing_to_offload_leaves_the_base_alone() -> None:
+    """`system: true` and a short prompt: no prefix output, no read tools in the base."""
+    items = [system("Be brief."), *history()[1:]]
+    ctx = ctx_with(items)
+    full = [ctx.unit_cost(u) for u in range(len(ctx.units))]
+    under = Budget(100_000, 0, 0, 100_000, 10**6, 10**5)
+    plan = await plan_reduction(ctx, under, 100, 150, services())
+    assert plan.outputs == [] and plan.total == 100 + sum(full)
