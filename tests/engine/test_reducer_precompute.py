@@ -1,0 +1,75 @@
+"""Reducer: once planned, a request whose total is at least `precompute_at` of its trigger starts
+the next cut's work (summaries) in the background; the preparer's own check before any plan is
+in tests/engine/test_preparer_precompute.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from context_harness import assistant, call, counter, make_ctx, policy, result, system, user
+
+import proxy.engine.reducer as reducer
+from proxy.artifacts.store import MemoryStore
+from proxy.engine.background import Background
+from proxy.engine.budget import Budget
+from proxy.engine.reducer import ReductionContext, plan_reduction
+from proxy.engine.step_api import StepServices
+
+SUMMARIZE = {"kind": "summarize", "summarizer": {"kind": "llm", "model": "m", "precompute_at": 0.5}}
+
+
+def history() -> list[dict[str, Any]]:
+    return [
+        system(),
+        user("Task: audit the repository."),
+        call("c0", "read_file"),
+        result("c0", "a.py: fine " * 40),
+        assistant("a.py is fine."),
+        user("Next, please."),
+        call("c1", "read_file"),
+        result("c1", "b.py: fine " * 40),
+        assistant("b.py is fine."),
+    ]
+
+
+async def started(
+    monkeypatch: pytest.MonkeyPatch, trigger_of: Any, *, summarizer: bool = True,
+    background: bool = True,
+) -> int:
+    """How many times planning under the trigger (`trigger_of(total)`) starts the precompute."""
+    calls: list[Any] = []
+
+    async def record(steps: Any, ctx: Any, services: Any, cuts: Any) -> None:
+        calls.append(cuts)
+
+    monkeypatch.setattr(reducer, "_precompute", record)
+    ctx = make_ctx(history(), policy(steps=[SUMMARIZE]))
+    assert isinstance(ctx, ReductionContext)
+    total = 100 + sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
+    services = StepServices(
+        MemoryStore(b"k"), "s", counter(),
+        summarizer=object() if summarizer else None,  # type: ignore[arg-type]
+        background=Background() if background else None,
+    )
+    trigger = trigger_of(total)
+    plan = await plan_reduction(
+        ctx, Budget(10**6, 0, 0, 10**6, trigger, trigger // 2), 100, 150, services
+    )
+    assert plan.outputs == [] and plan.total == total
+    return len(calls)
+
+
+async def test_a_total_of_exactly_precompute_at_of_the_trigger_starts_the_next_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await started(monkeypatch, lambda total: 2 * total) == 1
+    assert await started(monkeypatch, lambda total: 2 * total + 2) == 0
+    assert await started(monkeypatch, lambda total: 20 * total) == 0
+
+
+async def test_without_a_summarizer_or_a_background_nothing_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await started(monkeypatch, lambda total: 2 * total, summarizer=False) == 0
+    assert await started(monkeypatch, lambda total: 2 * total, background=False) == 0
