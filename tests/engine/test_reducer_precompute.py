@@ -73,3 +73,32 @@ async def test_without_a_summarizer_or_a_background_nothing_starts(
 ) -> None:
     assert await started(monkeypatch, lambda total: 2 * total, summarizer=False) == 0
     assert await started(monkeypatch, lambda total: 2 * total, background=False) == 0
+
+
+async def test_the_next_cut_is_planned_as_if_the_newest_unit_crossed_the_trigger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six turns at exactly half the trigger: nothing is cut now, but the cuts handed to the
+    precompute are those the request crossing the trigger would make (`cut_last`)."""
+    calls: list[Any] = []
+
+    async def record(steps: Any, ctx: Any, services: Any, cuts: Any) -> None:
+        calls.append(cuts)
+
+    monkeypatch.setattr(reducer, "_precompute", record)
+    items = [system(), user("Task: audit the repository.")]
+    for t in range(6):
+        items += [user(f"Step {t}."), call(f"c{t}", "read_file"),
+                  result(f"c{t}", f"{t}.py: fine " * 800), assistant(f"{t}.py is fine.")]
+    ctx = make_ctx(items, policy(steps=[SUMMARIZE]), allowance=10_000)
+    assert isinstance(ctx, ReductionContext)
+    total = 100 + sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
+    services = StepServices(
+        MemoryStore(b"k"), "s", counter(), summarizer=object(),  # type: ignore[arg-type]
+        background=Background(),
+    )
+    budget = Budget(10**6, 0, 0, 10**6, 2 * total, total // 2)
+    plan = await plan_reduction(ctx, budget, 100, 150, services)
+    assert plan.outputs == [] and plan.total == total
+    [[cuts]] = calls
+    assert cuts and all(cut[0] < len(ctx.units) for cut in cuts), calls

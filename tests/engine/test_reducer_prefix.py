@@ -73,6 +73,10 @@ async def test_a_prefix_alone_is_the_steps_output() -> None:
     [(step, out)] = plan.outputs
     assert step.name == "offload_messages"
     assert out == prefix and [e.index for e in out.edits] == [0]
+    # the base shrinks by what the prefix frees, and carries the read tools (150, not 100)
+    assert prefix is not None and prefix.tokens_freed > 0
+    full = sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
+    assert plan.total == 150 - prefix.tokens_freed + full
 
 
 async def test_a_request_of_only_a_system_prompt_plans_nothing_and_protects_its_base() -> None:
