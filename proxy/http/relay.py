@@ -26,9 +26,9 @@ async def _write_stream(
 ) -> web.StreamResponse:
     """One client write per item; the stream is always closed (that releases the upstream).
 
-    A stream that fails after the headers went out (a relayed body whose upstream broke) cannot
-    be answered with an error any more: the connection is closed without the body's end, so the
-    client sees a cut, never a body that looks complete.
+    A stream that fails after the headers went out (a relayed body whose upstream broke, or a
+    bug) cannot be answered with an error any more: the connection is closed without the body's
+    end, so the client sees a cut, never a body that looks complete nor one left open.
     """
     try:
         headers = reply.headers
@@ -46,10 +46,20 @@ async def _write_stream(
                 exc.code.name,
                 extra={"request_id": request[REQUEST_ID]},
             )
-            if request.transport is not None:
-                request.transport.close()
-            return response
+            return _cut(request, response)
+        except Exception:  # a bug: the edge's 500 can no longer be sent, the client must not wait
+            log.exception(
+                "stream failed after it started: connection cut",
+                extra={"request_id": request[REQUEST_ID]},
+            )
+            return _cut(request, response)
         await response.write_eof()
         return response
     finally:
         await stream.aclose()
+
+
+def _cut(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    if request.transport is not None:
+        request.transport.close()
+    return response

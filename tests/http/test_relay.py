@@ -233,3 +233,32 @@ async def test_a_large_body_that_breaks_is_cut_for_the_client(
             await response.read()  # never a body that looks complete
     await asyncio.wait_for(rig.returned.wait(), 2)
     assert rig.answers[0].closed and rig.errors == []
+
+
+async def test_a_stream_that_fails_unexpectedly_is_cut_not_left_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bug (any exception, not a ProxyError) after the headers went out: the client sees the
+    connection cut at once, never a stream left open; the failure is logged with its traceback."""
+    closed: list[str] = []
+
+    async def produce() -> AsyncGenerator[bytes, None]:
+        yield b"data: 1\n\n"
+        raise TypeError("a bug in a later round")
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        request[REQUEST_ID] = "req-relay-3"
+        headers = CIMultiDict({"Content-Type": "text/event-stream"})
+        stream = ChunkStream(produce(), lambda: closed.append("closed"))
+        return await respond(request, Reply(200, headers, stream=stream))
+
+    app = web.Application()
+    app.router.add_get("/stream", handler)
+    async with TestClient(TestServer(app)) as client, client.get("/stream") as response:
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await asyncio.wait_for(response.read(), 5)
+    assert closed == ["closed"]
+    [record] = [r for r in caplog.records if r.name == "ctxproxy.http"]
+    assert record.levelname == "ERROR" and record.exc_info is not None
+    assert "stream failed after it started" in record.getMessage()
