@@ -13,7 +13,7 @@ import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.background import Background
 from proxy.engine.budget import Budget
-from proxy.engine.reducer import ReductionContext, plan_reduction
+from proxy.engine.reducer import Plan, ReductionContext, plan_reduction
 from proxy.engine.step_api import StepServices
 
 SUMMARIZE = {"kind": "summarize", "summarizer": {"kind": "llm", "model": "m", "precompute_at": 0.5}}
@@ -75,11 +75,11 @@ async def test_without_a_summarizer_or_a_background_nothing_starts(
     assert await started(monkeypatch, lambda total: 2 * total, background=False) == 0
 
 
-async def test_the_next_cut_is_planned_as_if_the_newest_unit_crossed_the_trigger(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Six turns at exactly half the trigger: nothing is cut now, but the cuts handed to the
-    precompute are those the request crossing the trigger would make (`cut_last`)."""
+async def planned_at_half_the_trigger(
+    monkeypatch: pytest.MonkeyPatch, *, precompute: bool
+) -> tuple[Plan, list[Any], int]:
+    """Six turns at exactly half the trigger: the plan, the cuts handed to the precompute, and
+    the number of units."""
     calls: list[Any] = []
 
     async def record(steps: Any, ctx: Any, services: Any, cuts: Any) -> None:
@@ -95,10 +95,30 @@ async def test_the_next_cut_is_planned_as_if_the_newest_unit_crossed_the_trigger
     total = 100 + sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
     services = StepServices(
         MemoryStore(b"k"), "s", counter(), summarizer=object(),  # type: ignore[arg-type]
-        background=Background(),
+        background=Background(), precompute=precompute,
     )
     budget = Budget(10**6, 0, 0, 10**6, 2 * total, total // 2)
     plan = await plan_reduction(ctx, budget, 100, 150, services)
-    assert plan.outputs == [] and plan.total == total
+    if not precompute:
+        assert plan.outputs == [] and plan.total == total
+    return plan, calls, len(ctx.units)
+
+
+async def test_the_next_cut_is_planned_as_if_the_newest_unit_crossed_the_trigger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing is cut now, but the cuts handed to the precompute are those the request crossing
+    the trigger would make (`cut_last`)."""
+    _, calls, units = await planned_at_half_the_trigger(monkeypatch, precompute=False)
     [[cuts]] = calls
-    assert cuts and all(cut[0] < len(ctx.units) for cut in cuts), calls
+    assert cuts and all(cut[0] < units for cut in cuts), calls
+
+
+async def test_a_precompute_only_plan_hands_over_the_same_cuts_and_plans_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The preparer's own precompute call (`services.precompute`): the same cuts, an empty
+    plan."""
+    _, planned, _ = await planned_at_half_the_trigger(monkeypatch, precompute=False)
+    plan, calls, _ = await planned_at_half_the_trigger(monkeypatch, precompute=True)
+    assert calls == planned and plan == Plan([], 0, 0)
