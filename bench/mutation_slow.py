@@ -5,7 +5,8 @@ most S seconds in mutmut's clean run (tests/conftest.py). Every survivor of that
 here against the rest of its tests (the ones over S seconds), quickest first, stopping at the
 first failure, exactly as mutmut would have run them. A mutant a test kills (or that runs past its
 time limit) is recorded in mutmut's own results (`mutants/**/*.meta`), so `mutmut results` then
-gives the verdict of the whole test selection.
+gives the verdict of the whole test selection. Run it once mutmut's run has ended: a running
+mutmut rewrites its results files and would drop what this records (the lines printed remain).
 
     python bench/mutation_slow.py 1.0 [NAME_GLOB ...]   # S of the quick pass; mutants to check
 
