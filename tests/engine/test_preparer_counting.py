@@ -29,3 +29,15 @@ async def test_the_count_ratio_is_reported_to_four_places(tmp_path: Path) -> Non
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
     prepared = await harness.prepare(body)
     assert prepared.manifest.count_ratio == 1.2346
+
+
+async def test_the_manifest_reports_the_budgets_trigger_and_target(tmp_path: Path) -> None:
+    write_policy(
+        tmp_path,
+        "extends: default\nbudget: {context_window: 10000, reserved_output: 0, "
+        "safety_margin: 0, trigger: 0.9, target: 0.6}\n",
+    )
+    body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
+    prepared = await make_harness(tmp_path, TokenCounters()).prepare(body)
+    m = prepared.manifest
+    assert (m.allowance, m.trigger, m.target) == (10000, 9000, 6000)
