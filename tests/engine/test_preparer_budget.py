@@ -88,6 +88,8 @@ async def test_reject_mode_forwards_up_to_the_refusal_limit(
     with pytest.raises(ProxyError) as caught:
         await prepare(harness, prompt_of(counters, "gpt-4", 7774))
     assert caught.value.reason is RefusalReason.input_exceeds_allowance
+    details = caught.value.details or {}
+    assert details["protected_tokens"] == details["final_tokens"] == 7774  # no step removes any
 
 
 async def test_a_reduced_request_may_stay_above_the_allowance_but_not_above_the_limit(
