@@ -1,11 +1,13 @@
-"""Preparer: the policy's tokenizer and the calibrated count ratio, as the manifest reports them."""
+"""Preparer: the policy resolved for the model, its tokenizer, budget and mode, and the calibrated
+count ratio, as the manifest reports them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline_harness import agent_history, make_harness, write_policy
+from pipeline_harness import TENANT, agent_history, make_harness, write_policy
 
+from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounters
 
 
@@ -41,3 +43,14 @@ async def test_the_manifest_reports_the_budgets_trigger_and_target(tmp_path: Pat
     prepared = await make_harness(tmp_path, TokenCounters()).prepare(body)
     m = prepared.manifest
     assert (m.allowance, m.trigger, m.target) == (10000, 9000, 6000)
+    assert (m.policy, m.model, m.mode) == ("test", "gpt-4o", "window")
+
+
+async def test_the_policy_is_resolved_for_the_requests_model(tmp_path: Path) -> None:
+    write_policy(tmp_path, 'extends: default\nmodels:\n  "gpt-4o*":\n    mode: off\n')
+    body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
+    raw = b'{"messages": [], "model": "gpt-4o"}'  # not its re-serialisation: mode off sends these
+    harness = make_harness(tmp_path, TokenCounters())
+    prepared = await harness.preparer.prepare(body, raw, TENANT, OPENAI_CHAT)
+    assert prepared.manifest.mode == "off"
+    assert prepared.body is raw and prepared.changed is False and prepared.parsed is body
