@@ -158,3 +158,36 @@ async def test_offloaded_preparations_use_at_most_offload_threads_threads(tmp_pa
         finally:
             preparer.close()
         assert len(seen) <= threads and threading.get_ident() not in seen
+
+
+async def test_a_request_at_either_bound_is_prepared_in_a_worker(tmp_path: Path) -> None:
+    """Off the loop from exactly `offload_bytes` bytes or exactly `offload_items` items, either
+    one; below both, on the loop."""
+    write_policy(tmp_path, POLICIES["test"])
+    body = {"model": "gpt-4o", "messages": agent_history(1, 500)}
+    raw, items = client_bytes(body), len(body["messages"])
+
+    async def on_loop(offload_bytes: int, offload_items: int) -> bool:
+        preparer = Preparer(
+            policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
+            store=MemoryStore(b"s"), offload_bytes=offload_bytes, offload_items=offload_items,
+        )
+        seen: list[int] = []
+        count = preparer._count
+
+        def recording_count(*args: Any) -> Any:
+            seen.append(threading.get_ident())
+            return count(*args)
+
+        preparer._count = recording_count  # type: ignore[method-assign]
+        try:
+            await preparer.prepare(body, raw, TENANT, OPENAI_CHAT)
+        finally:
+            preparer.close()
+        return seen == [threading.get_ident()]
+
+    assert await on_loop(len(raw) + 1, items + 1)
+    assert not await on_loop(len(raw), items + 1)
+    assert not await on_loop(len(raw) + 1, items)
+    assert not await on_loop(1 << 40, 1)
+    assert not await on_loop(1, 1 << 40)
