@@ -118,10 +118,8 @@ async def test_offloaded_preparation_equals_the_inline_one(tmp_path: Path, polic
     assert offload_store.write_threads == (loop_thread if policy == "test" else set())
 
 
-async def test_a_small_request_is_prepared_on_the_loop(tmp_path: Path) -> None:
-    write_policy(tmp_path, POLICIES["test"])
-    preparer = make_preparer(tmp_path, TokenCounters(), MemoryStore(b"s"), offload=False)
-    body = {"model": "gpt-4o", "messages": agent_history(1, 500)}
+def counting_threads(preparer: Preparer) -> list[int]:
+    """The threads `preparer` counts requests on, from now on, one entry per request."""
     seen: list[int] = []
     count = preparer._count
 
@@ -130,6 +128,14 @@ async def test_a_small_request_is_prepared_on_the_loop(tmp_path: Path) -> None:
         return count(*args)
 
     preparer._count = recording_count  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_small_request_is_prepared_on_the_loop(tmp_path: Path) -> None:
+    write_policy(tmp_path, POLICIES["test"])
+    preparer = make_preparer(tmp_path, TokenCounters(), MemoryStore(b"s"), offload=False)
+    body = {"model": "gpt-4o", "messages": agent_history(1, 500)}
+    seen = counting_threads(preparer)
     await preparer.prepare(body, client_bytes(body), TENANT, OPENAI_CHAT)
     assert seen == [threading.get_ident()]
     assert asyncio.get_running_loop().is_running()
@@ -172,14 +178,7 @@ async def test_a_request_at_either_bound_is_prepared_in_a_worker(tmp_path: Path)
             policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
             store=MemoryStore(b"s"), offload_bytes=offload_bytes, offload_items=offload_items,
         )
-        seen: list[int] = []
-        count = preparer._count
-
-        def recording_count(*args: Any) -> Any:
-            seen.append(threading.get_ident())
-            return count(*args)
-
-        preparer._count = recording_count  # type: ignore[method-assign]
+        seen = counting_threads(preparer)
         try:
             await preparer.prepare(body, raw, TENANT, OPENAI_CHAT)
         finally:
