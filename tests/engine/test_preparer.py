@@ -9,6 +9,8 @@ from typing import Any
 import orjson
 import pytest
 from pipeline_harness import (
+    SMALL,
+    SMALL_BUDGET,
     TENANT,
     Harness,
     agent_history,
@@ -28,21 +30,6 @@ from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.tokens.counters import TokenCounters
-
-SMALL_BUDGET = """
-extends: default
-budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
-"""
-SMALL = (
-    SMALL_BUDGET
-    + """
-steps:
-  - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
-     preview_tail_chars: 200}
-  - {kind: clear_tool_results, keep_recent_exchanges: 1}
-  - {kind: drop_turns, keep_recent_turns: 2}
-"""
-)
 
 
 @pytest.fixture(scope="module")

@@ -8,28 +8,19 @@ from typing import Any
 
 import orjson
 import pytest
-from pipeline_harness import TENANT, Harness, agent_history, make_harness, write_policy
+from pipeline_harness import SMALL, TENANT, Harness, agent_history, make_harness, write_policy
 
 from proxy.engine.step_api import MARKER
 from proxy.engine.tool_text import TAG_CHARS, own_text_scope, signed
 from proxy.http.auth import Tenant
 from proxy.tokens.counters import TokenCounters
 
-POLICY = """
-extends: default
-budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
-steps:
-  - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
-     preview_tail_chars: 200}
-  - {kind: clear_tool_results, keep_recent_exchanges: 1}
-  - {kind: drop_turns, keep_recent_turns: 2}
-"""
 OTHER = Tenant(name="u", policy="test", scope="u:scope", upstream_key=None, passthrough=True)
 
 
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
-    write_policy(tmp_path, POLICY)
+    write_policy(tmp_path, SMALL)
     return make_harness(tmp_path, TokenCounters())
 
 

@@ -8,20 +8,13 @@ from typing import Any
 
 import orjson
 import pytest
-from pipeline_harness import TENANT, Harness, agent_history, make_harness, write_policy
+from pipeline_harness import SMALL, TENANT, Harness, agent_history, make_harness, write_policy
 
 from proxy.engine.manifest import Prepared
 from proxy.engine.working_set import WorkingSetKey, history_digest, remember
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.tokens.counters import TokenCounters
 
-POLICY = """
-extends: default
-budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
-steps:
-  - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
-     preview_tail_chars: 200}
-"""
 READ_CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "c1", "type": "function",
     "function": {"name": "read_context_artifact", "arguments": '{"artifact_id": "x"}'},
@@ -31,7 +24,7 @@ EXCHANGE = [READ_CALL, {"role": "tool", "tool_call_id": "c1", "content": '{"cont
 
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
-    write_policy(tmp_path, POLICY)
+    write_policy(tmp_path, SMALL)
     return make_harness(tmp_path, TokenCounters())
 
 

@@ -21,6 +21,22 @@ from proxy.tokens.counters import TokenCounters
 
 TENANT = Tenant(name="t", policy="test", scope="t:scope", upstream_key=None, passthrough=True)
 
+SMALL_BUDGET = """
+extends: default
+budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9, target: 0.6}
+"""
+SMALL = (
+    SMALL_BUDGET
+    + """
+steps:
+  - {kind: offload_tool_results, threshold_chars: 3000, preview_head_chars: 300,
+     preview_tail_chars: 200}
+  - {kind: clear_tool_results, keep_recent_exchanges: 1}
+  - {kind: drop_turns, keep_recent_turns: 2}
+"""
+)
+"""A small window (7,000 tokens of input) and the default steps with low thresholds."""
+
 
 def client_bytes(body: Any) -> bytes:
     """`body` as a client might send it, unlike any re-serialisation by the proxy: the keys of
