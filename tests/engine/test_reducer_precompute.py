@@ -33,31 +33,40 @@ def history() -> list[dict[str, Any]]:
     ]
 
 
-async def started(
-    monkeypatch: pytest.MonkeyPatch, trigger_of: Any, *, summarizer: bool = True,
-    background: bool = True,
-) -> int:
-    """How many times planning under the trigger (`trigger_of(total)`) starts the precompute."""
+async def planned(
+    monkeypatch: pytest.MonkeyPatch, items: list[dict[str, Any]], trigger_of: Any, *,
+    allowance: int | None = None, summarizer: bool = True, background: bool = True,
+    precompute: bool = False, target_share: int = 2,
+) -> tuple[Plan, list[Any], int, int]:
+    """`items` planned under a trigger of `trigger_of(total)` (the target `1 / target_share` of
+    it): the plan, the cuts handed to each start of the precompute, the request's total and its
+    units."""
     calls: list[Any] = []
 
     async def record(steps: Any, ctx: Any, services: Any, cuts: Any) -> None:
         calls.append(cuts)
 
     monkeypatch.setattr(reducer, "_precompute", record)
-    ctx = make_ctx(history(), policy(steps=[SUMMARIZE]))
+    options = {} if allowance is None else {"allowance": allowance}
+    ctx = make_ctx(items, policy(steps=[SUMMARIZE]), **options)
     assert isinstance(ctx, ReductionContext)
     total = 100 + sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
     services = StepServices(
         MemoryStore(b"k"), "s", counter(),
         summarizer=object() if summarizer else None,  # type: ignore[arg-type]
-        background=Background() if background else None,
+        background=Background() if background else None, precompute=precompute,
     )
     trigger = trigger_of(total)
-    plan = await plan_reduction(
-        ctx, Budget(10**6, 0, 0, 10**6, trigger, trigger // 2), 100, 150, services
-    )
-    assert plan.outputs == [] and plan.total == total
-    return len(calls)
+    budget = Budget(10**6, 0, 0, 10**6, trigger, trigger // target_share)
+    plan = await plan_reduction(ctx, budget, 100, 150, services)
+    if not precompute:
+        assert plan.outputs == [] and plan.total == total
+    return plan, calls, total, len(ctx.units)
+
+
+async def started(monkeypatch: pytest.MonkeyPatch, trigger_of: Any, **options: Any) -> int:
+    """How many times planning the two turns under the trigger starts the precompute."""
+    return len((await planned(monkeypatch, history(), trigger_of, **options))[1])
 
 
 async def test_a_total_of_exactly_precompute_at_of_the_trigger_starts_the_next_cut(
@@ -80,28 +89,15 @@ async def planned_at_half_the_trigger(
 ) -> tuple[Plan, list[Any], int]:
     """Six turns at exactly half the trigger: the plan, the cuts handed to the precompute, and
     the number of units."""
-    calls: list[Any] = []
-
-    async def record(steps: Any, ctx: Any, services: Any, cuts: Any) -> None:
-        calls.append(cuts)
-
-    monkeypatch.setattr(reducer, "_precompute", record)
     items = [system(), user("Task: audit the repository.")]
     for t in range(6):
         items += [user(f"Step {t}."), call(f"c{t}", "read_file"),
                   result(f"c{t}", f"{t}.py: fine " * 800), assistant(f"{t}.py is fine.")]
-    ctx = make_ctx(items, policy(steps=[SUMMARIZE]), allowance=10_000)
-    assert isinstance(ctx, ReductionContext)
-    total = 100 + sum(ctx.unit_cost(u) for u in range(len(ctx.units)))
-    services = StepServices(
-        MemoryStore(b"k"), "s", counter(), summarizer=object(),  # type: ignore[arg-type]
-        background=Background(), precompute=precompute,
+    plan, calls, _, units = await planned(
+        monkeypatch, items, lambda total: 2 * total, allowance=10_000, precompute=precompute,
+        target_share=4,
     )
-    budget = Budget(10**6, 0, 0, 10**6, 2 * total, total // 2)
-    plan = await plan_reduction(ctx, budget, 100, 150, services)
-    if not precompute:
-        assert plan.outputs == [] and plan.total == total
-    return plan, calls, len(ctx.units)
+    return plan, calls, units
 
 
 async def test_the_next_cut_is_planned_as_if_the_newest_unit_crossed_the_trigger(
