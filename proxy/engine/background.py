@@ -125,9 +125,12 @@ class Background:
             self._scopes.pop(scope, None)
 
     async def drain(self) -> None:
-        """Wait (on the app's loop) until no task runs (tests, shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*set(self._tasks.values()), return_exceptions=True)
+        """Wait (on the app's loop) until no task runs (the tests; shutdown cancels, `close`).
+        Waits for the tasks that have not ended rather than for `_tasks` to empty, so a done
+        callback that failed to forget its task cannot keep the caller waiting forever."""
+        while pending := {task for task in self._tasks.values() if not task.done()}:
+            await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.sleep(0)  # the done callbacks (which forget the tasks) run first
 
     def close(self) -> None:
         for future in list(self._tasks.values()):

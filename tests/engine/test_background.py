@@ -224,3 +224,20 @@ async def test_a_thread_without_a_loop_is_on_another_loop() -> None:
     loop = asyncio.get_running_loop()
     assert not background_module._other_loop(loop)
     assert await asyncio.to_thread(background_module._other_loop, loop)
+
+
+async def test_drain_ends_when_the_tasks_end_even_if_one_is_not_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Shutdown waits for the running tasks, not for the bookkeeping: a done callback that
+    fails to forget its task (a bug) must not keep `drain` looping forever."""
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+
+    def broken_forget(*_: object) -> None:
+        raise RuntimeError("forget failed")
+
+    monkeypatch.setattr(background, "_forget", broken_forget)
+    assert background.start(["k"], "s", lambda: asyncio.sleep(0.01))
+    await asyncio.wait_for(background.drain(), timeout=5)
+    assert background.running("k")  # still listed (never forgotten), yet drained
