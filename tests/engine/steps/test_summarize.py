@@ -397,3 +397,13 @@ def test_the_detail_reports_the_seconds_to_the_millisecond_and_the_usage() -> No
     assert out.detail is not None
     assert (out.detail["seconds"], out.detail["summarizer_usage"]) == (1.235, {"prompt_tokens": 7})
     assert "search_context_artifact" in out.edits[0].message["content"]  # type: ignore[index]
+
+
+def test_the_summary_and_its_tail_item_carry_the_configured_notice_role() -> None:
+    ctx = make_ctx(tail_history(), policy(), allowance=10_000)
+    for role in ("system", "developer", "user"):
+        step = Summarize(SummarizeConfig(notice_role=role), ctx)
+        units = [0, 1, 2, 3, 4]
+        run(step.settle(ctx, units, services(MemoryStore(b"k")), [(4, 3), (6, 5)]))
+        inserted = [e for e in step.rewrite(ctx, units).edits if e.kind == "insert_before"]
+        assert [e.message["role"] for e in inserted] == [role, role]  # type: ignore[index]
