@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -147,7 +148,8 @@ async def test_a_failure_is_remembered_for_exactly_its_memory(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(background_module.time, "monotonic", lambda: now[0])
+    # the module's clock only: the event loop keeps the real one (its sleeps still end)
+    monkeypatch.setattr(background_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
     background = Background()
     background.bind(asyncio.get_running_loop())
     failure = ValueError("no summary")
