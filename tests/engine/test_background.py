@@ -243,3 +243,13 @@ async def test_drain_ends_when_the_tasks_end_even_if_one_is_not_forgotten(
     assert background.start(["k"], "s", lambda: asyncio.sleep(0.01))
     await asyncio.wait_for(background.drain(), timeout=5)
     assert background.running("k")  # still listed (never forgotten), yet drained
+
+
+async def test_drain_right_after_close_waits_for_the_cancelled_tasks_quietly() -> None:
+    background = Background()
+    background.bind(asyncio.get_running_loop())
+    assert background.start(["slow"], "s", lambda: asyncio.sleep(10))
+    await asyncio.sleep(0)  # it runs
+    background.close()
+    await background.drain()  # the task's cancellation is waited for, not raised
+    assert not background.running("slow")
