@@ -68,6 +68,35 @@ def test_the_strict_schema_inlines_definitions_and_closes_every_object() -> None
     }
 
 
+def test_a_definition_in_a_list_or_in_another_definition_is_inlined_too() -> None:
+    closed = {"additionalProperties": False}
+    schema = {
+        "$defs": {
+            "Inner": {"type": "object", "properties": {"v": {"enum": ["a", "b"], "title": "V"}}},
+            "Outer": {"type": "object", "properties": {"inner": {"$ref": "#/$defs/Inner"}}},
+        },
+        "type": "object",
+        "properties": {"o": {"anyOf": [{"$ref": "#/$defs/Outer"}, {"type": "null"}]}},
+    }
+    inner = {"type": "object", "properties": {"v": {"enum": ["a", "b"]}}, **closed,
+             "required": ["v"]}
+    outer = {"type": "object", "properties": {"inner": inner}, **closed, "required": ["inner"]}
+    assert strict_schema(schema) == {
+        "type": "object",
+        "properties": {"o": {"anyOf": [outer, {"type": "null"}]}},
+        **closed,
+        "required": ["o"],
+    }
+
+
+def test_an_object_without_properties_is_closed_and_requires_nothing() -> None:
+    assert strict_schema({"type": "object"}) == {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [],
+    }
+
+
 def test_the_summarys_strict_schema_is_its_shape() -> None:
     schema = strict_schema(SummaryShape.model_json_schema())
     assert schema["type"] == "object" and schema["additionalProperties"] is False
