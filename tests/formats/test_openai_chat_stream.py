@@ -237,6 +237,25 @@ def test_render_passes_other_events_as_they_came_and_flags_an_error() -> None:
     assert stream.render([other]) == (b"data: not json\n\n", False)
 
 
+def test_render_holds_back_a_usage_chunk_without_choices_and_sums_it() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    usage = {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}
+    bare = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "usage": usage}
+    assert stream.render([SSEEvent(json.dumps(bare).encode())]) == (b"", False)
+    assert stream.usage_chunk() == {**bare, "choices": []}
+
+
+def test_render_drops_the_upstream_done_and_goes_on_with_the_events_after_it() -> None:
+    stream = StreamFilter()
+    stream.start_round(loop_allowed=True)
+    chunks = stream_chunks(["Hi"])
+    events = [SSEEvent(DONE)] + [SSEEvent(json.dumps(c).encode()) for c in chunks]
+    out, failed = stream.render(events)
+    assert not failed
+    assert [json.loads(e.data) for e in parse_all(out, 4096)] == chunks
+
+
 def test_closing_without_usage_is_the_done_marker_alone() -> None:
     stream = StreamFilter()
     stream.start_round(loop_allowed=True)

@@ -132,3 +132,25 @@ def test_usage_on_a_content_chunk_is_held_back_and_summed() -> None:
     out = process(stream, chunk(choice({"content": "Hi"}, "stop"), usage=usage))
     assert out == chunk(choice({"content": "Hi"}, "stop"), usage=None)
     assert stream.usage_chunk() == chunk(usage=usage)
+
+
+def test_a_mixed_rounds_synthetic_calls_are_given_back_for_execution() -> None:
+    stream = started()
+    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
+    ls = {"index": 1, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
+    assert process(stream, chunk(choice(calls(read, ls)))) == chunk(
+        choice(calls({**ls, "index": 0}))
+    )
+    assert process(stream, chunk(choice({}, "tool_calls"))) == chunk(choice({}, "tool_calls"))
+    assert stream.pending_calls() is None
+    assert stream.mixed_synthetic_calls() == [SyntheticCall("r", READ, "{}").as_tool_call()]
+
+
+def test_a_mixed_round_of_several_choices_gives_no_synthetic_calls_back() -> None:
+    stream = started()
+    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
+    ls = {"index": 1, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
+    process(stream, chunk(choice(calls(read, ls), index=0), choice(calls(read, ls), index=1)))
+    process(stream, chunk(choice({}, "tool_calls", index=0), choice({}, "tool_calls", index=1)))
+    assert stream.pending_calls() is None
+    assert stream.mixed_synthetic_calls() == []
