@@ -34,6 +34,7 @@ from proxy.formats.openai_chat.answers import (
     multiple_choices,
     round_items,
     strip_synthetic_calls,
+    synthetic_calls,
     synthetic_only,
     upstream_error_event,
     with_call_id,
@@ -150,6 +151,41 @@ def test_strip_without_synthetic_calls_changes_nothing(payload: dict[str, Any]) 
     assert payload == before
 
 
+def test_a_plain_text_choice_does_not_stop_the_strip_of_later_choices() -> None:
+    payload = answer(message("text"), message("mixed", READ, SHELL))
+    assert strip_synthetic_calls(payload) is True
+    assert payload["choices"][0]["message"] == message("text")
+    assert payload["choices"][1]["message"] == message("mixed", SHELL)
+
+
+def test_a_mixed_answer_gives_the_proxys_calls_to_execute() -> None:
+    assert synthetic_calls(answer(message("both", READ, SHELL, SEARCH))) == [READ, SEARCH]
+
+
+def test_a_mixed_answer_with_renamed_tools_gives_only_the_renamed_calls() -> None:
+    names = ToolNames(read=f"{READ_TOOL}_ctxproxy")
+    own = call("s1", names.read, '{"artifact_id": "art_x"}')
+    client = call("k1", READ_TOOL, "{}")  # the client's own tool of that name
+    assert synthetic_calls(answer(message(None, client, own)), names) == [own]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        answer(message(None, READ, SEARCH)),  # synthetic only: a round of its own, not mixed
+        answer(message(None, SHELL)),
+        answer(message("plain text"), finish="stop"),
+        answer(message(None, READ, SHELL), message(None, READ, SHELL)),  # n > 1
+        {"choices": [{"message": "junk"}]},
+        {"choices": [{"finish_reason": "stop"}]},
+        {"choices": [{"message": {"tool_calls": "junk"}}]},
+        {"error": {"message": "x"}},
+    ],
+)
+def test_synthetic_calls_are_none_unless_one_choice_mixes_both(payload: dict[str, Any]) -> None:
+    assert synthetic_calls(payload) == []
+
+
 # -- the format object -------------------------------------------------------------------------
 
 
@@ -198,6 +234,18 @@ def test_the_proxys_tools_are_renamed_away_from_a_client_tool() -> None:
     assert tool_names(body) == [READ_TOOL, READ_TOOL, SEARCH_TOOL]  # the input is not changed
 
 
+def test_a_renamed_proxy_tool_keeps_its_own_description_before_the_notice() -> None:
+    body = body_with([{"type": "function", "function": {"name": SEARCH_TOOL}}])
+    own = body["tools"][-1]["function"]["description"]
+    out, names = with_unique_tool_names(body)
+    assert out["tools"][-1]["function"] == {
+        **body["tools"][-1]["function"],
+        "name": names.search,
+        "description": f"{own} Notices in this conversation call this tool {SEARCH_TOOL}; the "
+        "tool of that name here is another one.",
+    }
+
+
 def test_tools_not_ending_with_the_proxys_are_left_alone() -> None:
     body = {"tools": [CLIENT_TOOL, CLIENT_TOOL]}
     assert with_unique_tool_names(body) == (body, ToolNames())
@@ -242,6 +290,11 @@ def test_call_ids_of_calls_and_results() -> None:
         {"role": "assistant", "tool_calls": "junk"},
     ]
     assert call_ids(messages) == {"a", "b"}
+
+
+def test_call_ids_after_a_message_that_is_not_an_object_are_still_found() -> None:
+    messages: list[Any] = ["junk", {"role": "tool", "tool_call_id": "b", "content": ""}]
+    assert call_ids(messages) == {"b"}
 
 
 # -- an upstream's error answer inside a stream ------------------------------------------------

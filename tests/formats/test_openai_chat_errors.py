@@ -28,3 +28,8 @@ def test_error_event_bytes_are_compact_json_in_one_data_line() -> None:
         b'data: {"error":{"message":"Upstream \'up\' answered HTTP 500","type":"api_error",'
         b'"param":null,"code":"upstream_unavailable","ctxproxy":{"request_id":"r1"}}}\n\n'
     )
+
+
+def test_error_event_names_the_parameter_at_fault() -> None:
+    error = ProxyError(ErrorCode.invalid_request, "bad n", param="n")
+    assert loads(error_event(error, "rid")[6:])["error"]["param"] == "n"

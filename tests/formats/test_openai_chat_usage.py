@@ -76,6 +76,7 @@ def test_cached_tokens_come_from_the_prompt_details() -> None:
 
     assert cached_tokens({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 6}}) == 6
     assert cached_tokens({"prompt_tokens": 10}) is None
+    assert cached_tokens({"prompt_tokens_details": {"cached_tokens": 0}}) == 0  # a miss
     assert cached_tokens({"prompt_tokens_details": {"cached_tokens": -1}}) is None
     assert cached_tokens(None) is None
 
