@@ -73,6 +73,14 @@ def test_invalid_error_names_the_first_problem_and_lists_all() -> None:
 # -- items -------------------------------------------------------------------------------------
 
 
+def test_a_tool_or_legacy_function_message_is_a_tool_result() -> None:
+    assert OPENAI_CHAT.is_tool_result({"role": "tool", "tool_call_id": "c1", "content": "x"})
+    assert OPENAI_CHAT.is_tool_result({"role": "function", "name": "f", "content": "x"})
+    for item in ({"role": "user", "content": "x"}, {"role": "assistant"}, {"role": "FUNCTION"}):
+        assert not OPENAI_CHAT.is_tool_result(item)
+    assert not OPENAI_CHAT.is_tool_result("function")
+
+
 def test_result_meta_is_the_tool_call_id() -> None:
     assert OPENAI_CHAT.result_meta({"role": "tool", "tool_call_id": "c1"}) == {"tool_call_id": "c1"}
     assert OPENAI_CHAT.result_meta({"role": "function", "name": "f"}) == {"tool_call_id": None}
@@ -128,6 +136,17 @@ def test_tool_names_of_a_legacy_function_result_is_its_name() -> None:
     assert OPENAI_CHAT.tool_names(messages, [unit]) == {1: "f"}
 
 
+def test_a_legacy_function_result_with_an_odd_tool_call_id_is_named_by_its_name() -> None:
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+        {"role": "function", "name": "f", "content": "42", "tool_call_id": ["not", "a", "str"]},
+    ]
+    parsed = parse_conversation(messages)
+    assert parsed.problems == ()
+    assert OPENAI_CHAT.tool_names(messages, parsed.units) == {2: "f"}
+
+
 @pytest.mark.parametrize(
     ("message", "facts"),
     [
@@ -139,9 +158,11 @@ def test_tool_names_of_a_legacy_function_result_is_its_name() -> None:
         # a legacy function result is not told apart (as before the adapter existed)
         ({"role": "function", "name": "f", "content": "r"}, ("function", "f", "r", False)),
         ({"role": ["user"], "name": 5, "content": None}, (None, None, "", False)),
+        # an item that is not an object is never a tool result
+        ("not a message", (None, None, "", False)),
     ],
 )
-def test_pin_facts(message: dict[str, Any], facts: PinFacts) -> None:
+def test_pin_facts(message: Any, facts: PinFacts) -> None:
     assert OPENAI_CHAT.pin_facts(message) == facts
 
 
@@ -188,6 +209,22 @@ def test_overhead_tokens_count_tools_choice_and_primer() -> None:
     assert OPENAI_CHAT.overhead_tokens(body, COUNTER, added) == (
         COUNTER.count_tools(TOOLS + added, "auto") + REPLY_PRIMER
     )
+
+
+@pytest.mark.parametrize(
+    "tool_choice",
+    [{"type": "function", "function": {"name": "f"}}, "none"],
+)
+def test_a_named_or_none_tool_choice_adds_to_the_overhead(tool_choice: Any) -> None:
+    body = {"messages": [], "tools": TOOLS, "tool_choice": tool_choice}
+    assert OPENAI_CHAT.overhead_tokens(body, COUNTER) == (
+        COUNTER.count_tools(TOOLS, tool_choice) + REPLY_PRIMER
+    )
+    assert OPENAI_CHAT.overhead_tokens(body, COUNTER) > OPENAI_CHAT.overhead_tokens(
+        {"messages": [], "tools": TOOLS}, COUNTER
+    )
+    # with no tools at all, the choice alone is still counted
+    assert OPENAI_CHAT.overhead_tokens({"tool_choice": tool_choice}, COUNTER) > REPLY_PRIMER
 
 
 def test_overhead_with_added_tools_counts_a_non_list_tools_as_none() -> None:
