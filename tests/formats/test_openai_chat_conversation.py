@@ -354,3 +354,15 @@ def test_a_list_or_object_role_is_a_problem_not_a_crash() -> None:
         (0, "messages[0]: 'role' is not a string"),
         (1, "messages[1]: 'role' is not a string"),
     ]
+
+
+def test_a_message_that_is_not_an_object_is_a_plain_message_unit() -> None:
+    conv = parse_conversation([user(), "hello", asst()])
+    assert conv.units == (Unit(0, 1, "message"), Unit(1, 2, "message"), Unit(2, 3, "message"))
+
+
+def test_a_stray_tool_message_without_a_tool_call_id_says_so() -> None:
+    conv = parse_conversation([user(), {"role": "tool", "content": "x"}])
+    assert conv.problems == (
+        Problem(1, None, "messages[1]: tool message has no string 'tool_call_id'", "messages[1]"),
+    )
