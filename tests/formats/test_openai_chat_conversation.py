@@ -5,7 +5,6 @@ Generated inputs: test_openai_chat_conversation_properties.py."""
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
@@ -332,18 +331,14 @@ def _long_conversation(n_turns: int) -> list[dict[str, Any]]:
     return msgs
 
 
-def test_parse_500_messages_is_fast() -> None:
+def test_a_long_conversation_parses_into_its_turns_and_exchanges() -> None:
+    # its speed is measured in bench/prepare.py (~500 messages a request), not here
     msgs = _long_conversation(100)  # 501 messages
     conv = parse_conversation(msgs)
     assert conv.ok and len(conv.turns) == 100 and conv.end == 501
-    best = min(_timed(msgs) for _ in range(20))
-    assert best < 0.003, f"parse took {best * 1000:.2f} ms"
-
-
-def _timed(msgs: list[dict[str, Any]]) -> float:
-    start = time.perf_counter()
-    parse_conversation(msgs)
-    return time.perf_counter() - start
+    assert len(conv.units) == 300  # each turn: the user, one exchange of two calls, the answer
+    assert [u.kind for u in conv.turns[-1].units] == ["message", "tool_exchange", "message"]
+    assert conv.turns[-1].units[1].tool_call_ids == ("c99a", "c99b")
 
 
 def test_a_list_or_object_role_is_a_problem_not_a_crash() -> None:
