@@ -10,6 +10,9 @@ from proxy.formats.openai_chat.stream import StreamFilter, SyntheticCall
 
 READ = "read_context_artifact"
 BASE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+# whole tool-call deltas: the proxy's read call at index 0, a client's call at index 1
+READ_CALL = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
+LS_CALL = {"index": 1, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
 
 
 def chunk(*choices: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -80,9 +83,8 @@ def test_synthetic_call_named_after_its_id_and_text_in_pieces() -> None:
 
 def test_two_choices_keep_their_own_calls_and_never_loop() -> None:
     stream = started()
-    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
     ls = {"index": 0, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
-    out = process(stream, chunk(choice(calls(read), index=0), choice(calls(ls), index=1)))
+    out = process(stream, chunk(choice(calls(READ_CALL), index=0), choice(calls(ls), index=1)))
     assert out == chunk(choice(calls(ls), index=1))
     done = process(
         stream, chunk(choice({}, "tool_calls", index=0), choice({}, "tool_calls", index=1))
@@ -113,9 +115,8 @@ def test_unnamed_calls_flushed_into_the_finish_chunk_keep_its_delta() -> None:
 
 def test_later_round_drops_its_empty_role_chunk_unless_it_carries_logprobs() -> None:
     stream = started()
-    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
     process(stream, chunk(choice({"role": "assistant", "content": None})))
-    process(stream, chunk(choice(calls(read))))
+    process(stream, chunk(choice(calls(READ_CALL))))
     process(stream, chunk(choice({}, "tool_calls")))
     assert stream.pending_calls() is not None
     stream.start_round(loop_allowed=True)
@@ -136,10 +137,8 @@ def test_usage_on_a_content_chunk_is_held_back_and_summed() -> None:
 
 def test_a_mixed_rounds_synthetic_calls_are_given_back_for_execution() -> None:
     stream = started()
-    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
-    ls = {"index": 1, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
-    assert process(stream, chunk(choice(calls(read, ls)))) == chunk(
-        choice(calls({**ls, "index": 0}))
+    assert process(stream, chunk(choice(calls(READ_CALL, LS_CALL)))) == chunk(
+        choice(calls({**LS_CALL, "index": 0}))
     )
     assert process(stream, chunk(choice({}, "tool_calls"))) == chunk(choice({}, "tool_calls"))
     assert stream.pending_calls() is None
@@ -148,9 +147,8 @@ def test_a_mixed_rounds_synthetic_calls_are_given_back_for_execution() -> None:
 
 def test_a_mixed_round_of_several_choices_gives_no_synthetic_calls_back() -> None:
     stream = started()
-    read = {"index": 0, "id": "r", "function": {"name": READ, "arguments": "{}"}}
-    ls = {"index": 1, "id": "l", "function": {"name": "ls", "arguments": "{}"}}
-    process(stream, chunk(choice(calls(read, ls), index=0), choice(calls(read, ls), index=1)))
+    both = calls(READ_CALL, LS_CALL)
+    process(stream, chunk(choice(both, index=0), choice(both, index=1)))
     process(stream, chunk(choice({}, "tool_calls", index=0), choice({}, "tool_calls", index=1)))
     assert stream.pending_calls() is None
     assert stream.mixed_synthetic_calls() == []
