@@ -13,7 +13,8 @@ The model (see ``docs/ARCHITECTURE.md`` and the shared design, "The conversation
   ``Turn.leading``. Turns cover every item after the prefix exactly once, in order.
 * **Unit** -- the atomic piece of a turn: a plain item (``kind="message"``), or a *tool exchange*
   (``kind="tool_exchange"``): the call item(s) and the results answering them. Nothing splits a
-  unit.
+  unit. A plain item that gives the model instructions after the prefix (a mid-conversation
+  system or developer message) is an ``instruction`` unit: protected where it stands.
 
 Structural breakage is reported in ``Conversation.problems``, never repaired. Each ``reason`` is a
 complete sentence naming the item (the format's own wording) and may be shown to a client
@@ -70,6 +71,9 @@ class Unit(_Span):
     kind: UnitKind
     tool_call_ids: tuple[str, ...] = ()
     call_items: int = 1
+    instruction: bool = False
+    """An instruction the client placed inside the conversation (a system or developer message
+    after the prefix): never dropped, cleared, summarized or moved, like the system prefix."""
 
     @property
     def is_tool_exchange(self) -> bool:

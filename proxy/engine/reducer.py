@@ -120,8 +120,9 @@ def _pinned(
     result_names: dict[int, str],
     own_text_mac: OwnTextMac,
 ) -> frozenset[int]:
-    """Units matching a pin rule, and the proxy's own notices (so re-preparing changes nothing;
-    a client's text that only looks like one is not pinned).
+    """Units matching a pin rule, the client's mid-conversation instructions (`Unit.instruction`)
+    and the proxy's own notices (so re-preparing changes nothing; a client's text that only looks
+    like one is not pinned).
     A rule's `name` matches a tool result's tool (through its call) or an item's own name."""
 
     def matches(index: int) -> bool:
@@ -136,7 +137,9 @@ def _pinned(
             for rule in protect.pinned
         )
 
-    return frozenset(u for u, unit in enumerate(units) if any(map(matches, unit.indices)))
+    return frozenset(
+        u for u, unit in enumerate(units) if unit.instruction or any(map(matches, unit.indices))
+    )
 
 
 def _first_user_unit(conversation: Conversation, turn_first_unit: list[int]) -> int | None:

@@ -163,6 +163,34 @@ def test_structure_protection_and_nothing_lost(
     assert_nothing_lost(loop, harness, messages, out)
 
 
+@EXAMPLES
+@given(
+    messages=conversations(max_turns=8, max_steps=4, instructions=True),
+    window=st.sampled_from(WINDOWS),
+)
+def test_mid_conversation_instructions_are_kept_where_they_stand(
+    loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], window: int
+) -> None:
+    result = prepare(loop, harness, messages, window)
+    if isinstance(result, ProxyError):
+        assert result.code is ErrorCode.context_length_exceeded
+        return
+    out = result.parsed["messages"]
+    system_end = parse_conversation(messages).system_end
+    wanted = [m for m in messages[system_end:] if m["role"] in ("system", "developer")]
+    kept = [m for m in out[system_end:] if m["role"] in ("system", "developer")]
+    event(f"reduced around instructions: {bool(wanted) and result.changed}")
+    assert kept == wanted  # none dropped or rewritten, none added
+    assert _in_order(messages, [m for m in out if m in messages])  # none moved
+    assert_nothing_lost(loop, harness, messages, out)
+
+
+def _in_order(messages: list[Any], kept: list[Any]) -> bool:
+    """Whether `kept` is a subsequence of `messages` (the same items, in the same order)."""
+    rest = iter(messages)
+    return all(any(m == k for m in rest) for k in kept)
+
+
 def assert_nothing_lost(
     loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any], out: list[Any]
 ) -> None:

@@ -105,3 +105,29 @@ def test_a_leading_assistant_message_is_a_leading_turn() -> None:
         split([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "q"}])
     )
     assert [t.leading for t in parsed.turns] == [True, False]
+
+
+def test_a_system_message_inside_messages_is_an_instruction_unit_that_opens_no_turn() -> None:
+    """Claude Code's mid-conversation system message (beta `mid-conversation-system-…`)."""
+    system = {"role": "system", "content": [{"type": "text", "text": "Env: cwd /w"}]}
+    items = split([
+        {"role": "user", "content": "task"}, system,
+        {"role": "assistant", "content": [call("a")]},
+        {"role": "user", "content": [result("a")]},
+        {"role": "system", "content": "plan mode"},
+        {"role": "user", "content": "next"},
+    ])  # fmt: skip
+    parsed = parse_conversation(items)
+    assert parsed.problems == ()
+    assert [(t.start, t.end) for t in parsed.turns] == [(0, 5), (5, 6)]
+    assert [(u.start, u.end, u.instruction) for u in parsed.units] == [
+        (0, 1, False), (1, 2, True), (2, 4, False), (4, 5, True), (5, 6, False),
+    ]  # fmt: skip
+
+
+def test_any_other_role_is_still_a_problem() -> None:
+    parsed = parse_conversation([{"role": "developer", "content": "x"}])
+    assert [p.reason for p in parsed.problems] == [
+        "messages[0]: 'role' must be 'user', 'assistant' or 'system'"
+    ]
+    assert not parsed.units[0].instruction

@@ -52,10 +52,15 @@ def test_system_prefix_is_leading_system_and_developer_messages() -> None:
     conv = parse_conversation(msgs)
     assert conv.system_end == 2
     assert conv.system_indices == range(2)
-    # a later system message is an ordinary unit of its turn
-    assert conv.turns == (
-        Turn(2, 5, (Unit(2, 3, "message"), Unit(3, 4, "message"), Unit(4, 5, "message"))),
-    )
+    # a later system message is an instruction unit of its turn (it opens no turn)
+    late = Unit(3, 4, "message", instruction=True)
+    assert conv.turns == (Turn(2, 5, (Unit(2, 3, "message"), late, Unit(4, 5, "message"))),)
+
+
+def test_a_late_developer_message_is_an_instruction_and_a_user_one_is_not() -> None:
+    msgs = [user(), {"role": "developer", "content": "d"}, asst(), user("next")]
+    units = parse_conversation(msgs).units
+    assert [u.instruction for u in units] == [False, True, False, False]
 
 
 def test_only_system_messages() -> None:

@@ -137,3 +137,19 @@ def test_canonical_ignores_ids_statuses_and_the_typeless_message_form() -> None:
     assert canonical_item(output("a")) != canonical_item(output("b"))
     other = {**reasoning("r"), "encrypted_content": "x"}
     assert canonical_item(reasoning("r")) != canonical_item(other)
+
+
+def test_a_developer_or_system_message_after_the_prefix_is_an_instruction_unit() -> None:
+    items = [
+        user("q"),
+        {"type": "message", "role": "developer", "content": "<environment_context/>"},
+        call("c1"),
+        output("c1"),
+        {"role": "system", "content": [{"type": "input_text", "text": "now in review mode"}]},
+        {"type": "item_reference", "id": "msg_1"},
+    ]
+    conversation = parse_conversation(items)
+    assert conversation.ok and conversation.system_end == 0
+    assert [(u.start, u.instruction) for u in conversation.units] == [
+        (0, False), (1, True), (2, False), (4, True), (5, False),
+    ]  # fmt: skip

@@ -202,6 +202,15 @@ def _turn_tail(draw: st.DrawFn, ids: Iterator[int], shape: _Shape) -> list[Messa
 
 
 @st.composite
+def instruction_message(draw: st.DrawFn) -> Message:
+    """A system or developer message placed inside the conversation (after its prefix)."""
+    role = draw(st.sampled_from(("system", "developer")))
+    message: Message = {"role": role, "content": "Reminder: " + draw(words)}
+    _maybe_extras(draw, message, _MSG_EXTRAS)
+    return message
+
+
+@st.composite
 def conversations(
     draw: st.DrawFn,
     *,
@@ -212,13 +221,15 @@ def conversations(
     max_parallel: int = 4,
     legacy_functions: bool = False,
     require_tool_exchange: bool = False,
+    instructions: bool = False,
 ) -> list[Message]:
     """A structurally valid ``messages`` list.
 
     Optional system/developer prefix, optional leading assistant greeting, then ``min_turns`` to
     ``max_turns`` turns (user message + up to ``max_steps`` replies/tool exchanges). Tool call ids
     are ``call_<n>``, unique within the list. ``require_tool_exchange`` guarantees at least one
-    exchange with tool_calls. The list is never empty.
+    exchange with tool_calls. ``instructions`` lets a turn carry a mid-conversation
+    system/developer message (`instruction_message`) between its units. The list is never empty.
     """
     ids = itertools.count(1)
     shape = _Shape(max_steps, max_result_chars, max_parallel, legacy_functions)
@@ -234,6 +245,8 @@ def conversations(
         messages.append({"role": "assistant", "content": "Hello! " + draw(words)})
     for _ in range(draw(st.integers(min_turns, max_turns))):
         messages.append(_user_message(draw))
+        if instructions and draw(st.integers(0, 2)) == 0:
+            messages.append(draw(instruction_message()))
         messages.extend(_turn_tail(draw, ids, shape))
     if require_tool_exchange and not any(m.get("tool_calls") for m in messages):
         messages.append(_user_message(draw))

@@ -3,6 +3,8 @@
 * **System prefix** -- empty: `system` is a field of its own, outside the items (protected,
   counted in `overhead_tokens`).
 * **Turn** -- opened by a user message that answers no tool call (a message, not a part).
+* **Instruction** -- a `system` message inside `messages` (the mid-conversation system message
+  Claude Code sends): a unit of its own, protected where it stands; it does not open a turn.
 * **Unit** -- a plain item, or a *tool exchange*: an assistant message with `tool_use` blocks
   plus the result parts directly after it (the `tool_result` blocks of the next user message;
   their order is free). The other blocks of that user message (a part of their own, after the
@@ -91,8 +93,11 @@ def _next_unit(items: Sequence[Any], i: int, where: list[int], problems: list[Pr
             "assistant message"
         )
         problems.append(_problem(where, i, call_id, text))
+    elif role == "system":
+        return Unit(i, i + 1, "message", instruction=True)
     elif role not in ("user", "assistant"):
-        problems.append(_problem(where, i, None, "'role' must be 'user' or 'assistant'"))
+        text = "'role' must be 'user', 'assistant' or 'system'"
+        problems.append(_problem(where, i, None, text))
     return Unit(i, i + 1, "message")
 
 

@@ -3,7 +3,7 @@
 Pure functions over the `messages` list; nothing here copies or changes a message.
 
 * **System prefix** -- the leading ``system``/``developer`` messages. A ``system``/``developer``
-  message after the prefix is an ordinary message unit.
+  message after the prefix is an instruction unit of its own (protected where it stands).
 * **Turn** -- opened by each ``user`` message.
 * **Unit** -- a plain message, or a *tool exchange*: an assistant message with non-empty
   ``tool_calls`` plus the ``tool`` messages directly following it (results of parallel calls may
@@ -75,8 +75,10 @@ def _next_unit(messages: Sequence[Any], i: int, problems: list[Problem]) -> Unit
         problems.append(problem(i, None, "message is not an object"))
         return Unit(i, i + 1, "message")
     role = message.get("role")
-    if role == "user" or role == "system" or role == "developer":
+    if role == "user":
         return Unit(i, i + 1, "message")
+    if role == "system" or role == "developer":
+        return Unit(i, i + 1, "message", instruction=True)
     if role == "assistant":
         calls = message.get("tool_calls")
         if calls is not None and calls != []:

@@ -3,7 +3,8 @@
 Pure functions over the item list; nothing here copies or changes an item.
 
 * **System prefix** -- the leading `system`/`developer` messages (`instructions` are outside the
-  items: counted with the request's overhead, never reduced).
+  items: counted with the request's overhead, never reduced). A `system`/`developer` message
+  after the prefix is an instruction unit of its own (protected where it stands).
 * **Turn** -- opened by each `user` message.
 * **Unit** -- a plain item, or a *tool exchange*: a run of the model's items (`reasoning`,
   assistant messages, calls) holding at least one call that an output answers by `call_id`
@@ -77,7 +78,7 @@ def _next_unit(items: Sequence[Any], i: int, problems: list[Problem]) -> Unit:
     if not is_model_item(item):
         if item_type(item) is None:
             problems.append(problem(i, None, "item has no 'type' nor 'role'"))
-        return Unit(i, i + 1, "message")
+        return Unit(i, i + 1, "message", instruction=role_of(item) in PREFIX_ROLES)
     j = i
     while j < len(items) and is_model_item(items[j]):
         j += 1
