@@ -31,7 +31,7 @@ from proxy.tokens.blocks import (
 )
 from proxy.tokens.cache import LruCache, cache_digest, message_key
 from proxy.tokens.estimate import estimate_tokens
-from proxy.tokens.tool_schema import format_functions, split_tools
+from proxy.tokens.tool_schema import render_tools
 
 REPLY_PRIMER = 3  # every reply is primed with <|start|>assistant<|message|>
 MESSAGE_FRAMING = 3  # <|start|>{role}\n{content}<|end|>
@@ -330,9 +330,8 @@ class Counter:
             return 0
         if not isinstance(tools, list):
             return TOOLS_FRAMING + self._json(tools)
-        functions, others = split_tools(tools)
-        unknown = sum(self._json(tool) for tool in others)
-        return TOOLS_FRAMING + self.count_text(format_functions(functions)) + unknown
+        text, rest = render_tools(tools)
+        return TOOLS_FRAMING + self.count_text(text) + sum(self._json(value) for value in rest)
 
     def _tool_choice_tokens(self, choice: Any) -> int:
         match choice:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.tokens.tool_schema import format_functions, split_tools
+from proxy.tokens.tool_schema import container_parts, format_functions, render_tools, split_tools
 
 WEATHER: dict[str, Any] = {
     "name": "get_weather",
@@ -186,3 +186,47 @@ def test_split_tools() -> None:
 
 def test_split_tools_empty() -> None:
     assert split_tools([]) == ([], [])
+
+
+NAMESPACE: dict[str, Any] = {
+    "type": "namespace",
+    "name": "multi_agent_v1",
+    "description": "Tools to work with sub-agents.",
+    "tools": [
+        {"type": "function", **WEATHER},
+        {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+         "format": {"type": "grammar", "syntax": "lark", "definition": "start: hunk+"}},
+    ],
+}  # fmt: skip
+
+
+def test_a_namespace_renders_its_tools_in_a_namespace_of_its_own() -> None:
+    text, rest = render_tools([{"type": "function", "name": "ls"}, NAMESPACE])
+    functions_block, container = text.split("} // namespace functions\n")
+    assert functions_block == "namespace functions {\n\ntype ls = () => any;\n\n"
+    weather = WEATHER_TEXT.split("\n", 2)[2].rsplit("\n", 1)[0]  # without the namespace lines
+    assert container == (
+        "// Tools to work with sub-agents.\nnamespace multi_agent_v1 {\n\n"
+        f"{weather}\n// Edit files.\ntype apply_patch = () => any;\n\n"
+        "} // namespace multi_agent_v1"
+    )
+    assert rest == [NAMESPACE["tools"][1]["format"]]  # the grammar is counted as JSON
+
+
+def test_containers_nest_and_what_has_no_text_form_is_left_as_json() -> None:
+    anthropic = {"name": "search", "input_schema": {"type": "object"}}
+    inner = {"type": "namespace", "name": "inner", "tools": [{"name": "a"}, anthropic]}
+    outer = {"name": "outer", "functions": [inner], "server_label": "srv", "strict": True}
+    text, rest = render_tools([outer, {"type": "web_search"}])
+    assert "namespace outer {\n\nnamespace inner {\n\ntype a = () => any;\n\n" in text
+    assert text.endswith("} // namespace inner\n} // namespace outer")
+    assert rest == [anthropic, "srv", {"type": "web_search"}]
+
+
+def test_a_function_tool_is_no_container_whatever_it_holds() -> None:
+    odd = {"type": "function", "function": {"name": "f"}, "tools": [{"name": "g"}]}
+    assert container_parts(odd) is None
+    assert container_parts({"name": "n", "tools": "not a list"}) is None
+    assert split_tools([odd, {"name": "n", "tools": []}]) == ([odd["function"]], [
+        {"name": "n", "tools": []}
+    ])  # fmt: skip
