@@ -125,6 +125,7 @@ def access_fields(
         "tokens_before": manifest.tokens_before if manifest is not None else None,
         "tokens_after": manifest.tokens_after if manifest is not None else None,
         "actions": manifest.action_summary() if manifest is not None else None,
+        "outcome": manifest.outcome.value if manifest is not None else None,
         "duration_ms": round(duration_s * 1000, 2),
         "upstream_ms": None if upstream is None else round(upstream * 1000, 2),
     }
@@ -148,7 +149,7 @@ def access_fields(
     return fields
 
 
-_PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
+_PROBES = frozenset({"/", "/healthz", "/readyz", "/metrics"})
 
 
 def access_level(route: str, status: int) -> int:
@@ -178,8 +179,8 @@ def access_log(fields: dict[str, Any]) -> None:
         fields["policy"],
     ]
     if fields["tokens_before"] is not None:
-        message += " tokens=%s->%s actions=%s"
-        args += [fields["tokens_before"], fields["tokens_after"], fields["actions"]]
+        message += " tokens=%s->%s actions=%s outcome=%s"
+        args += [fields[k] for k in ("tokens_before", "tokens_after", "actions", "outcome")]
     for name in ("error", "reason"):
         if name in fields:
             message += f" {name}=%s"

@@ -140,13 +140,25 @@ async def test_one_access_line_per_request(
                 request_id = response.headers["x-ctxproxy-request-id"]
             async with session.get(f"{proxy.url}/healthz") as response:
                 health_id = response.headers["x-ctxproxy-request-id"]
+            for method in ("HEAD", "GET"):  # what Claude Code sends first
+                async with session.request(method, f"{proxy.url}/") as response:
+                    assert response.status == 200
+                    text = await response.text()
+                    assert ("ctxproxy" in text) is (method == "GET")
     finally:
         await proxies.stop_all()
     lines = [r for r in caplog.records if r.name == ACCESS_LOGGER]
-    assert len(lines) == 2
+    assert len(lines) == 4
     # a successful probe is logged at DEBUG: load balancers poll it every second
-    assert [r.levelno for r in lines] == [logging.INFO, logging.DEBUG]
-    chat, health = (json.loads(JsonFormatter().format(r)) for r in lines)
+    assert [r.levelno for r in lines] == [logging.INFO] + [logging.DEBUG] * 3
+    chat, health, *roots = (json.loads(JsonFormatter().format(r)) for r in lines)
+    assert [(r["method"], r["route"], r["status"]) for r in roots] == [
+        ("HEAD", "/", 200),
+        ("GET", "/", 200),
+    ]
+    assert "outcome=reduced actions" not in lines[0].getMessage()
+    assert lines[0].getMessage().endswith("actions=offload_tool_results:1 outcome=reduced")
+    assert chat["outcome"] == "reduced" and health["outcome"] is None
     assert chat["request_id"] == request_id and health["request_id"] == health_id
     assert chat["method"] == "POST" and chat["route"] == "/v1/chat/completions"
     assert (chat["status"], chat["tenant"], chat["policy"]) == (200, "default", "small")

@@ -46,6 +46,9 @@ class NoteCode(StrEnum):
     """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
     history_at_provider = "history_at_provider"
     """Not prepared: the request continues history the provider holds (the proxy cannot see it)."""
+    invalid_forwarded = "invalid_forwarded"
+    """Not prepared: the input is structurally broken (`on_invalid: forward`); it went upstream
+    untouched. The manifest's notes name the first problem."""
 
 
 class SummarySource(StrEnum):
@@ -65,6 +68,7 @@ class SummarySource(StrEnum):
 
 
 NOTES_HEADER = "x-ctxproxy-notes"
+OUTCOME_HEADER = "x-ctxproxy-outcome"
 SUMMARY_HEADER = "x-ctxproxy-summary"
 
 
@@ -180,6 +184,7 @@ class Prepared:
             "x-ctxproxy-tokens-before": str(m.tokens_before),
             "x-ctxproxy-tokens-after": str(m.tokens_after),
             "x-ctxproxy-actions": m.action_summary(),
+            OUTCOME_HEADER: m.outcome.value,
             **({NOTES_HEADER: ",".join(m.note_codes)} if m.note_codes else {}),
             **({SUMMARY_HEADER: label} if (label := m.summary_label()) else {}),
         }

@@ -253,7 +253,8 @@ class Preparer:
             error = request.wire.invalid_error(conversation.problems)
             error.reason = RefusalReason.invalid_messages
             raise error
-        request.manifest.notes.append(f"invalid messages forwarded untouched: {first.reason}")
+        text = f"invalid messages forwarded untouched: {first.reason}"
+        request.manifest.note(NoteCode.invalid_forwarded, text)
         return request.unchanged(Outcome.invalid_forwarded)
 
     def _near_trigger(self, request: PreparingRequest, call: CallOptions) -> bool:

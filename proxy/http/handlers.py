@@ -358,6 +358,12 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def root(request: web.Request) -> web.Response:
+    """`GET /` and `HEAD /`: what a provider's root answers (clients such as Claude Code probe
+    it before their first request), without credentials."""
+    return web.Response(text="ctxproxy: an LLM context proxy. It serves /v1/*.\n")
+
+
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format (no keys or key hashes in labels); needs a proxy key per
     `server.metrics_auth` (by default in auth mode 'keys', where labels name tenants)."""
@@ -385,6 +391,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/responses", responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
+    app.router.add_get("/", root)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -26,7 +26,7 @@ log = logging.getLogger("ctxproxy.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID_HEADER = "x-ctxproxy-request-id"
-_UNAUTHENTICATED = frozenset({"/healthz", "/readyz"})
+_UNAUTHENTICATED = frozenset({"/", "/healthz", "/readyz"})
 METRICS_ROUTE = "/metrics"
 CHAT_ROUTE = "/v1/chat/completions"
 MESSAGES_ROUTE = "/v1/messages"

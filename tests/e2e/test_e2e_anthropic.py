@@ -429,3 +429,30 @@ async def test_messages_on_an_openai_compatible_upstream_go_to_its_messages_rout
         assert "x-ctxproxy-tokens-before" in response.headers
     assert [r.path for r in fake_upstream.received] == ["/v1/messages"]
     assert fake_upstream.last.json() == body
+
+
+async def test_a_mid_conversation_system_message_is_kept_where_it_stands_and_the_rest_reduced(
+    tmp_path: Path,
+) -> None:
+    """What Claude Code sends today: a `system` message inside `messages` (beta
+    `mid-conversation-system-…`). The request is prepared, not forwarded as invalid."""
+    reminder = {
+        "role": "system",
+        "content": [{"type": "text", "text": "Environment: cwd is /w", "cache_control": {}}],
+    }
+    messages = long_conversation(4)
+    messages[1:1] = [reminder]
+    messages[6:6] = [{"role": "system", "content": "The user switched to plan mode."}]
+    async with anthropic_proxy(tmp_path) as (fake, proxy), sdk(proxy, api_key="k") as client:
+        answer = await client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=200, messages=messages, tools=[CLIENT_TOOL],
+            extra_headers={"anthropic-beta": "mid-conversation-system-2026-04-07"},
+        )
+        assert answer.headers["x-ctxproxy-outcome"].startswith("reduced")
+        assert "invalid_forwarded" not in answer.headers.get("x-ctxproxy-notes", "")
+        sent = fake.requests(MESSAGES)[0]
+        assert sent.headers["anthropic-beta"] == "mid-conversation-system-2026-04-07"
+        out = sent.json()["messages"]
+        assert [m for m in out if m["role"] == "system"] == [reminder, messages[6]]
+        assert out[1] == reminder and paired(out)
+        assert ARTIFACT_ID.search(json.dumps(out))

@@ -84,10 +84,21 @@ async def test_a_misplaced_tool_block_is_refused_or_forwarded_untouched(
         assert answer["error"]["message"] == reason
         assert fake.requests(MESSAGES) == []
     (tmp_path / "forward").mkdir()
-    async with anthropic_proxy(tmp_path / "forward") as (fake, proxy):  # on_invalid: forward
-        status, _ = await post(proxy.url + MESSAGES, body)
-        assert status == 200
+    async with (
+        anthropic_proxy(tmp_path / "forward") as (fake, proxy),  # on_invalid: forward
+        aiohttp.ClientSession() as session,
+    ):
+        async with session.post(proxy.url + MESSAGES, json=body) as response:
+            assert response.status == 200
+            # never hidden in a dry run only: the headers, the access line, the metric say so
+            assert response.headers["x-ctxproxy-outcome"] == "invalid_forwarded"
+            assert response.headers["x-ctxproxy-notes"] == "invalid_forwarded"
         assert json.loads(fake.requests(MESSAGES)[0].body) == body  # untouched, BIG kept
+        async with session.get(proxy.url + "/metrics") as response:
+            metrics = await response.text()
+        assert 'outcome="invalid_forwarded",policy="small"} 1.0' in metrics or (
+            'policy="small",outcome="invalid_forwarded"} 1.0' in metrics
+        )
 
 
 async def test_capping_cache_marks_keeps_thinking_messages_byte_identical(tmp_path: Path) -> None:
