@@ -30,12 +30,15 @@ def test_action_summary_counts_each_steps_own_unit_in_order() -> None:
 
 
 def test_headers() -> None:
-    prepared = Prepared(b"{}", True, manifest(OFFLOAD, DROP), {})
+    reduced = manifest(OFFLOAD, DROP)
+    reduced.outcome = Outcome.reduced
+    prepared = Prepared(b"{}", True, reduced, {})
     assert prepared.headers() == {
         "x-ctxproxy-policy": "coding-agent",
         "x-ctxproxy-tokens-before": "120000",
         "x-ctxproxy-tokens-after": "80000",
         "x-ctxproxy-actions": "offload_tool_results:2,drop_turns:2",
+        "x-ctxproxy-outcome": "reduced",
     }
     unchanged = Prepared(b"raw", False, Manifest("default", "m", "inspect"), {})
     assert unchanged.headers() == {
@@ -43,6 +46,7 @@ def test_headers() -> None:
         "x-ctxproxy-tokens-before": "0",
         "x-ctxproxy-tokens-after": "0",
         "x-ctxproxy-actions": "none",
+        "x-ctxproxy-outcome": "unchanged",
     }
     assert all(isinstance(v, str) for v in prepared.headers().values())
 

@@ -34,6 +34,7 @@ EXTRA_HEADERS = {
     "x-ctxproxy-tokens-before": "10",
     "x-ctxproxy-tokens-after": "5",
     "x-ctxproxy-actions": "none",
+    "x-ctxproxy-outcome": "unchanged",
 }
 
 
