@@ -71,6 +71,8 @@ def _reasoning(draw: st.DrawFn, key: str) -> Body:
         item["encrypted_content"] = "gAAAAB" + key + "x" * draw(st.sampled_from((8, 400)))
     if draw(st.booleans()):
         item["summary"] = [{"type": "summary_text", "text": f"thinking {key}"}]
+    if item == {"type": "reasoning", "summary": []}:  # two bare items would be one and the same
+        item["id"] = f"rs_{key}"
     return item
 
 
