@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 
-from proxy.engine.summarizer import SummaryCall, SummaryReply
+from proxy.engine.steps.summarize.summarizer import SummaryCall, SummaryReply
 
 _END = r"\.(?:\s|$|\")"
 _STATED = re.compile(

@@ -22,7 +22,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from proxy.engine.summarizer import (
+from proxy.engine.steps.summarize.summarizer import (
     SCHEMA_NAME,
     SummarizerError,
     SummaryCall,

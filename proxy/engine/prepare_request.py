@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from proxy.engine.budget import Budget, LearnedWindow
 from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
-from proxy.engine.summarizer import Summarizer
+from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.wire import WireFormat
 from proxy.tokens.counters import TokenCounter
 

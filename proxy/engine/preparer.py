@@ -12,7 +12,6 @@ from typing import Any, cast
 
 from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.background import Background, Observer
 from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
@@ -38,7 +37,8 @@ from proxy.engine.reducer import (
 )
 from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
-from proxy.engine.summarizer import Summarizer
+from proxy.engine.steps.summarize.background import Background, Observer
+from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
@@ -71,7 +71,7 @@ class Preparer:
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
         self.background = Background(observer=background_observer)
-        """Summaries made off the request path (`engine.background`)."""
+        """Summaries made off the request path (`steps.summarize.background`)."""
 
     async def prepare(
         self,

@@ -15,10 +15,10 @@ from proxy.engine.config_base import StepConfig
 
 if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
-    from proxy.engine.background import Background
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
-    from proxy.engine.summarizer import Summarizer
+    from proxy.engine.steps.summarize.background import Background
+    from proxy.engine.steps.summarize.summarizer import Summarizer
     from proxy.engine.wire import WireFormat
     from proxy.tokens.counters import TokenCounter
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from bench.quality_summarizer import ScriptedSummarizer
-from proxy.engine.summarizer import SummaryCall, parse_summary, render
+from proxy.engine.steps.summarize.summarizer import SummaryCall, parse_summary, render
 
 
 def call(transcript: str, previous: str = "") -> SummaryCall:

@@ -9,7 +9,12 @@ from multidict import CIMultiDict
 from upstream_double import Answer, Call, FakeUpstream, broken, json_answer
 
 from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
-from proxy.engine.summarizer import SCHEMA_NAME, SummarizerError, SummaryCall, SummaryShape
+from proxy.engine.steps.summarize.summarizer import (
+    SCHEMA_NAME,
+    SummarizerError,
+    SummaryCall,
+    SummaryShape,
+)
 from proxy.formats.openai_chat.summary import strict_schema
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import Upstream

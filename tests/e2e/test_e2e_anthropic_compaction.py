@@ -16,7 +16,7 @@ from fakes.anthropic import anthropic_message, default_anthropic_for, text_block
 from fakes.replies import Reply
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.engine.summarizer import INSTRUCTIONS
+from proxy.engine.steps.summarize.summarizer import INSTRUCTIONS
 
 MESSAGES = "/v1/messages"
 POLICY = """

@@ -19,7 +19,7 @@ from fakes.replies import Reply
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
-from proxy.engine.summarizer import SCHEMA_NAME, SummaryShape
+from proxy.engine.steps.summarize.summarizer import SCHEMA_NAME, SummaryShape
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.formats.openai_chat.summary import strict_schema
 

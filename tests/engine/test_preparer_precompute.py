@@ -13,7 +13,7 @@ from pipeline_harness import Harness, agent_history, make_harness, write_policy
 
 from proxy.engine.manifest import Prepared
 from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, CallOptions
-from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.steps.summarize.summarizer import SummarizerError, SummaryCall, SummaryReply
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.tokens.counters import TokenCounters

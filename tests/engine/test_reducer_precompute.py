@@ -11,10 +11,10 @@ from context_harness import assistant, call, counter, make_ctx, policy, result, 
 
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.background import Background
 from proxy.engine.budget import Budget
 from proxy.engine.reducer import Plan, ReductionContext, plan_reduction
 from proxy.engine.step_api import StepServices
+from proxy.engine.steps.summarize.background import Background
 
 SUMMARIZE = {"kind": "summarize", "summarizer": {"kind": "llm", "model": "m", "precompute_at": 0.5}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from proxy.engine.summarizer import SummaryShape
+from proxy.engine.steps.summarize.summarizer import SummaryShape
 from proxy.formats.openai_chat.summary import strict_schema, summary_answer, summary_request
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
-from proxy.engine import extract
 from proxy.engine.step_api import MARKER, OwnTextMac, PrepareContext
 from proxy.engine.steps.result_rewrites import stored_text
-from proxy.engine.summarizer import SummarizerError
+from proxy.engine.steps.summarize import extract
+from proxy.engine.steps.summarize.summarizer import SummarizerError
 from proxy.engine.tool_text import is_proxy_text, signed
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
 

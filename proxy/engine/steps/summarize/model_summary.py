@@ -1,6 +1,6 @@
 """Getting the summary of a span of dropped turns from a summarizer: frozen, rolled up, bounded.
 
-The summary of a span is looked up in the store first (`summary_cache`, keyed by the span, the
+The summary of a span is looked up in the store first (`cache`, keyed by the span, the
 summarizer's identity and the budget). When it is not there, the previous cut's summary (the
 span that went before this one, frozen when it was made) is rolled up with the turns added
 since, in batches of at most `batch_tokens` of transcript, each answer validated
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.engine import summary_cache
 from proxy.engine.manifest import SummarySource
 from proxy.engine.step_api import PrepareContext, StepServices
-from proxy.engine.summarizer import (
+from proxy.engine.steps.summarize import cache as summary_cache
+from proxy.engine.steps.summarize.summarizer import (
     INSTRUCTIONS,
     Failure,
     SummarizerError,

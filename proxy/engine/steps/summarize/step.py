@@ -8,7 +8,7 @@ extract (`summarizer.kind: extract`, no model: facts with their latest values, i
 paths, numbers, error lines, query-aware against the user's message when the cut was made).
 
 Prefix stable: the digest is a pure function of the span, that query and the settings, and it
-is frozen in the store under their digest (`engine.summary_cache`): the next request with the
+is frozen in the store under their digest (`summarize.cache`): the next request with the
 same history sends the same bytes. It changes only where a drop would change its notice.
 `mode: compact` is `window` with this step in place of `drop_turns`.
 """
@@ -21,9 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, PrivateAttr
 
-from proxy.engine import compaction, extract, summary_cache
 from proxy.engine.budget import scaled
-from proxy.engine.compaction import Obtained
 from proxy.engine.manifest import SummarySource
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import (
@@ -33,11 +31,15 @@ from proxy.engine.step_api import (
     StepOutput,
     StepServices,
 )
-from proxy.engine.steps import summary_parts, summary_spans
 from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
-from proxy.engine.steps.summary_parts import EXTRACT, WIDEST_AUTHOR
-from proxy.engine.steps.summary_spans import SummarySpans
-from proxy.engine.summarizer import SummarizerConfig, SummarizerError
+from proxy.engine.steps.summarize import cache as summary_cache
+from proxy.engine.steps.summarize import extract, model_summary
+from proxy.engine.steps.summarize import parts as summary_parts
+from proxy.engine.steps.summarize import spans as summary_spans
+from proxy.engine.steps.summarize.model_summary import Obtained
+from proxy.engine.steps.summarize.parts import EXTRACT, WIDEST_AUTHOR
+from proxy.engine.steps.summarize.spans import SummarySpans
+from proxy.engine.steps.summarize.summarizer import SummarizerConfig, SummarizerError
 
 _VERSION = "v3"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
@@ -177,12 +179,12 @@ class Summarize(Step[SummarizeConfig]):
         settings = self.model_settings(ctx)
         if services.background is None:  # no background here: made while the request waits
             try:
-                return await compaction.obtain(
+                return await model_summary.obtain(
                     ctx, services, settings, spans, ctx.counter.count_text
                 )
             except SummarizerError as error:
                 return self._fallback(ctx, dropped, error)
-        key = compaction.span_key(ctx, settings, dropped)
+        key = model_summary.span_key(ctx, settings, dropped)
         found = await summary_cache.lookup(services.store, services.scope, key)
         if found is not None:
             return Obtained(found, SummarySource.cache)
@@ -192,15 +194,15 @@ class Summarize(Step[SummarizeConfig]):
             if refused is not None:
                 return self._fallback(ctx, dropped, refused)
         start = time.monotonic()
-        ready = await compaction.wait_ready(services, key, settings.timeout_s)
+        ready = await model_summary.wait_ready(services, key, settings.timeout_s)
         if isinstance(ready, SummarizerError):
             return self._fallback(ctx, dropped, ready)
         source = SummarySource.background if ahead else SummarySource.fresh
         return Obtained(ready, source, seconds=time.monotonic() - start, usage=ready.usage)
 
     async def _start(
-        self, ctx: PrepareContext, services: StepServices, settings: compaction.ModelSettings,
-        spans: compaction.Spans, key: str,
+        self, ctx: PrepareContext, services: StepServices, settings: model_summary.ModelSettings,
+        spans: model_summary.Spans, key: str,
     ) -> SummarizerError | None:
         """Start making the summary of `spans` in the background; the reason not to wait for
         it when it is not started: it just failed, or another replica (or this tenant's
@@ -211,7 +213,7 @@ class Summarize(Step[SummarizeConfig]):
             return failed
         made = self._in_background(settings)
         count = ctx.counter.count_text
-        if await compaction.start_in_background(ctx, services, made, [spans], count):
+        if await model_summary.start_in_background(ctx, services, made, [spans], count):
             return None
         return SummarizerError("timeout", "the summary is being made elsewhere")
 
@@ -233,7 +235,7 @@ class Summarize(Step[SummarizeConfig]):
         last = ctx.turn_first_unit[-1]
         deepest = [h for h in ctx.turn_first_unit if current < h <= last][-PRECOMPUTE_TURNS:]
         wanted = sorted({*deepest, *([rolled[-1][1]] if forced else [])})
-        chain: list[compaction.Spans] = []
+        chain: list[model_summary.Spans] = []
         before = [u for u in range(current) if not ctx.is_protected(u)]
         for h in wanted:
             span = [u for u in range(h) if not ctx.is_protected(u)]
@@ -241,14 +243,14 @@ class Summarize(Step[SummarizeConfig]):
                 chain.append((span, before))
                 before = span
         made = self._in_background(self.model_settings(ctx))
-        await compaction.start_in_background(ctx, services, made, chain, ctx.counter.count_text)
+        await model_summary.start_in_background(ctx, services, made, chain, ctx.counter.count_text)
 
     def _rolls_up_later(self, ctx: PrepareContext, rolled_at: int) -> bool:
         """Whether even a crossing `PRECOMPUTE_TURNS` turns from now is too early to roll up."""
         since = ctx.unit_turn[len(ctx.units) - 1] - ctx.unit_turn[rolled_at]
         return since + PRECOMPUTE_TURNS < self.config.roll_up_turns
 
-    def _in_background(self, settings: compaction.ModelSettings) -> compaction.ModelSettings:
+    def _in_background(self, settings: model_summary.ModelSettings) -> model_summary.ModelSettings:
         timeout = self.config.summarizer.background_timeout_s
         return dataclasses.replace(settings, timeout_s=timeout)
 
@@ -262,9 +264,9 @@ class Summarize(Step[SummarizeConfig]):
         summary = self._extract(ctx, dropped, "", budget) if on_error == "extract" else None
         return Obtained(summary, SummarySource.fallback, failure=error.failure)
 
-    def model_settings(self, ctx: PrepareContext) -> compaction.ModelSettings:
+    def model_settings(self, ctx: PrepareContext) -> model_summary.ModelSettings:
         config = self.config.summarizer
-        return compaction.ModelSettings(
+        return model_summary.ModelSettings(
             config.model, config.upstream, self.budget(ctx), config.timeout_s,
             config.batch_tokens or ctx.allowance,
         )

@@ -9,7 +9,7 @@ from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.extract import (
+from proxy.engine.steps.summarize.extract import (
     MAX_SENTENCE_CHARS,
     SpanText,
     _candidate,

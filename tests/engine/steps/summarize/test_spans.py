@@ -8,7 +8,7 @@ from typing import Any
 from context_harness import assistant, make_ctx, policy, system, user
 
 from proxy.engine.step_api import PrepareContext
-from proxy.engine.steps.summary_spans import RollUp, SummarySpans, roll_ups, split
+from proxy.engine.steps.summarize.spans import RollUp, SummarySpans, roll_ups, split
 
 
 def history() -> list[dict[str, Any]]:

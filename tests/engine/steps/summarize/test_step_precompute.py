@@ -13,10 +13,9 @@ import pytest
 from context_harness import assistant, make_ctx, policy, system
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine import compaction
 from proxy.engine.step_api import Cut, StepServices
-from proxy.engine.steps.summarize import Summarize, SummarizeConfig
-from tests.engine.steps.test_summarize import SCOPE, counter, history
+from proxy.engine.steps.summarize import Summarize, SummarizeConfig, model_summary
+from tests.engine.steps.summarize.test_step import SCOPE, counter, history
 
 # every cut a roll-up: the spans the next cut may need are those of the planner's cuts
 LLM = {"summarizer": {"kind": "llm", "model": "m"}, "roll_up_turns": 0, "roll_up_after": 0}
@@ -27,17 +26,17 @@ def started(
     cuts: list[Cut],
     messages: list[dict[str, Any]] | None = None,
     **settings: Any,
-) -> list[list[compaction.Spans]]:
-    """The chains `precompute` hands to `compaction.start_in_background` (one per call)."""
-    chains: list[list[compaction.Spans]] = []
+) -> list[list[model_summary.Spans]]:
+    """The chains `precompute` hands to `model_summary.start_in_background` (one per call)."""
+    chains: list[list[model_summary.Spans]] = []
 
     async def record(
-        ctx: Any, services: Any, made: Any, chain: list[compaction.Spans], count: Any
+        ctx: Any, services: Any, made: Any, chain: list[model_summary.Spans], count: Any
     ) -> bool:
         chains.append(chain)
         return True
 
-    monkeypatch.setattr(compaction, "start_in_background", record)
+    monkeypatch.setattr(model_summary, "start_in_background", record)
     ctx = make_ctx(messages or history(), policy(), allowance=10_000)
     step = Summarize(SummarizeConfig(**{**LLM, **settings}), ctx)
     services = StepServices(MemoryStore(b"k"), SCOPE, counter())

@@ -2,7 +2,7 @@
 
 A summary that a request cannot wait for (it would take longer than `timeout_s`), or that a
 request near its trigger will soon need (precompute), is made by a task on the app's event loop
-that outlives the request and freezes its result in the store (`summary_cache`), where the next
+that outlives the request and freezes its result in the store (`cache`), where the next
 request finds it. At most `per_scope` tasks run for one tenant scope; a span already being
 summarized in this process is not started twice (`running`), and across replicas the caller
 claims the span in the store first (`ArtifactStore.claim`). One per app (the `Preparer` holds it).

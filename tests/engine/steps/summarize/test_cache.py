@@ -9,7 +9,14 @@ from collections.abc import Mapping
 import pytest
 
 from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
-from proxy.engine.summary_cache import KIND, Summary, keep, lookup, span_digest, summaries_scope
+from proxy.engine.steps.summarize.cache import (
+    KIND,
+    Summary,
+    keep,
+    lookup,
+    span_digest,
+    summaries_scope,
+)
 from proxy.formats.openai_chat import OPENAI_CHAT
 
 ITEMS = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]

@@ -7,7 +7,7 @@ import json
 import pytest
 from context_harness import counter
 
-from proxy.engine.summarizer import (
+from proxy.engine.steps.summarize.summarizer import (
     SummarizerError,
     SummaryShape,
     batches,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from context_harness import counter
 
-from proxy.engine.extract import SpanText, _ranked, digest
+from proxy.engine.steps.summarize.extract import SpanText, _ranked, digest
 
 
 def count(text: str) -> int:

@@ -12,15 +12,15 @@ import pytest
 from context_harness import counter
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine import compaction, summary_cache
-from proxy.engine.background import Background
 from proxy.engine.step_api import Cut, StepServices
-from proxy.engine.steps.summarize import Summarize
-from proxy.engine.steps.summary_spans import RollUp, split
-from proxy.engine.summarizer import SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.steps.summarize import Summarize, model_summary
+from proxy.engine.steps.summarize import cache as summary_cache
+from proxy.engine.steps.summarize.background import Background
+from proxy.engine.steps.summarize.spans import RollUp, split
+from proxy.engine.steps.summarize.summarizer import SummarizerError, SummaryCall, SummaryReply
 from proxy.errors import ProxyError
-from tests.engine.steps.test_summarize import SCOPE, summarize_ctx
-from tests.engine.test_compaction import Recording
+from tests.engine.steps.summarize.test_model_summary import Recording
+from tests.engine.steps.summarize.test_step import SCOPE, summarize_ctx
 
 UNITS = [0, 1, 2, 3, 4]  # u0 is protected: units 1-4 are dropped
 
@@ -47,7 +47,7 @@ def settle(
     background: Background | None = None,
     store: MemoryStore | None = None,
     cuts: list[Cut] | None = None,
-) -> compaction.Obtained:
+) -> model_summary.Obtained:
     services = StepServices(
         store or MemoryStore(b"k"), SCOPE, counter(), summarizer=summarizer, background=background
     )
@@ -75,9 +75,9 @@ def test_without_a_background_the_summary_is_made_while_the_request_waits() -> N
     )
     assert obtained.summary is not None and obtained.summary.body.endswith("- f: v1")
     [call] = summarizer.calls
-    assert call.transcript == "\n".join(compaction.transcript(ctx, [1, 2, 3, 4]))
+    assert call.transcript == "\n".join(model_summary.transcript(ctx, [1, 2, 3, 4]))
     assert (call.model, call.upstream, call.max_tokens) == ("m", "cheap", step.budget(ctx))
-    assert step.model_settings(ctx) == compaction.ModelSettings(
+    assert step.model_settings(ctx) == model_summary.ModelSettings(
         "m", "cheap", step.budget(ctx), 10.0, 5_000
     )
 
@@ -102,14 +102,14 @@ def test_on_error_refuse_refuses_naming_the_failure() -> None:
 def test_a_summary_running_ahead_is_waited_for_and_reported_as_such() -> None:
     ctx, step = llm()
 
-    async def go() -> compaction.Obtained:
+    async def go() -> model_summary.Obtained:
         store, background = MemoryStore(b"k"), Background()
         background.bind(asyncio.get_running_loop())
         services = StepServices(
             store, SCOPE, counter(), summarizer=Recording(0.05), background=background
         )
         settings = step._in_background(step.model_settings(ctx))
-        assert await compaction.start_in_background(
+        assert await model_summary.start_in_background(
             ctx, services, settings, [([1, 2, 3, 4], [])], counter().count_text
         )
         await step.settle(ctx, UNITS, services, [(4, 5)])
@@ -125,7 +125,7 @@ def test_a_summary_running_ahead_is_waited_for_and_reported_as_such() -> None:
 def test_a_span_that_just_failed_in_the_background_falls_back_with_that_failure() -> None:
     ctx, step = llm()
 
-    async def go() -> tuple[compaction.Obtained, int]:
+    async def go() -> tuple[model_summary.Obtained, int]:
         store, background, failing = MemoryStore(b"k"), Background(), Failing()
         background.bind(asyncio.get_running_loop())
         services = StepServices(store, SCOPE, counter(), summarizer=failing, background=background)
@@ -143,13 +143,13 @@ def test_a_span_that_just_failed_in_the_background_falls_back_with_that_failure(
 def test_a_summary_another_replica_is_making_is_not_waited_for(on_error: str) -> None:
     ctx, step = llm(on_error=on_error)
 
-    async def go() -> compaction.Obtained:
+    async def go() -> model_summary.Obtained:
         store, background = MemoryStore(b"k"), Background()
         background.bind(asyncio.get_running_loop())
         services = StepServices(
             store, SCOPE, counter(), summarizer=Recording(), background=background
         )
-        key = compaction.span_key(ctx, step.model_settings(ctx), [1, 2, 3, 4])
+        key = model_summary.span_key(ctx, step.model_settings(ctx), [1, 2, 3, 4])
         own = summary_cache.summaries_scope(SCOPE)
         assert await store.claim(own, f"making:{key}", ttl_seconds=60)
         await step.settle(ctx, UNITS, services, [(4, 5)])

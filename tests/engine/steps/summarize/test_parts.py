@@ -7,7 +7,7 @@ from context_harness import assistant, call, counter, mac_for, make_ctx, result,
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import MARKER
-from proxy.engine.steps.summary_parts import (
+from proxy.engine.steps.summarize.parts import (
     MAX_AUTHOR_CHARS,
     WIDEST_AUTHOR,
     label,
@@ -19,10 +19,10 @@ from proxy.engine.steps.summary_parts import (
     tool_results,
     trimmed,
 )
-from proxy.engine.summarizer import SummarizerError
+from proxy.engine.steps.summarize.summarizer import SummarizerError
 from proxy.engine.tool_text import is_proxy_text, signed
 from proxy.errors import ErrorCode, RefusalReason
-from tests.engine.steps.test_summarize import history
+from tests.engine.steps.summarize.test_step import history
 
 
 @pytest.mark.parametrize("read_tool", [True, False])

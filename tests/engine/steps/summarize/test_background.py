@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.engine import background as background_module
-from proxy.engine.background import Background
 from proxy.engine.offload import Workers
+from proxy.engine.steps.summarize import background as background_module
+from proxy.engine.steps.summarize.background import Background
 
 
 async def test_one_task_per_key_and_at_most_per_scope_tasks_per_tenant() -> None:

@@ -10,12 +10,17 @@ from typing import Any
 from context_harness import counter, make_ctx
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine import summary_cache
-from proxy.engine.background import Background
-from proxy.engine.compaction import ModelSettings, span_key, start_in_background, wait_ready
 from proxy.engine.step_api import StepServices
-from proxy.engine.summarizer import SummarizerError
-from tests.engine.steps.test_summarize import history
+from proxy.engine.steps.summarize import cache as summary_cache
+from proxy.engine.steps.summarize.background import Background
+from proxy.engine.steps.summarize.model_summary import (
+    ModelSettings,
+    span_key,
+    start_in_background,
+    wait_ready,
+)
+from proxy.engine.steps.summarize.summarizer import SummarizerError
+from tests.engine.steps.summarize.test_step import history
 
 SETTINGS = ModelSettings("m", None, 300, 5.5, 10_000)
 CHAIN = [([1, 2], [])]

@@ -10,7 +10,8 @@ import pytest
 from context_harness import assistant, counter, mac_for, make_ctx, result, system, user
 
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.compaction import (
+from proxy.engine.step_api import StepServices
+from proxy.engine.steps.summarize.model_summary import (
     ModelSettings,
     _call_label,
     identity,
@@ -18,10 +19,14 @@ from proxy.engine.compaction import (
     summarize_span,
     transcript,
 )
-from proxy.engine.step_api import StepServices
-from proxy.engine.summarizer import INSTRUCTIONS, SummarizerError, SummaryCall, SummaryReply
+from proxy.engine.steps.summarize.summarizer import (
+    INSTRUCTIONS,
+    SummarizerError,
+    SummaryCall,
+    SummaryReply,
+)
 from proxy.engine.tool_text import signed
-from tests.engine.steps.test_summarize import history
+from tests.engine.steps.summarize.test_step import history
 
 SETTINGS = ModelSettings("m", None, 300, 1.0, 10_000)
 

@@ -21,12 +21,18 @@ from context_harness import (
 )
 
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
-from proxy.engine import compaction, summary_cache
 from proxy.engine.manifest import SummarySource
 from proxy.engine.step_api import MARKER, PrepareContext, StepServices
-from proxy.engine.steps import summary_parts
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
-from proxy.engine.steps.summarize import _WIDE, EXTRACT, Summarize, SummarizeConfig
+from proxy.engine.steps.summarize import cache as summary_cache
+from proxy.engine.steps.summarize import parts as summary_parts
+from proxy.engine.steps.summarize.step import (
+    _WIDE,
+    EXTRACT,
+    Summarize,
+    SummarizeConfig,
+    model_summary,
+)
 from proxy.engine.tool_text import is_proxy_text
 
 SCOPE = "s"
@@ -335,7 +341,7 @@ def test_the_detail_names_the_span_the_kind_and_the_summarys_tokens() -> None:
     header_only = Summarize(SummarizeConfig().relaxed(), ctx)  # type: ignore[arg-type]
     assert header_only.rewrite(ctx, units).detail["kind"] == "drop"  # type: ignore[index]
     written = summary_cache.Summary("- f: v", "gpt-x")
-    step.obtained = compaction.Obtained(written, SummarySource.fresh)
+    step.obtained = model_summary.Obtained(written, SummarySource.fresh)
     assert step.rewrite(ctx, units).detail["kind"] == "llm"  # type: ignore[index]
 
 
@@ -373,7 +379,8 @@ def test_the_header_only_summary_names_no_results_and_makes_nothing() -> None:
 def test_a_long_summary_is_trimmed_to_what_the_list_of_results_leaves() -> None:
     ctx, step = summarize_ctx(summarizer={"max_summary_tokens": 60})
     body = "\n".join(f"- fact {n} is {n * 7}" for n in range(40))
-    step.obtained = compaction.Obtained(summary_cache.Summary(body, "gpt-x"), SummarySource.fresh)
+    summary = summary_cache.Summary(body, "gpt-x")
+    step.obtained = model_summary.Obtained(summary, SummarySource.fresh)
     text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     header, kept = text.split("]\n", 1)
     results = header.split("tool results: ", 1)[1].split(";", 1)[0]
@@ -382,7 +389,7 @@ def test_a_long_summary_is_trimmed_to_what_the_list_of_results_leaves() -> None:
 
 def test_turns_dropped_without_a_summary_name_no_results_either() -> None:
     ctx, step = summarize_ctx()
-    step.obtained = compaction.Obtained(None, SummarySource.fallback, failure="timeout")
+    step.obtained = model_summary.Obtained(None, SummarySource.fallback, failure="timeout")
     text = step.rewrite(ctx, [0, 1, 2, 3, 4]).edits[0].message["content"]  # type: ignore[index]
     assert "(no summary)" in text and "tool results:" not in text
 
@@ -390,7 +397,7 @@ def test_turns_dropped_without_a_summary_name_no_results_either() -> None:
 def test_the_detail_reports_the_seconds_to_the_millisecond_and_the_usage() -> None:
     ctx, step = summarize_ctx()
     made = summary_cache.Summary("- f: v", "gpt-x", {"prompt_tokens": 7})
-    step.obtained = compaction.Obtained(
+    step.obtained = model_summary.Obtained(
         made, SummarySource.fresh, seconds=1.23456, usage={"prompt_tokens": 7}
     )
     out = step.rewrite(ctx, [0, 1, 2, 3, 4])
