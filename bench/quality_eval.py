@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.quality_text import Probe
-from proxy.artifacts.read_tool import READ_TOOL, execute
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.step_api import MARKER
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import dumps
+from proxy.synthetic.base import CallContext, RoundBudget
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.registry import execute
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
@@ -111,9 +113,8 @@ class ArtifactReader:
         offset: int | None = 0
         while offset is not None:
             args = {"artifact_id": artifact_id, "offset": offset, "max_chars": self._page}
-            read = await execute(
-                self._store, self._scope, READ_TOOL, args, max_page_chars=self._page
-            )
+            call = CallContext(self._store, self._scope, self._page, RoundBudget())
+            read = await execute(READ_TOOL, args, call)
             answer = json.loads(read.text)
             if "error" in answer:
                 return None

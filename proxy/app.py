@@ -13,7 +13,6 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from proxy.artifacts.read_tool import SearchWorker
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import TenantResolver
 from proxy.http.handlers import add_routes
@@ -22,6 +21,7 @@ from proxy.http.services import SERVICES, Services
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
 from proxy.settings import Settings
+from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.calibration_sync import CalibrationSync
 from proxy.tokens.catalog import ModelCatalog

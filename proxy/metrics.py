@@ -22,10 +22,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from proxy.artifacts.read_tool import ReadStatus
 from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
+from proxy.synthetic.base import CallStatus
 from proxy.tokens.calibration import ModelCalibration
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
@@ -54,16 +54,16 @@ _TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000,
 
 _READ_OUTCOMES = frozenset(
     {
-        ReadStatus.found,
-        ReadStatus.artifact_not_found,
-        ReadStatus.invalid_arguments,
-        ReadStatus.artifact_store_unavailable,
+        CallStatus.found,
+        CallStatus.artifact_not_found,
+        CallStatus.invalid_arguments,
+        CallStatus.artifact_store_unavailable,
     }
 )
 """The statuses a synthetic read is counted under by name; the budget refusals count as `error`."""
 
 
-def _read_label(status: ReadStatus) -> str:
+def _read_label(status: CallStatus) -> str:
     return status.value if status in _READ_OUTCOMES else "error"
 
 
@@ -306,7 +306,7 @@ class Metrics:
         if reason is RefusalReason.summarizer_failed:
             self._child(self.summaries, "refused").inc()
 
-    def record_round(self, statuses: list[ReadStatus]) -> None:
+    def record_round(self, statuses: list[CallStatus]) -> None:
         """One executed round of synthetic calls and each call's result status."""
         self.synthetic_rounds.inc()
         for status in statuses:

@@ -10,10 +10,10 @@ from proxy_harness import make_settings, shared_parts, start_proxy
 
 from proxy import app as app_module
 from proxy.app import create_app
-from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import MemoryStore
 from proxy.http.services import SERVICES
 from proxy.settings import Settings
+from proxy.synthetic.base import SearchWorker
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 

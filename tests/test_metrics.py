@@ -8,14 +8,17 @@ from typing import Any
 import prometheus_client
 from artifacts_harness import keyed
 from prometheus_client.parser import text_string_to_metric_families
+from synthetic_harness import call_tool
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ReadStatus, execute
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.manifest import Action, Manifest
 from proxy.errors import RefusalReason
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
+from proxy.synthetic.base import CallStatus
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -128,13 +131,13 @@ async def test_synthetic_round_outcomes() -> None:
         "t", {aid: NewArtifact("hello world", "tool_result")}, ttl_seconds=60, max_per_scope=10
     )
     results = [
-        await execute(store, "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
-        await execute(
+        await call_tool(store, "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
+        await call_tool(
             store, "t", SEARCH_TOOL, {"artifact_id": aid, "pattern": "world"}, max_page_chars=100
         ),
-        await execute(store, "other", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
-        await execute(store, "t", READ_TOOL, "{not json", max_page_chars=100),
-        await execute(_DownStore(b"s"), "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=9),
+        await call_tool(store, "other", READ_TOOL, {"artifact_id": aid}, max_page_chars=100),
+        await call_tool(store, "t", READ_TOOL, "{not json", max_page_chars=100),
+        await call_tool(_DownStore(b"s"), "t", READ_TOOL, {"artifact_id": aid}, max_page_chars=9),
     ]
     assert [r.status for r in results] == [
         "found",
@@ -165,7 +168,7 @@ async def test_synthetic_round_outcomes() -> None:
 
 def test_budget_refusals_count_as_error_reads() -> None:
     metrics = Metrics()
-    metrics.record_round([ReadStatus.too_many_calls, ReadStatus.search_budget_exhausted])
+    metrics.record_round([CallStatus.too_many_calls, CallStatus.search_budget_exhausted])
     assert value(metrics, "ctxproxy_artifact_reads_total", source="tool", outcome="error") == 2
 
 

@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.artifacts.page_fit import result_chars, shortened
-from proxy.artifacts.read_tool import ReadResult
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
+from proxy.synthetic.base import ToolResult
+from proxy.synthetic.fit import result_chars, shortened
 
 Refit = Callable[[dict[str, Any], bytes, bool], Awaitable[Prepared]]
 """Prepares a follow-up call's body (tools included, none added) under the request's policy;
@@ -37,11 +37,11 @@ class FittedCall:
     """What goes upstream."""
     parsed: dict[str, Any]
     """The same, as a dict."""
-    results: list[ReadResult]
+    results: list[ToolResult]
     """The newest round's results as sent (shortened or not)."""
 
 
-def shortening_steps(results: list[ReadResult], allowance: int | None = None) -> list[int]:
+def shortening_steps(results: list[ToolResult], allowance: int | None = None) -> list[int]:
     """Per-result character limits to try in turn: halves of the longest result, then none;
     limits under which the results would still carry more text than `allowance` tokens can hold
     are skipped."""
@@ -58,9 +58,9 @@ def shortening_steps(results: list[ReadResult], allowance: int | None = None) ->
 
 async def fitted_call(
     refit: Refit,
-    render: Callable[[list[ReadResult]], dict[str, Any]],
+    render: Callable[[list[ToolResult]], dict[str, Any]],
     encode: Callable[[dict[str, Any]], bytes],
-    results: list[ReadResult],
+    results: list[ToolResult],
     allowance: int | None = None,
 ) -> FittedCall | None:
     """The next call with the newest round's `results`, shortened as far as needed to fit;

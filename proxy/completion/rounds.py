@@ -27,14 +27,6 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from proxy.artifacts.read_tool import (
-    SEARCH_CHARS_PER_ROUND,
-    ReadResult,
-    RoundBudget,
-    SearchWorker,
-    ToolNames,
-    execute,
-)
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.round_fit import Refit, fitted_call
 from proxy.engine.manifest import SyntheticTools
@@ -43,6 +35,15 @@ from proxy.formats.base import ChatFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
+from proxy.synthetic.base import (
+    SEARCH_CHARS_PER_ROUND,
+    CallContext,
+    RoundBudget,
+    SearchWorker,
+    ToolResult,
+)
+from proxy.synthetic.names import ToolNames
+from proxy.synthetic.registry import execute
 from proxy.upstream.base import Upstream, UpstreamResponse
 
 log = logging.getLogger("ctxproxy.synthetic")
@@ -86,7 +87,7 @@ class SyntheticRounds:
     _used_ids: set[str] = field(init=False)
     _withdrawn: bool = False
     """The tools were left out of a call so that it fits: no more rounds."""
-    _newest: tuple[int, Any, list[Any], list[ReadResult]] | None = None
+    _newest: tuple[int, Any, list[Any], list[ToolResult]] | None = None
     """The newest round: where its items start in `messages`, its content, calls and results."""
     _sent: dict[str, Any] = field(init=False)
     """The body of the last call that went upstream (as a dict)."""
@@ -94,7 +95,7 @@ class SyntheticRounds:
     """Where the executed rounds start in `messages`."""
 
     def __post_init__(self) -> None:
-        self.body, self.names = self.chat_format.with_unique_tool_names(self.body)
+        self.body, self.names = self.chat_format.with_unique_tool_names(self.body, self.tools.names)
         self.messages = self.chat_format.conversation(self.body)
         self._used_ids = self.chat_format.call_ids(self.messages)
         self._sent = self.body
@@ -125,7 +126,7 @@ class SyntheticRounds:
         start, content, calls, results = self._newest
         wire = self.chat_format
 
-        def render(attempt: list[ReadResult]) -> dict[str, Any]:
+        def render(attempt: list[ToolResult]) -> dict[str, Any]:
             items = wire.round_items(content, calls, [r.text for r in attempt])
             return self._render(self.messages[:start] + items)
 
@@ -167,17 +168,14 @@ class SyntheticRounds:
         gate = asyncio.Semaphore(CONCURRENT_CALLS)  # FIFO: calls take the budget in order
         wire = self.chat_format
 
-        async def run(call: Any) -> ReadResult:
+        context = CallContext(
+            self.store, self.scope, self.tools.max_page_chars, budget, self.search_worker
+        )
+
+        async def run(call: Any) -> ToolResult:
             async with gate:
-                return await execute(
-                    self.store,
-                    self.scope,
-                    self.names.canonical(wire.call_name(call)),
-                    wire.call_arguments(call),
-                    max_page_chars=self.tools.max_page_chars,
-                    budget=budget,
-                    worker=self.search_worker,
-                )
+                name = self.names.canonical(wire.call_name(call))
+                return await execute(name, wire.call_arguments(call), context)
 
         results = list(await asyncio.gather(*(run(call) for call in calls)))
         self._newest = (len(self.messages), content, calls, results)

@@ -23,7 +23,6 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from proxy.artifacts.read_tool import SearchWorker
 from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply, read_capped, relayed
 from proxy.completion.retry import PrepareAgain, checked_first_answer
@@ -38,6 +37,7 @@ from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
+from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers

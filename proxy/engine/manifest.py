@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from proxy.synthetic.registry import ARTIFACT_TOOLS
+
 if TYPE_CHECKING:
     from proxy.engine.working_set import WorkingSetKey
 
@@ -155,13 +157,15 @@ class Manifest:
 
 @dataclass(frozen=True)
 class SyntheticTools:
-    """The read tools were appended to the prepared `tools`; the proxy executes their calls."""
+    """Synthetic tools were appended to the prepared `tools`; the proxy executes their calls."""
 
     max_rounds: int
     """Rounds of synthetic execution per request; the call after the last one has no read tools."""
     max_page_chars: int
     allowance: int | None = None
     """The request's allowance in tokens, which every follow-up call must fit too."""
+    names: tuple[str, ...] = ARTIFACT_TOOLS
+    """The canonical names of the tools appended, in their order (last in `tools`)."""
 
 
 @dataclass

@@ -10,7 +10,6 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
@@ -43,6 +42,7 @@ from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
 from proxy.errors import ProxyError, RefusalReason
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters

@@ -6,8 +6,9 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.engine.step_api import MARKER, OwnTextMac
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 TAG_CHARS = 12
 """Decimal digits of the tag that marks a text as the proxy's own: ~40 bits, not guessable online,

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from proxy.artifacts.read_tool import ToolSpec
     from proxy.engine.conversation import Conversation, Problem, Unit
     from proxy.errors import ProxyError
+    from proxy.synthetic.base import ToolSpec
     from proxy.tokens.counters import TokenCounter
 
 

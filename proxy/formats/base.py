@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from proxy.engine.wire import WireFormat
 
 if TYPE_CHECKING:
-    from proxy.artifacts.read_tool import ToolNames
     from proxy.errors import ProxyError
     from proxy.formats.sse import SSEEvent
+    from proxy.synthetic.names import ToolNames
 
 
 class AnswerStream(Protocol):
@@ -72,9 +72,11 @@ class AnswerFormat(Protocol):
     def conversation(self, body: dict[str, Any]) -> list[Any]:
         """A copy of the request's items, leniently ([] when there are none)."""
 
-    def with_unique_tool_names(self, body: dict[str, Any]) -> tuple[dict[str, Any], ToolNames]:
-        """The prepared body with its synthetic tools renamed away from the client's tool names,
-        and the names they go by."""
+    def with_unique_tool_names(
+        self, body: dict[str, Any], offered: Sequence[str]
+    ) -> tuple[dict[str, Any], ToolNames]:
+        """The prepared body with its synthetic tools (the `offered` ones, canonical names, last
+        in its tools) renamed away from the client's tool names, and the names they go by."""
 
     def without_synthetic_tools(self, body: dict[str, Any], names: ToolNames) -> dict[str, Any]:
         """A copy of `body` offering no synthetic tool (nor a tool choice naming one)."""

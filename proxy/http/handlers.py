@@ -9,7 +9,6 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, read_result
 from proxy.artifacts.store import StoreUnavailable
 from proxy.completion.reply import relayed
 from proxy.completion.retry import PrepareAgain
@@ -29,6 +28,7 @@ from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
+from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, read_result
 from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
 from proxy.upstream.windows import RequestWindows

@@ -18,10 +18,10 @@ from proxy.tokens.counters import TokenCounters
 from proxy.upstream.windows import ModelWindows
 
 if TYPE_CHECKING:
-    from proxy.artifacts.read_tool import SearchWorker
     from proxy.artifacts.store import ArtifactStore
     from proxy.engine.preparer import Preparer
     from proxy.policy.store import PolicyStore
+    from proxy.synthetic.base import SearchWorker
     from proxy.upstream.base import Upstream
 
 

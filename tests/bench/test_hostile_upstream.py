@@ -11,9 +11,9 @@ from multidict import CIMultiDict
 
 from bench.hostile_cases import CLIENT_TOOLS
 from bench.hostile_upstream import proxy_tool, scripted
-from proxy.artifacts.read_tool import tool_specs
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.answers import with_unique_tool_names
+from proxy.synthetic.registry import tool_specs
 
 ARTIFACT = "art_" + "0" * 32
 

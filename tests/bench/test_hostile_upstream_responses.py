@@ -14,8 +14,8 @@ from multidict import CIMultiDict
 from bench.hostile_responses import CLIENT_TOOLS
 from bench.hostile_upstream import scripted
 from bench.hostile_upstream_responses import proxy_tool
-from proxy.artifacts.read_tool import tool_specs
 from proxy.formats.openai_responses import OPENAI_RESPONSES
+from proxy.synthetic.registry import tool_specs
 
 ARTIFACT = "art_" + "0" * 32
 

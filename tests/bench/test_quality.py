@@ -22,11 +22,11 @@ from bench.quality_report import (
     write_section,
 )
 from bench.quality_text import MODEL, Probe
-from proxy.artifacts.read_tool import tool_specs
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import dumps
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 

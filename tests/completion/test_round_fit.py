@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from pipeline_harness import TENANT, make_harness, write_policy
 from upstream_double import Call, FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ReadResult, ReadStatus
 from proxy.completion.round_fit import fitted_call, shortening_steps
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.engine.manifest import Prepared
@@ -24,6 +23,9 @@ from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps
+from proxy.synthetic.base import CallStatus, ToolResult
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 from proxy.tokens.counters import TokenCounters
 
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
@@ -42,7 +44,7 @@ def counters() -> TokenCounters:
     return TokenCounters()
 
 
-def page(chars: int) -> ReadResult:
+def page(chars: int) -> ToolResult:
     value = {
         "artifact_id": "art_x",
         "offset": 0,
@@ -52,7 +54,7 @@ def page(chars: int) -> ReadResult:
         "truncated": False,
         "untrusted_content": True,
     }
-    return ReadResult(ReadStatus.found, json.dumps(value), value)
+    return ToolResult(READ_TOOL, CallStatus.found, json.dumps(value), value)
 
 
 def sized_refit(max_chars: int, calls: list[bool]) -> Any:
@@ -67,7 +69,7 @@ def sized_refit(max_chars: int, calls: list[bool]) -> Any:
     return refit
 
 
-def render(results: list[ReadResult]) -> dict[str, Any]:
+def render(results: list[ToolResult]) -> dict[str, Any]:
     return {"messages": [r.text for r in results]}
 
 

@@ -21,7 +21,6 @@ from chat_bodies import (
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import MAX_CALLS_PER_ROUND, READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.rounds import (
     CONCURRENT_CALLS,
@@ -39,6 +38,9 @@ from proxy.formats.openai_chat.answers import (
 from proxy.jsonio import loads
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
+from proxy.synthetic.base import MAX_CALLS_PER_ROUND
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 SCOPE = "tenant-a"
 
@@ -189,7 +191,8 @@ def test_a_client_tool_never_shares_a_name_with_the_proxys(
     # Issue 11 item 10: the client's `read_context_artifact` was sent twice and taken over.
     client_tools = [named_tool(name) for name in client_names]
     rounds = make_rounds(body_with(client_tools), max_rounds=2)
-    assert (rounds.names.read, rounds.names.search) == (read, search)
+    own = rounds.names.own
+    assert (own("read_context_artifact"), own("search_context_artifact")) == (read, search)
     first = loads(rounds.first_body(b"the prepared bytes carry the clashing names"))
     assert tool_names(first) == [*client_names, read, search]
     assert first["tools"][: len(client_names)] == client_tools  # the client's, untouched

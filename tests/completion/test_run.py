@@ -23,7 +23,6 @@ from completion_harness import (
 )
 from upstream_double import BROKEN, Answer, FakeUpstream, broken, json_answer, sse_answer
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.reply import WHOLE_BODY_BYTES, relayed
 from proxy.completion.rounds import READS_HEADER, ROUNDS_HEADER
@@ -31,6 +30,8 @@ from proxy.completion.run import run_completion
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import loads
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 from proxy.upstream.base import UpstreamError
 
 HOP_HEADERS = {

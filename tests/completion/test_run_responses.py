@@ -12,13 +12,14 @@ import pytest
 from completion_harness import make_context, stored
 from upstream_double import FakeUpstream, json_answer
 
-from proxy.artifacts.read_tool import READ_TOOL, tool_specs
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.rounds import READS_HEADER, ROUNDS_HEADER
 from proxy.completion.run import run_completion
 from proxy.engine.manifest import Manifest, Prepared, SyntheticTools
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.jsonio import dumps, loads
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
 
 INPUT = [{"role": "user", "content": "what was in the log?"}]

@@ -22,12 +22,13 @@ from completion_harness import (
 )
 from upstream_double import BROKEN, Answer, FakeUpstream, broken, json_answer, sse_answer, sse_event
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.reply import Reply
 from proxy.completion.run import run_completion
 from proxy.errors import ErrorCode
 from proxy.jsonio import dumps
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 from proxy.upstream.base import UpstreamError
 
 SECOND_ID: dict[str, Any] = {"id": "chatcmpl-2", "created": 1700000099, "model": "gpt-4o-2024"}

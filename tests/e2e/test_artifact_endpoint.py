@@ -9,8 +9,8 @@ import aiohttp
 import pytest
 from synthetic_harness import BIG, UNKNOWN_ID, SyntheticProxies, conversation
 
-from proxy.artifacts.read_tool import read_result
 from proxy.artifacts.store import Artifact, StoreUnavailable
+from proxy.synthetic.read import read_result
 
 KEYS = {
     "auth": {"mode": "keys"},

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 from pipeline_harness import Harness, make_harness, write_policy
 from strategies import conversations
 
-from proxy.artifacts.read_tool import tool_specs
 from proxy.engine.manifest import Prepared
 from proxy.engine.tool_text import placeholder
 from proxy.errors import ErrorCode, ProxyError
@@ -29,6 +28,7 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.formats.openai_chat.fields import content_text
 from proxy.http.auth import Tenant
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.counters import TokenCounters
 
 WINDOWS = (600, 1500, 4000, 16000)

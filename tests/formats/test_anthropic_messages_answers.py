@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames
 from proxy.formats.anthropic_messages import answers
 from proxy.formats.anthropic_messages.items import join
+from proxy.synthetic.names import ToolNames
 
 THINK = {"type": "thinking", "thinking": "t", "signature": "s"}
 
@@ -72,7 +72,7 @@ def test_tools_are_renamed_away_from_client_tools_and_removed() -> None:
         "tool_choice": {"type": "tool", "name": "read_context_artifact_ctxproxy"},
     }
     renamed, names = answers.with_unique_tool_names(body)
-    assert names.renamed and names.read == "read_context_artifact_ctxproxy"
+    assert names.renamed and names.own("read_context_artifact") == "read_context_artifact_ctxproxy"
     assert [t["name"] for t in renamed["tools"]] == [
         "read_context_artifact",
         "read_context_artifact_ctxproxy",

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from proxy.artifacts.read_tool import tool_specs
 from proxy.engine.conversation import Unit
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES as WIRE
 from proxy.formats.anthropic_messages.cache_marks import count_marks
 from proxy.formats.anthropic_messages.items import PART_KEY
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.counters import TokenCounters
 
 CACHE = {"type": "ephemeral"}

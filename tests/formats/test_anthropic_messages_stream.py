@@ -10,9 +10,11 @@ import pytest
 from fakes.anthropic import message_body, stream_events, text_block, tool_use_block, usage
 from fakes.wire import wire_file
 
-from proxy.artifacts.read_tool import ToolNames
 from proxy.formats.anthropic_messages.stream import StreamFilter
 from proxy.formats.sse import SSEParser
+from proxy.synthetic.names import ToolNames
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 RECORDED = [
     "anthropic-messages-stream-text.sse",
@@ -54,7 +56,7 @@ def events_of(data: bytes) -> list[tuple[str, dict[str, object]]]:
 
 def test_a_synthetic_tool_use_is_held_and_its_round_is_pending() -> None:
     raw = wire_file("anthropic-messages-stream-tool-use.sse").read_bytes()
-    stream = StreamFilter(ToolNames(read="get_weather"))
+    stream = StreamFilter(ToolNames({READ_TOOL: "get_weather", SEARCH_TOOL: SEARCH_TOOL}))
     out = run(stream, raw)
     kinds = [payload["type"] for _, payload in events_of(out)]
     assert "message_delta" not in kinds and "message_stop" not in kinds

@@ -20,7 +20,6 @@ from chat_bodies import (
     tool_names,
 )
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames
 from proxy.formats import FORMATS
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
@@ -41,6 +40,9 @@ from proxy.formats.openai_chat.answers import (
     with_unique_tool_names,
     without_synthetic_tools,
 )
+from proxy.synthetic.names import ToolNames
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 # -- without_synthetic_tools -------------------------------------------------------------------
 
@@ -163,8 +165,8 @@ def test_a_mixed_answer_gives_the_proxys_calls_to_execute() -> None:
 
 
 def test_a_mixed_answer_with_renamed_tools_gives_only_the_renamed_calls() -> None:
-    names = ToolNames(read=f"{READ_TOOL}_ctxproxy")
-    own = call("s1", names.read, '{"artifact_id": "art_x"}')
+    names = ToolNames({READ_TOOL: f"{READ_TOOL}_ctxproxy", SEARCH_TOOL: SEARCH_TOOL})
+    own = call("s1", names.own("read_context_artifact"), '{"artifact_id": "art_x"}')
     client = call("k1", READ_TOOL, "{}")  # the client's own tool of that name
     assert synthetic_calls(answer(message(None, client, own)), names) == [own]
 
@@ -224,8 +226,9 @@ def test_the_proxys_tools_are_renamed_away_from_a_client_tool() -> None:
     client = {"type": "function", "function": {"name": READ_TOOL, "description": "mine"}}
     body = body_with([client])
     out, names = with_unique_tool_names(body)
-    assert names.renamed and names.read == f"{READ_TOOL}_ctxproxy" and names.search == SEARCH_TOOL
-    assert tool_names(out) == [READ_TOOL, names.read, SEARCH_TOOL]
+    assert names.renamed and names.own(READ_TOOL) == f"{READ_TOOL}_ctxproxy"
+    assert names.own(SEARCH_TOOL) == SEARCH_TOOL
+    assert tool_names(out) == [READ_TOOL, names.own(READ_TOOL), SEARCH_TOOL]
     renamed = out["tools"][1]["function"]
     assert renamed["description"].endswith(
         f"Notices in this conversation call this tool {READ_TOOL}; the tool of that name here is "
@@ -240,7 +243,7 @@ def test_a_renamed_proxy_tool_keeps_its_own_description_before_the_notice() -> N
     out, names = with_unique_tool_names(body)
     assert out["tools"][-1]["function"] == {
         **body["tools"][-1]["function"],
-        "name": names.search,
+        "name": names.own("search_context_artifact"),
         "description": f"{own} Notices in this conversation call this tool {SEARCH_TOOL}; the "
         "tool of that name here is another one.",
     }

@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 
-from proxy.artifacts.read_tool import HARD_MAX_PAGE_CHARS, READ_TOOL, SEARCH_TOOL, tool_specs
 from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts, WireFormat
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
+from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, READ_TOOL
+from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.search import SEARCH_TOOL
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounters
 
 COUNTER = TokenCounters().for_model("gpt-4o")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, names_avoiding, tool_specs
 from proxy.formats.openai_responses import OPENAI_RESPONSES as WIRE
 from proxy.formats.openai_responses import answers
+from proxy.synthetic.names import names_avoiding
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.search import SEARCH_TOOL
 
 CLIENT_TOOL = {"type": "function", "name": "grep", "parameters": {"type": "object"}}
 OWN = WIRE.synthetic_tools(tool_specs(20_000))

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from proxy.artifacts.read_tool import tool_specs
 from proxy.errors import ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
 from proxy.formats.openai_responses.fields import output_limit
+from proxy.synthetic.registry import tool_specs
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounters
 
 WIRE = OPENAI_RESPONSES

@@ -16,12 +16,13 @@ from fakes.responses import (
 )
 from fakes.wire import VENDORED_WIRE_DIR
 
-from proxy.artifacts.read_tool import READ_TOOL, names_avoiding
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.formats.openai_responses.errors import error_event
 from proxy.formats.openai_responses.stream import ResponsesStream
 from proxy.formats.sse import SSEParser
+from proxy.synthetic.names import names_avoiding
+from proxy.synthetic.read import READ_TOOL
 
 RECORDED = (VENDORED_WIRE_DIR / "openai-responses-stream-reasoning-call.sse").read_bytes()
 NAMES = names_avoiding(set())

@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from proxy.artifacts.tool_specs import READ_TOOL, SEARCH_TOOL, tool_specs
 from proxy.formats.openai_chat.request import OPENAI_CHAT
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.search import SEARCH_TOOL
 
 CLIENT_TOOL = {
     "type": "function",

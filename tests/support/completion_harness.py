@@ -11,7 +11,6 @@ from typing import Any
 from multidict import CIMultiDict
 from upstream_double import FakeUpstream
 
-from proxy.artifacts.read_tool import READ_TOOL, tool_specs
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext
@@ -20,6 +19,8 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps
 from proxy.metrics import Metrics
 from proxy.stats import RequestStats
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.registry import tool_specs
 
 SCOPE = "tenant-a"
 REQUEST_ID = "req-1"

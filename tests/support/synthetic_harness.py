@@ -15,7 +15,9 @@ from fakes.replies import Reply
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
 from proxy.artifacts.redis_store import RedisStore
-from proxy.artifacts.store import MemoryStore
+from proxy.artifacts.store import ArtifactStore, MemoryStore
+from proxy.synthetic.base import CallContext, RoundBudget, SearchWorker, ToolResult
+from proxy.synthetic.registry import execute
 
 READ = "read_context_artifact"
 SEARCH = "search_context_artifact"
@@ -177,3 +179,18 @@ def streamed_text(chunks: list[dict[str, Any]]) -> str:
     return "".join(
         c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
     )
+
+
+async def call_tool(
+    store: ArtifactStore,
+    scope: str,
+    name: str,
+    arguments: str | dict[str, Any],
+    *,
+    max_page_chars: int,
+    budget: RoundBudget | None = None,
+    worker: SearchWorker | None = None,
+) -> ToolResult:
+    """One synthetic call on its own (a fresh round budget unless one is given)."""
+    context = CallContext(store, scope, max_page_chars, budget or RoundBudget(), worker)
+    return await execute(name, arguments, context)

@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.budget import scaled
 from proxy.engine.config_base import StepConfig
@@ -19,6 +18,8 @@ from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import MARKER, Edit, OwnTextMac, PrepareContext, Step, StepOutput
 from proxy.engine.tool_text import signed
 from proxy.jsonio import dumps
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 _WIDE = 10**9  # numbers in the notice are at most this wide when sizing it for the planner
 

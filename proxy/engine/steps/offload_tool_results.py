@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from proxy.artifacts.tool_specs import is_proxy_tool_name
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, stored_text
 from proxy.engine.tool_text import preview
+from proxy.synthetic.registry import is_proxy_tool_name
 
 if TYPE_CHECKING:
     from proxy.engine.wire import WireFormat

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, names_avoiding
 from proxy.errors import ProxyError
 from proxy.formats.anthropic_messages.fields import (
     TOOL_RESULT,
@@ -23,9 +22,10 @@ from proxy.formats.anthropic_messages.fields import (
 )
 from proxy.formats.anthropic_messages.items import make_part, split
 from proxy.jsonio import loads
+from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 DEFAULT_NAMES = ToolNames()
-_PROXY_TOOLS = (READ_TOOL, SEARCH_TOOL)
 
 
 def multiple_choices(body: dict[str, Any]) -> bool:
@@ -38,17 +38,21 @@ def conversation(body: dict[str, Any]) -> list[Any]:
     return split(messages) if isinstance(messages, list) else []
 
 
-def with_unique_tool_names(body: dict[str, Any]) -> tuple[dict[str, Any], ToolNames]:
-    """The prepared body, its synthetic tools (the last two of `tools`) renamed when a client
+def with_unique_tool_names(
+    body: dict[str, Any], offered: Sequence[str] = ARTIFACT_TOOLS
+) -> tuple[dict[str, Any], ToolNames]:
+    """The prepared body, its synthetic tools (the `offered`
+    ones, the last of `tools`) renamed when a client
     tool has one of their names."""
     tools = body.get("tools")
-    count = len(_PROXY_TOOLS)
+    count = len(offered)
     if not isinstance(tools, list) or len(tools) < count:
-        return body, DEFAULT_NAMES
+        return body, names_avoiding((), offered)
     client, own = tools[:-count], tools[-count:]
-    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(_PROXY_TOOLS):
-        return body, DEFAULT_NAMES
-    names = names_avoiding({name for t in client if (name := str_field(t, "name"))})
+    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(offered):
+        return body, names_avoiding((), offered)
+    taken = {name for t in client if (name := str_field(t, "name"))}
+    names = names_avoiding(taken, offered)
     if not names.renamed:
         return body, names
     renamed = [{**tool, "name": names.own(str(tool["name"]))} for tool in own]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames, ToolSpec
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
@@ -42,6 +41,8 @@ from proxy.formats.anthropic_messages.items import (
 )
 from proxy.formats.anthropic_messages.stream import StreamFilter
 from proxy.jsonio import dumps
+from proxy.synthetic.base import ToolSpec
+from proxy.synthetic.names import ToolNames
 from proxy.tokens.counters import MESSAGE_FRAMING, REPLY_PRIMER, TokenCounter
 from proxy.upstream.base import MESSAGES_ROUTE
 

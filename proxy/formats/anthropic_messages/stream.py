@@ -16,12 +16,12 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames
 from proxy.errors import ProxyError
 from proxy.formats.anthropic_messages.fields import int_value
 from proxy.formats.anthropic_messages.usage import add_usage
 from proxy.formats.sse import SSEEvent, encode_event
 from proxy.jsonio import dumps, loads
+from proxy.synthetic.names import ToolNames
 
 _BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
 

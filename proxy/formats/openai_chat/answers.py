@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, names_avoiding
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat.fields import function_of
 from proxy.formats.sse import encode_data
 from proxy.jsonio import dumps, loads
+from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 DEFAULT_NAMES = ToolNames()
-_PROXY_TOOLS = (READ_TOOL, SEARCH_TOOL)
 
 
 def multiple_choices(body: dict[str, Any]) -> bool:
@@ -32,20 +32,23 @@ def conversation(body: dict[str, Any]) -> list[Any]:
     return list(messages) if isinstance(messages, list) else []
 
 
-def with_unique_tool_names(body: dict[str, Any]) -> tuple[dict[str, Any], ToolNames]:
+def with_unique_tool_names(
+    body: dict[str, Any], offered: Sequence[str] = ARTIFACT_TOOLS
+) -> tuple[dict[str, Any], ToolNames]:
     """The prepared body, its synthetic tools renamed when a client tool has one of their names.
 
     The preparer appends the proxy's tools after the client's (`Prepared.synthetic`): they are
-    the last two entries of `tools`, and every entry before them is the client's.
+    the last entries of `tools`, and every entry before them is the client's.
     """
     tools = body.get("tools")
-    count = len(_PROXY_TOOLS)
+    count = len(offered)
     if not isinstance(tools, list) or len(tools) < count:
-        return body, DEFAULT_NAMES
+        return body, names_avoiding((), offered)
     client, own = tools[:-count], tools[-count:]
-    if sorted(str(_tool_name(tool)) for tool in own) != sorted(_PROXY_TOOLS):
-        return body, DEFAULT_NAMES
-    names = names_avoiding({name for t in client if isinstance(name := _tool_name(t), str)})
+    if sorted(str(_tool_name(tool)) for tool in own) != sorted(offered):
+        return body, names_avoiding((), offered)
+    taken = {name for t in client if isinstance(name := _tool_name(t), str)}
+    names = names_avoiding(taken, offered)
     if not names.renamed:
         return body, names
     return {**body, "tools": client + [_renamed(tool, names) for tool in own]}, names

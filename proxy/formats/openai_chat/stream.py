@@ -14,12 +14,12 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat.fields import function_of
 from proxy.formats.openai_chat.usage import add_usage
 from proxy.formats.sse import SSEEvent, encode_data, encode_event
 from proxy.jsonio import dumps, loads
+from proxy.synthetic.names import ToolNames
 
 DONE = b"[DONE]"
 _DONE_EVENT = encode_data(DONE)

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL, ToolNames, names_avoiding
 from proxy.errors import ProxyError
 from proxy.formats.openai_responses.fields import is_call, is_model_item, item_type, str_field
 from proxy.jsonio import loads
+from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 DEFAULT_NAMES = ToolNames()
-_PROXY_TOOLS = (READ_TOOL, SEARCH_TOOL)
 
 
 def conversation(body: dict[str, Any]) -> list[Any]:
@@ -31,17 +31,21 @@ def conversation(body: dict[str, Any]) -> list[Any]:
     return list(items) if isinstance(items, list) else []
 
 
-def with_unique_tool_names(body: dict[str, Any]) -> tuple[dict[str, Any], ToolNames]:
-    """The prepared body, its synthetic tools (the last two `tools`) renamed when a client tool
+def with_unique_tool_names(
+    body: dict[str, Any], offered: Sequence[str] = ARTIFACT_TOOLS
+) -> tuple[dict[str, Any], ToolNames]:
+    """The prepared body, its synthetic tools (the `offered`
+    ones, the last of `tools`) renamed when a client tool
     has one of their names."""
     tools = body.get("tools")
-    count = len(_PROXY_TOOLS)
+    count = len(offered)
     if not isinstance(tools, list) or len(tools) < count:
-        return body, DEFAULT_NAMES
+        return body, names_avoiding((), offered)
     client, own = tools[:-count], tools[-count:]
-    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(_PROXY_TOOLS):
-        return body, DEFAULT_NAMES
-    names = names_avoiding({name for t in client if (name := str_field(t, "name")) is not None})
+    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(offered):
+        return body, names_avoiding((), offered)
+    taken = {name for t in client if (name := str_field(t, "name")) is not None}
+    names = names_avoiding(taken, offered)
     if not names.renamed:
         return body, names
     return {**body, "tools": client + [_renamed(tool, names) for tool in own]}, names

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames, ToolSpec
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
@@ -33,6 +32,8 @@ from proxy.formats.openai_responses.fields import (
 )
 from proxy.formats.openai_responses.stream import ResponsesStream
 from proxy.jsonio import dumps
+from proxy.synthetic.base import ToolSpec
+from proxy.synthetic.names import ToolNames
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
 RESPONSES_ROUTE = "/responses"

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.artifacts.read_tool import ToolNames
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat.usage import add_usage
 from proxy.formats.openai_responses.answers import (
@@ -32,6 +31,7 @@ from proxy.formats.openai_responses.fields import is_call, item_type
 from proxy.formats.sse import SSEEvent
 from proxy.formats.sse import encode_event as encode_raw
 from proxy.jsonio import loads
+from proxy.synthetic.names import ToolNames
 
 _OPENING = frozenset({"response.created", "response.in_progress", "response.queued"})
 _FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})

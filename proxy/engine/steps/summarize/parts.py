@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from proxy.artifacts.read_tool import READ_TOOL, SEARCH_TOOL
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.step_api import MARKER, OwnTextMac, PrepareContext
 from proxy.engine.steps.result_rewrites import stored_text
@@ -10,6 +9,8 @@ from proxy.engine.steps.summarize import extract
 from proxy.engine.steps.summarize.summarizer import SummarizerError
 from proxy.engine.tool_text import is_proxy_text, signed
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 EXTRACT = "extract"
 MAX_AUTHOR_CHARS = 40

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 
-from proxy.artifacts.page_fit import SHORTENED_NOTE, result_chars, shortened
-from proxy.artifacts.read_tool import ReadResult, ReadStatus, read_result
 from proxy.artifacts.search import search_result
 from proxy.artifacts.store import Artifact
+from proxy.synthetic.base import CallStatus, ToolResult
+from proxy.synthetic.fit import SHORTENED_NOTE, result_chars, shortened
+from proxy.synthetic.read import READ_TOOL, read_result
+from proxy.synthetic.search import SEARCH_TOOL
 
 TEXT = "".join(f"line {i}\n" for i in range(1000))
 ARTIFACT = Artifact("art_1", TEXT, "tool_result", {}, 0.0)
 
 
-def found(value: dict[str, object]) -> ReadResult:
-    return ReadResult(ReadStatus.found, json.dumps(value), value)
+def found(value: dict[str, object], tool: str = READ_TOOL) -> ToolResult:
+    return ToolResult(tool, CallStatus.found, json.dumps(value), value)
 
 
 def test_a_shortened_page_keeps_its_head_and_says_where_to_read_on() -> None:
@@ -27,7 +29,7 @@ def test_a_shortened_page_keeps_its_head_and_says_where_to_read_on() -> None:
     assert data["content"] == TEXT[100:400]
     assert (data["offset"], data["next_offset"], data["truncated"]) == (100, 400, True)
     assert data["total_chars"] == len(TEXT) and data["shortened"] == SHORTENED_NOTE
-    assert short.status == ReadStatus.found and result_chars(short) == 300
+    assert short.status == CallStatus.found and result_chars(short) == 300
 
 
 def test_a_result_within_the_limit_is_itself() -> None:
@@ -42,7 +44,7 @@ def test_a_page_shortened_to_nothing_reads_on_from_its_own_offset() -> None:
 
 
 def test_a_shortened_search_keeps_its_first_matches() -> None:
-    search = found(search_result(ARTIFACT, "line 1", 20))
+    search = found(search_result(ARTIFACT, "line 1", 20), SEARCH_TOOL)
     contexts = [len(m["context"]) for m in search.payload["matches"]]  # type: ignore[index]
     assert len(contexts) == 20 and result_chars(search) == sum(contexts)
     limit = contexts[0] + contexts[1] + contexts[2] // 2
@@ -52,8 +54,16 @@ def test_a_shortened_search_keeps_its_first_matches() -> None:
     assert data["total_matches"] == search.payload["total_matches"]  # type: ignore[index]
 
 
+def test_a_result_is_shortened_by_its_own_tools_rule() -> None:
+    """A page's rule keeps characters of its content; a search's keeps whole matches."""
+    search = found(search_result(ARTIFACT, "line 1", 20), SEARCH_TOOL)
+    as_page = found(dict(search.payload or {}), READ_TOOL)  # no content: nothing a page can cut
+    assert result_chars(as_page) == 0 and shortened(as_page, 0) is as_page
+    assert result_chars(search) > 0 and shortened(search, 0).payload["matches"] == []  # type: ignore[index]
+
+
 def test_errors_are_never_shortened() -> None:
-    error = ReadResult(ReadStatus.artifact_not_found, '{"error": {"code": "x"}}')
+    error = ToolResult(READ_TOOL, CallStatus.artifact_not_found, '{"error": {"code": "x"}}')
     assert result_chars(error) == 0
     assert shortened(error, 0) is error
 
@@ -73,20 +83,20 @@ def test_a_page_without_an_offset_reads_on_from_its_start() -> None:
 
 
 def test_a_search_of_all_matches_shortened_says_it_is_truncated_now() -> None:
-    search = found(search_result(ARTIFACT, "line 99", 20))
+    search = found(search_result(ARTIFACT, "line 99", 20), SEARCH_TOOL)
     assert search.payload is not None and search.payload["truncated"] is False
     data = json.loads(shortened(search, 0).text)
     assert (data["matches"], data["truncated"]) == ([], True)
 
 
 def test_matches_that_fill_the_limit_exactly_are_kept() -> None:
-    search = found(search_result(ARTIFACT, "line 1", 20))
+    search = found(search_result(ARTIFACT, "line 1", 20), SEARCH_TOOL)
     contexts = [len(m["context"]) for m in search.payload["matches"]]  # type: ignore[index]
     data = json.loads(shortened(search, contexts[0] + contexts[1]).text)
     assert data["matches"] == search.payload["matches"][:2]  # type: ignore[index]
 
 
 def test_a_search_shortened_to_nothing_keeps_no_match_however_short() -> None:
-    search = found({"matches": [{"offset": 0, "context": "x"}], "total_matches": 1})
+    search = found({"matches": [{"offset": 0, "context": "x"}], "total_matches": 1}, SEARCH_TOOL)
     data = json.loads(shortened(search, 0).text)
     assert (data["matches"], data["truncated"]) == ([], True)

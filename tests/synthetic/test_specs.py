@@ -1,19 +1,13 @@
-"""`proxy.artifacts.tool_specs`: the synthetic tools' names, renaming and format-neutral specs."""
+"""`proxy.synthetic`: the synthetic tools' names, renaming and format-neutral specs."""
 
 from __future__ import annotations
 
 import json
 
-from proxy.artifacts.tool_specs import (
-    HARD_MAX_PAGE_CHARS,
-    READ_TOOL,
-    SEARCH_TOOL,
-    ToolNames,
-    is_synthetic,
-    names_avoiding,
-    page_cap,
-    tool_specs,
-)
+from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, READ_TOOL, page_cap
+from proxy.synthetic.registry import is_synthetic, tool_specs
+from proxy.synthetic.search import SEARCH_TOOL
 
 
 def test_tool_specs_shape_and_caps() -> None:
@@ -49,9 +43,16 @@ def test_names_avoid_the_clients_tools_and_map_back() -> None:
     assert names_avoiding({"run_shell"}) == ToolNames()
     assert not ToolNames().renamed
     names = names_avoiding({READ_TOOL, f"{READ_TOOL}_ctxproxy"})
-    assert names.read == f"{READ_TOOL}_ctxproxy2" and names.search == SEARCH_TOOL
+    read = names.own(READ_TOOL)
+    assert read == f"{READ_TOOL}_ctxproxy2" and names.own(SEARCH_TOOL) == SEARCH_TOOL
     assert names.renamed
-    assert names.canonical(names.read) == READ_TOOL
+    assert names.canonical(read) == READ_TOOL
     assert names.canonical(READ_TOOL) == READ_TOOL  # the client's own tool keeps its name
-    assert names.own(READ_TOOL) == names.read and names.own(SEARCH_TOOL) == SEARCH_TOOL
-    assert names.read in names and READ_TOOL not in names
+    assert read in names and READ_TOOL not in names and SEARCH_TOOL in names
+    assert names.canonical_names == (READ_TOOL, SEARCH_TOOL)
+
+
+def test_only_the_offered_tools_are_named() -> None:
+    names = names_avoiding({"run_shell"}, offered=(SEARCH_TOOL,))
+    assert SEARCH_TOOL in names and READ_TOOL not in names
+    assert names.own(READ_TOOL) == READ_TOOL and names.canonical_names == (SEARCH_TOOL,)

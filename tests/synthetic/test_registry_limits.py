@@ -1,6 +1,6 @@
 """The read tool's limits at their exact bounds and its refusals word for word: a round's search
 budget, the size searched inline, the worker's shutdown (mutation run 4; the rest of the tool's
-behaviour is in test_read_tool.py)."""
+behaviour is in test_registry.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,13 @@ from typing import Any
 
 import pytest
 from artifacts_harness import keyed
+from synthetic_harness import call_tool
 
-from proxy.artifacts import read_tool
-from proxy.artifacts.read_tool import (
-    READ_TOOL,
-    SEARCH_TOOL,
-    ReadStatus,
-    RoundBudget,
-    SearchWorker,
-    execute,
-)
 from proxy.artifacts.store import MemoryStore, NewArtifact
+from proxy.synthetic import search as search_tool
+from proxy.synthetic.base import CallStatus, RoundBudget, SearchWorker
+from proxy.synthetic.read import READ_TOOL
+from proxy.synthetic.search import SEARCH_TOOL
 
 SECRET = b"read-tool-test-secret-0123456789"
 SCOPE = "tenant-a"
@@ -39,9 +35,9 @@ async def test_a_search_of_exactly_the_chars_left_is_made() -> None:
     memory, aid = await stored("0123456789")
     budget = RoundBudget(search_chars=10)
     args = {"artifact_id": aid, "pattern": "9"}
-    found = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
-    assert found.status is ReadStatus.found and budget.search_chars_left == 0
-    refused = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
+    found = await call_tool(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
+    assert found.status is CallStatus.found and budget.search_chars_left == 0
+    refused = await call_tool(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget)
     assert json.loads(refused.text) == {
         "error": {
             "code": "search_budget_exhausted",
@@ -54,7 +50,7 @@ async def test_a_search_of_exactly_the_chars_left_is_made() -> None:
 async def test_a_call_beyond_the_rounds_calls_is_refused_word_for_word() -> None:
     memory, aid = await stored("text")
     budget = RoundBudget(calls=0)
-    refused = await execute(
+    refused = await call_tool(
         memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100, budget=budget
     )
     assert json.loads(refused.text) == {
@@ -80,14 +76,14 @@ class CountingWorker(SearchWorker):
 async def test_only_artifacts_over_the_inline_size_are_searched_on_the_worker(
     extra: int, on_worker: int
 ) -> None:
-    memory, aid = await stored("x" * (read_tool.INLINE_SEARCH_CHARS + extra))
+    memory, aid = await stored("x" * (search_tool.INLINE_SEARCH_CHARS + extra))
     worker = CountingWorker()
     try:
         args = {"artifact_id": aid, "pattern": "xy"}
-        found = await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
+        found = await call_tool(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
     finally:
         worker.close()
-    assert found.status is ReadStatus.found and worker.runs == on_worker
+    assert found.status is CallStatus.found and worker.runs == on_worker
 
 
 async def test_closing_the_worker_neither_waits_for_a_search_nor_runs_the_queued_ones() -> None:

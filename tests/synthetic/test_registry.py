@@ -11,19 +11,14 @@ from typing import Any
 
 import pytest
 from artifacts_harness import keyed
+from synthetic_harness import call_tool
 
-from proxy.artifacts import read_tool
-from proxy.artifacts.read_tool import (
-    HARD_MAX_PAGE_CHARS,
-    READ_TOOL,
-    SEARCH_TOOL,
-    ReadStatus,
-    RoundBudget,
-    SearchWorker,
-    execute,
-    tool_specs,
-)
 from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact, StoreUnavailable
+from proxy.synthetic import search as search_tool
+from proxy.synthetic.base import CallStatus, RoundBudget, SearchWorker
+from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, READ_TOOL
+from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.search import SEARCH_TOOL
 
 SECRET = b"read-tool-test-secret-0123456789"
 SCOPE = "tenant-a"
@@ -45,11 +40,11 @@ async def store() -> MemoryStore:
 
 
 async def call(store: Any, name: str, arguments: Any, *, page: int = 20_000) -> dict[str, Any]:
-    read = await execute(store, SCOPE, name, arguments, max_page_chars=page)
+    read = await call_tool(store, SCOPE, name, arguments, max_page_chars=page)
     assert isinstance(read.text, str)
     result: dict[str, Any] = json.loads(read.text)
     error = result.get("error")
-    assert read.status == (error["code"] if isinstance(error, dict) else ReadStatus.found)
+    assert read.status == (error["code"] if isinstance(error, dict) else CallStatus.found)
     return result
 
 
@@ -220,26 +215,26 @@ async def test_the_searches_of_one_round_share_a_budget() -> None:
     budget = RoundBudget(search_chars=250)
     args = {"artifact_id": aid, "pattern": "9"}
     for _ in range(2):
-        searched = await execute(
+        searched = await call_tool(
             memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget
         )
         found = json.loads(searched.text)
         assert found["total_matches"] == 10
-    refused_read = await execute(
+    refused_read = await call_tool(
         memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100, budget=budget
     )
-    assert refused_read.status is ReadStatus.search_budget_exhausted
+    assert refused_read.status is CallStatus.search_budget_exhausted
     refused = json.loads(refused_read.text)
     assert error_code(refused) == "search_budget_exhausted"
     read = json.loads(
         (
-            await execute(
+            await call_tool(
                 memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100, budget=budget
             )
         ).text
     )
     assert read["content"] == "0123456789" * 10  # reads are not searches
-    fresh = json.loads((await execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100)).text)
+    fresh = json.loads((await call_tool(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=100)).text)
     assert fresh["total_matches"] == 10  # without a budget: this call alone
 
 
@@ -247,12 +242,12 @@ async def test_a_round_makes_at_most_its_calls() -> None:
     memory, aid = await _stored("text")
     budget = RoundBudget(calls=2)
     reads = [
-        await execute(
+        await call_tool(
             memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100, budget=budget
         )
         for _ in range(3)
     ]
-    assert [r.status for r in reads] == [ReadStatus.found] * 2 + [ReadStatus.too_many_calls]
+    assert [r.status for r in reads] == [CallStatus.found] * 2 + [CallStatus.too_many_calls]
     results = [json.loads(r.text) for r in reads]
     assert [r.get("content") for r in results[:2]] == ["text", "text"]
     assert error_code(results[2]) == "too_many_calls"
@@ -263,7 +258,7 @@ async def test_large_searches_of_an_app_queue_on_its_one_worker_thread(
 ) -> None:
     seen: list[str] = []
     running = [0, 0]  # now, most at once
-    real = read_tool.search_result
+    real = search_tool.search_result
 
     def tracked(*args: Any) -> dict[str, Any]:
         running[0] += 1
@@ -273,14 +268,14 @@ async def test_large_searches_of_an_app_queue_on_its_one_worker_thread(
         running[0] -= 1
         return real(*args)
 
-    monkeypatch.setattr(read_tool, "search_result", tracked)
-    memory, aid = await _stored("x" * (read_tool.INLINE_SEARCH_CHARS + 1))
+    monkeypatch.setattr(search_tool, "search_result", tracked)
+    memory, aid = await _stored("x" * (search_tool.INLINE_SEARCH_CHARS + 1))
     worker = SearchWorker()
     try:
         args = {"artifact_id": aid, "pattern": "x", "max_results": 1}
         results = await asyncio.gather(
             *(
-                execute(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
+                call_tool(memory, SCOPE, SEARCH_TOOL, args, max_page_chars=10, worker=worker)
                 for _ in range(4)
             )
         )
@@ -478,7 +473,7 @@ async def test_a_lone_surrogate_is_escaped_so_the_result_is_valid_utf8() -> None
         SCOPE, keyed(memory, SCOPE, NewArtifact(content, "k", {})), ttl_seconds=60, max_per_scope=9
     )
     aid = memory.artifact_id(SCOPE, content)
-    result = await execute(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100)
+    result = await call_tool(memory, SCOPE, READ_TOOL, {"artifact_id": aid}, max_page_chars=100)
     raw = result.text
     raw.encode("utf-8")  # would raise on an unescaped surrogate
     assert "\\ud800" in raw
