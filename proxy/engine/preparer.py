@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
-from proxy.engine.offload import OFFLOAD_BYTES, OFFLOAD_ITEMS, OFFLOAD_THREADS, OnLoop, Workers
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
     FIRST_CALL,
@@ -38,6 +37,14 @@ from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
 from proxy.engine.steps.summarize.background import Background, Observer
 from proxy.engine.steps.summarize.summarizer import Summarizer
+from proxy.engine.threads import (
+    OFFLOAD_BYTES,
+    OFFLOAD_ITEMS,
+    OFFLOAD_THREADS,
+    StoreOnLoop,
+    SummarizerOnLoop,
+    Workers,
+)
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
@@ -85,7 +92,7 @@ class Preparer:
         summarizer: Summarizer | None = None,
     ) -> Prepared:
         """Prepare one request of `tenant`, sent in format `wire` (`raw` is its exact bytes).
-        A large request is counted and planned in a worker thread (`engine.offload`); the policy
+        A large request is counted and planned in a worker thread (`engine.threads`); the policy
         store and the artifact store are only ever used on this loop. `windows`: what the
         upstream knows of the model's window (asked only for models the map does not know).
 
@@ -107,8 +114,8 @@ class Preparer:
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
             return await self._prepare(*args, summarizer, self._store, call)
         loop = asyncio.get_running_loop()  # the store's and the summarizer's connections' loop
-        store = cast(ArtifactStore, OnLoop(self._store, loop))
-        there = cast(Summarizer, OnLoop(summarizer, loop)) if summarizer else None
+        store = StoreOnLoop(self._store, loop)
+        there = SummarizerOnLoop(summarizer, loop) if summarizer else None
         return await self._workers.run(lambda: self._prepare(*args, there, store, call))
 
     def unprepared(

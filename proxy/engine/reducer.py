@@ -163,8 +163,6 @@ async def plan_reduction(
     ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices
 ) -> Plan:
     steps = build_steps(ctx.policy.steps, ctx)
-    for step in steps:
-        await step.gather(ctx, services)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
         base = reduced_base = reduced_base - sum(out.tokens_freed for out in prefix.values())

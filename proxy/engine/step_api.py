@@ -1,7 +1,8 @@
 """What a reduction step is, sees and returns.
 
-A step is constructed per request from its config entry, may do I/O once in `gather` (through the
-injected `StepServices`), then plans and rewrites synchronously; the reducer writes the artifacts.
+A step is constructed per request from its config entry and plans synchronously; once the planner
+has chosen its units it may do I/O in `settle` (through the injected `StepServices`), then it
+rewrites synchronously; the reducer writes the artifacts.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class PrepareContext:
 
 @dataclass(frozen=True)
 class StepServices:
-    """What a step may use for I/O in `gather` and `settle`; assembled by the preparer per
+    """What a step may use for I/O in `settle` and `precompute`; assembled by the preparer per
     request."""
 
     store: ArtifactStore
@@ -139,9 +140,6 @@ class Step(ABC, Generic[ConfigT]):
 
     def __init__(self, config: ConfigT, ctx: PrepareContext) -> None:
         self.config = config
-
-    async def gather(self, ctx: PrepareContext, services: StepServices) -> None:
-        """Optional I/O before planning (e.g. fetching what `plan` will need); none by default."""
 
     @abstractmethod
     def plan(self, ctx: PrepareContext) -> StepPlan: ...

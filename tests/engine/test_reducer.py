@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -348,43 +347,6 @@ async def test_plan_drop_notice_counts_in_the_total() -> None:
     last_turn = sum(ctx.unit_cost(u) for u in (6, 7, 8))
     assert plan.total == 150 + extra + ctx.unit_cost(0) + last_turn
     assert plan.protected == plan.total  # everything left is protected
-
-
-class Gathering(OffloadToolResults):
-    """The offload step with a recording async phase."""
-
-    log: list[tuple[str, Any]] = []
-
-    async def gather(self, ctx: PrepareContext, services: StepServices) -> None:
-        await asyncio.sleep(0)  # real I/O would suspend here
-        self.log.append(("gather", services))
-
-    def plan(self, ctx: PrepareContext) -> Any:
-        self.log.append(("plan", None))
-        return super().plan(ctx)
-
-
-async def test_the_async_phase_runs_before_planning_with_the_services(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    log: list[tuple[str, Any]] = []
-    monkeypatch.setattr(Gathering, "log", log)
-
-    def build(configs: Any, ctx: PrepareContext) -> list[Step[Any]]:
-        return [Gathering(config, ctx) for config in configs]
-
-    monkeypatch.setattr(reducer, "build_steps", build)
-    ctx = reduction_ctx(steps=steps()[:1])
-    given = services()
-    plan = await plan_reduction(ctx, budget(10, 5), 0, 0, given)
-    assert log == [("gather", given), ("plan", None)]
-    assert [out.units for _, out in plan.outputs] == [[1, 7]]
-
-
-async def test_the_default_async_phase_does_nothing() -> None:
-    ctx = reduction_ctx()
-    step = OffloadToolResults(OffloadToolResultsConfig(), ctx)
-    assert await step.gather(ctx, services()) is None
 
 
 # ---------------------------------------------------------------- relaxed_policy

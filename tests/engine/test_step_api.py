@@ -35,12 +35,11 @@ def services() -> StepServices:
     return StepServices(store=MemoryStore(b"s"), scope="t", counter=counter())
 
 
-async def test_a_step_keeps_its_config_and_gathers_nothing_by_default() -> None:
+def test_a_step_keeps_its_config() -> None:
     ctx = make_ctx(tool_history())
     config = NoopConfig()
     step = Noop(config, ctx)
     assert step.config is config and step.in_default_policy
-    assert await step.gather(ctx, services()) is None
     assert step.plan(ctx).limits == [0] * len(ctx.units)
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.engine.offload import Workers
+from proxy.engine.threads import Workers
 from proxy.engine.steps.summarize import background as background_module
 from proxy.engine.steps.summarize.background import Background
 

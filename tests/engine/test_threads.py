@@ -1,4 +1,4 @@
-"""engine.offload: work runs in worker threads, a target's coroutine methods on the loop."""
+"""engine.threads: work runs in worker threads, the store's and summarizer's calls on the loop."""
 
 from __future__ import annotations
 
@@ -9,52 +9,77 @@ import time
 
 import pytest
 
-from proxy.engine.offload import OnLoop, Workers
+from proxy.artifacts.store import Artifact, MemoryStore, NewArtifact
+from proxy.engine.steps.summarize.summarizer import SummaryCall, SummaryReply
+from proxy.engine.threads import StoreOnLoop, SummarizerOnLoop, Workers
 
 
-class Recorder:
-    """Records the thread of each call."""
+class RecordingStore(MemoryStore):
+    """A memory store that records the thread of each call."""
 
     def __init__(self) -> None:
-        self.threads: list[int] = []
+        super().__init__(b"secret")
+        self.threads: list[tuple[str, int]] = []
 
-    def name(self) -> str:
-        self.threads.append(threading.get_ident())
-        return "sync"
+    def artifact_id(self, scope: str, content: str) -> str:
+        self.threads.append(("artifact_id", threading.get_ident()))
+        return super().artifact_id(scope, content)
 
-    async def fetch(self, value: int, *, twice: bool = False) -> int:
-        self.threads.append(threading.get_ident())
-        await asyncio.sleep(0)
-        return value * 2 if twice else value
+    async def get(self, scope: str, artifact_id: str) -> Artifact | None:
+        self.threads.append(("get", threading.get_ident()))
+        return await super().get(scope, artifact_id)
 
-    async def fail(self) -> None:
+    async def claim(self, scope: str, key: str, *, ttl_seconds: int) -> bool:
         raise KeyError("missing")
 
 
-async def test_work_runs_in_a_worker_thread_and_coroutine_methods_on_the_loop() -> None:
-    workers = Workers(1)
-    recorder = Recorder()
-    target = OnLoop(recorder, asyncio.get_running_loop())
-    loop_thread = threading.get_ident()
+class RecordingSummarizer:
+    def __init__(self) -> None:
+        self.threads: list[int] = []
 
-    async def work() -> tuple[int, str, int]:
-        return threading.get_ident(), target.name(), await target.fetch(21, twice=True)
+    async def summarize(self, call: SummaryCall) -> SummaryReply:
+        self.threads.append(threading.get_ident())
+        return SummaryReply(answer="{}", model="m")
+
+
+async def test_work_runs_in_a_worker_thread_and_store_and_summarizer_calls_on_the_loop() -> None:
+    workers = Workers(1)
+    store, summarizer = RecordingStore(), RecordingSummarizer()
+    loop = asyncio.get_running_loop()
+    on_store, on_summarizer = StoreOnLoop(store, loop), SummarizerOnLoop(summarizer, loop)
+    loop_thread = threading.get_ident()
+    aid = store.artifact_id("s", "text")
+    await store.put_many("s", {aid: NewArtifact("text", "k")}, ttl_seconds=60, max_per_scope=9)
+    store.threads.clear()
+
+    async def work() -> tuple[int, str, str | None, str, set[str]]:
+        own = on_store.artifact_id("s", "text")
+        found = await on_store.get("s", own)
+        reply = await on_summarizer.summarize(SummaryCall("i", "", "t", 100, None, None))
+        new = NewArtifact("more", "k")
+        kept = await on_store.put_many(
+            "s", {on_store.artifact_id("s", "more"): new}, ttl_seconds=60, max_per_scope=9
+        )
+        return threading.get_ident(), own, found.content if found else None, reply.model, kept
 
     try:
-        worker_thread, name, value = await workers.run(work)
+        worker_thread, own, content, model, kept = await workers.run(work)
     finally:
         workers.close()
-    assert (name, value) == ("sync", 42)
+    assert (own, content, model) == (aid, "text", "m")
+    assert kept == {store.artifact_id("s", "more")}
     assert worker_thread != loop_thread
-    assert recorder.threads == [worker_thread, loop_thread]  # sync there, async here
+    # ids are pure (there), I/O runs here
+    assert store.threads[:2] == [("artifact_id", worker_thread), ("get", loop_thread)]
+    assert summarizer.threads == [loop_thread]
 
 
 async def test_exceptions_reach_the_caller() -> None:
     workers = Workers(1)
-    target = OnLoop(Recorder(), asyncio.get_running_loop())
+    target = StoreOnLoop(RecordingStore(), asyncio.get_running_loop())
 
     async def work() -> None:
-        await target.fail()
+        await target.claim("s", "k", ttl_seconds=1)
 
     try:
         with pytest.raises(KeyError, match="missing"):
