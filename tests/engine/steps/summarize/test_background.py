@@ -1,4 +1,4 @@
-"""engine/background.py: work that outlives a request, bounded per scope, one task per span."""
+"""summarize/background.py: work that outlives a request, bounded per scope, one task per span."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.engine.threads import Workers
 from proxy.engine.steps.summarize import background as background_module
 from proxy.engine.steps.summarize.background import Background
+from proxy.engine.threads import Workers
 
 
 async def test_one_task_per_key_and_at_most_per_scope_tasks_per_tenant() -> None:
