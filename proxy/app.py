@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from proxy.completion.driver import CompletionDriver
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import TenantResolver
 from proxy.http.handlers import add_routes
@@ -188,6 +189,15 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         background_observer=services.metrics.record_background_summary,
     )
     services.preparer = preparer
+    services.driver = CompletionDriver(
+        preparer=preparer,
+        store=services.started_store(),
+        metrics=services.metrics,
+        upstreams=services.upstreams,
+        calibration=services.calibration,
+        search_worker=services.search_worker,
+        max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
+    )
     watcher = asyncio.create_task(policies.watch(2.0))
     yield
     watcher.cancel()

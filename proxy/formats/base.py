@@ -64,6 +64,11 @@ class AnswerFormat(Protocol):
         """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
         `route`), e.g. `/chat/completions`."""
 
+    def provider_history(self, body: dict[str, Any]) -> str | None:
+        """The field by which the request continues history the provider holds (a Responses
+        `previous_response_id` or `conversation`), which the proxy cannot see: such a request
+        goes upstream as it came. None for a request that carries its whole history."""
+
     def multiple_choices(self, body: dict[str, Any]) -> bool:
         """Whether the request asks for several choices, or for an answer the proxy cannot
         continue (a Responses background response): never continued by another round, the

@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy.artifacts.store import StoreUnavailable
+from proxy.completion.driver import ClientRequest
 from proxy.completion.reply import relayed
-from proxy.completion.retry import PrepareAgain
-from proxy.completion.round_fit import Refit
-from proxy.completion.run import CompletionContext, run_completion
-from proxy.completion.summarizer import UpstreamSummarizer
-from proxy.engine.manifest import NoteCode, Prepared
-from proxy.engine.prepare_request import FOLLOW_UP
+from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
-from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
+from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.http.auth import Tenant
 from proxy.http.relay import respond
-from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT, Services
+from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
 from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, read_result
 from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
-from proxy.upstream.windows import RequestWindows
 
 _JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
@@ -96,19 +90,14 @@ async def messages(request: web.Request) -> web.StreamResponse:
 async def count_tokens(request: web.Request) -> web.Response:
     """`POST /v1/messages/count_tokens`: the proxy's count of the request as it would go upstream
     (prepared under the tenant's policy; a request that could not fit counts as refused)."""
-    services = request.app[SERVICES]
-    raw, body = await read_json_body(request)
-    tenant: Tenant = request[TENANT].in_body_session(body)
-    wire = ANTHROPIC_MESSAGES
-    windows = _request_windows(request, services, tenant, wire.model(body))
+    client = await _client_request(request, ANTHROPIC_MESSAGES)
     try:
-        prepared = await services.started_preparer().prepare(body, raw, tenant, wire, windows)
+        prepared = await request.app[SERVICES].started_driver().prepare(client)
     except ProxyError as exc:
         final = (exc.details or {}).get("final_tokens")
         if exc.code is not ErrorCode.context_length_exceeded or not isinstance(final, int):
             raise
         return web.json_response({"input_tokens": final})
-    _note_prepared(request, prepared)
     tokens = prepared.manifest.tokens_after or prepared.manifest.tokens_before
     return web.json_response({"input_tokens": tokens})
 
@@ -121,63 +110,33 @@ async def responses(request: web.Request) -> web.StreamResponse:
 
 
 async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
-    services = request.app[SERVICES]
+    client = await _client_request(request, wire)
+    reply = await request.app[SERVICES].started_driver().complete(client)
+    return await respond(request, reply)
+
+
+async def _client_request(request: web.Request, wire: ChatFormat) -> ClientRequest:
     raw, body = await read_json_body(request)
+    return _client_request_of(request, wire, raw, body)
+
+
+def _client_request_of(
+    request: web.Request, wire: ChatFormat, raw: bytes, body: dict[str, Any]
+) -> ClientRequest:
+    """The request as the driver takes it: its body, its tenant, its upstream and credentials."""
+    services = request.app[SERVICES]
     tenant: Tenant = request[TENANT].in_body_session(body)
-    windows = _request_windows(request, services, tenant, wire.model(body))
-    summarizer = _summarizer(request, services, tenant, windows, wire.model(body))
-    preparer = services.started_preparer()
-    held = provider_history(body) if wire is OPENAI_RESPONSES else None
-    if held is not None:
-        why = f"not prepared: '{held}' continues history the provider holds, forwarded unchanged"
-        prepared = preparer.unprepared(body, raw, tenant, wire, why)
-    else:
-        prepared = await preparer.prepare(body, raw, tenant, wire, windows, summarizer=summarizer)
-    _note_prepared(request, prepared)
-    services.metrics.record_preparation(prepared.manifest)
+    upstream = services.upstream_for(wire.model(body), tenant.routes)
+    windows = services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
-    async def prepare_again(window: int) -> Prepared | None:
-        """The upstream stated `window` in an overflow error: remember it, prepare again."""
-        windows.record_stated(prepared.manifest.model, window)
-        again = await preparer.prepare(
-            body, raw, tenant, wire, windows, summarizer=summarizer
-        )
-        if again.body == prepared.body:
-            return None
-        again.manifest.note(
-            NoteCode.retried_after_overflow,
-            f"the upstream refused the first attempt as too long (window {window}): "
-            "prepared again and retried once",
-        )
-        _note_prepared(request, again)
-        return again
+    def headers_for(other: Upstream) -> CIMultiDict[str]:
+        """A summarizer's upstream named by the policy: the tenant's credentials for it."""
+        authorization = tenant.upstream_authorization(other.settings)
+        return forward_request_headers(request.headers, authorization)
 
-    async def refit(body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
-        """A follow-up call of the synthetic loop, prepared under the tenant's policy."""
-        call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
-        return await preparer.prepare(
-            body, raw, tenant, wire, windows, call=call, summarizer=summarizer
-        )
-
-    context = _completion_context(
-        request,
-        services,
-        tenant,
-        windows.upstream,
-        windows.headers,
-        None if held else prepare_again,
-        refit,
-        wire,
+    return ClientRequest(
+        wire, body, raw, tenant, windows, headers_for, request[STATS], request[REQUEST_ID]
     )
-    return await respond(request, await run_completion(context, prepared))
-
-
-def _request_windows(
-    request: web.Request, services: Services, tenant: Tenant, model: str
-) -> RequestWindows:
-    """The upstream serving `model`, the headers it gets, and what it said of its windows."""
-    upstream = services.upstream_for(model, tenant.routes)
-    return services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
 
 def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) -> CIMultiDict[str]:
@@ -189,70 +148,13 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
     )
 
 
-def _summarizer(
-    request: web.Request, services: Services, tenant: Tenant, windows: RequestWindows,
-    model: str,
-) -> UpstreamSummarizer:
-    """The request's summarizer: its own upstream and credentials by default; another upstream
-    (a policy's `summarizer.upstream`) with the tenant's credentials for that one."""
-
-    def headers_for(upstream: Upstream) -> CIMultiDict[str]:
-        if upstream is windows.upstream:
-            return CIMultiDict(windows.headers)
-        authorization = tenant.upstream_authorization(upstream.settings)
-        return forward_request_headers(request.headers, authorization)
-
-    return UpstreamSummarizer(windows.upstream, services.upstreams, headers_for, model)
-
-
-def _completion_context(
-    request: web.Request,
-    services: Services,
-    tenant: Tenant,
-    upstream: Upstream,
-    headers: CIMultiDict[str],
-    prepare_again: PrepareAgain | None = None,
-    refit: Refit | None = None,
-    wire: ChatFormat = OPENAI_CHAT,
-) -> CompletionContext:
-    """What the completion needs of this request: upstream, credentials, scope, services."""
-    return CompletionContext(
-        upstream=upstream,
-        headers=headers,
-        scope=tenant.scope,
-        store=services.started_store(),
-        metrics=services.metrics,
-        stats=request[STATS],
-        request_id=request[REQUEST_ID],
-        chat_format=wire,
-        max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
-        search_worker=services.search_worker,
-        prepare_again=prepare_again,
-        calibration=services.calibration,
-        refit=refit,
-    )
-
-
-def _note_prepared(request: web.Request, prepared: Prepared) -> None:
-    stats = request[STATS]
-    stats.manifest = prepared.manifest
-    stats.policy = prepared.manifest.policy
-
-
 async def prepare_dry_run(request: web.Request) -> web.Response:
     """The exact upstream body and the manifest; `?format=anthropic_messages` for a Messages
     body (default `openai_chat`)."""
-    services = request.app[SERVICES]
     raw, body = await read_json_body(request)
-    tenant: Tenant = request[TENANT].in_body_session(body)
-    wire = _dry_run_format(request)
-    windows = _request_windows(request, services, tenant, wire.model(body))
-    summarizer = _summarizer(request, services, tenant, windows, wire.model(body))
-    prepared = await services.started_preparer().prepare(
-        body, raw, tenant, wire, windows, summarizer=summarizer
-    )
-    _note_prepared(request, prepared)
-    large = len(raw) >= _LARGE_BODY_BYTES
+    client = _client_request_of(request, _dry_run_format(request), raw, body)
+    prepared = await request.app[SERVICES].started_driver().prepare(client)
+    large = len(client.raw) >= _LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
     )

@@ -19,6 +19,7 @@ from proxy.upstream.windows import ModelWindows
 
 if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore
+    from proxy.completion.driver import CompletionDriver
     from proxy.engine.preparer import Preparer
     from proxy.policy.store import PolicyStore
     from proxy.synthetic.base import SearchWorker
@@ -47,6 +48,7 @@ class Services:
     search_worker: SearchWorker | None = None
     policies: PolicyStore | None = None
     preparer: Preparer | None = None
+    driver: CompletionDriver | None = None
 
     def started_store(self) -> ArtifactStore:
         if self.store is None:
@@ -57,6 +59,11 @@ class Services:
         if self.preparer is None:
             raise NotStarted("preparer")
         return self.preparer
+
+    def started_driver(self) -> CompletionDriver:
+        if self.driver is None:
+            raise NotStarted("completion driver")
+        return self.driver
 
     def upstream_for(self, model: str, tenant_routes: Sequence[RouteSettings] = ()) -> Upstream:
         return self.upstreams[self.settings.upstream_for(model, tenant_routes).name]

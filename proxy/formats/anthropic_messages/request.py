@@ -92,6 +92,10 @@ class AnthropicMessages:
     stream_cached_tokens = staticmethod(usage.stream_cached_tokens)
     with_usage = staticmethod(usage.with_usage)
 
+    def provider_history(self, body: dict[str, Any]) -> str | None:
+        """Never: the request carries its whole history."""
+        return None
+
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)
 

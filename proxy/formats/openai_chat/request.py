@@ -91,6 +91,10 @@ class OpenAIChat:
     error_event = staticmethod(error_event)
     relayed_error_event = staticmethod(relayed_error_event)
 
+    def provider_history(self, body: dict[str, Any]) -> str | None:
+        """Never: the request carries its whole history."""
+        return None
+
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)
 

@@ -23,6 +23,7 @@ from proxy.formats.openai_responses.fields import (
     item_type,
     output_limit,
     output_text,
+    provider_history,
     request_model,
     request_stream,
     role_of,
@@ -64,6 +65,7 @@ class OpenAIResponses:
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
     parse = staticmethod(parse_conversation)
+    provider_history = staticmethod(provider_history)
     result_text = staticmethod(output_text)
     with_result_text = staticmethod(with_output)
     item_text = staticmethod(content_text)

@@ -1,0 +1,176 @@
+"""The completion driver: one client request end to end, the only owner of the exchange.
+
+The edge (`proxy.http`) authenticates, reads the body, picks the upstream and its credentials,
+hands the driver a `ClientRequest` and relays the `Reply` it gets back. The driver does the rest
+and never calls back into the edge:
+
+1. prepares the request under the tenant's policy (`engine.Preparer`; every refusal happens
+   here, before any upstream call), or leaves it as it came when the format says its history is
+   held by the provider;
+2. sends it (`run.run_completion`), and when the upstream's first answer is an overflow error that
+   states the model's window, records that window and prepares once more against it (`retry`);
+3. runs the synthetic rounds, each follow-up call prepared again within the request's allowance
+   (`round_fit`), and answers in the client's format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from multidict import CIMultiDict
+
+from proxy.artifacts.store import ArtifactStore
+from proxy.completion.reply import Reply
+from proxy.completion.run import CompletionContext, run_completion
+from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
+from proxy.engine.manifest import NoteCode, Prepared
+from proxy.engine.prepare_request import FOLLOW_UP, CallOptions, Requester
+from proxy.engine.preparer import Preparer
+from proxy.formats.base import ChatFormat
+from proxy.metrics import Metrics
+from proxy.settings import MAX_PARSED_RESPONSE_BYTES
+from proxy.stats import RequestStats
+from proxy.synthetic.base import SearchWorker
+from proxy.tokens.calibration import CountCalibration
+from proxy.upstream.base import Upstream
+from proxy.upstream.windows import RequestWindows
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """One client request as the edge hands it over: what it is, who sends it, where it goes."""
+
+    wire: ChatFormat
+    """The client's format (its request and its answer)."""
+    body: dict[str, Any]
+    raw: bytes
+    """The client's exact bytes (forwarded as they are when nothing changes)."""
+    requester: Requester
+    windows: RequestWindows
+    """The upstream serving the request, the headers it gets, and what it said of its windows."""
+    headers_for: HeadersFor
+    """The client's headers with the requester's credentials for another upstream (a policy's
+    summarizer may name one)."""
+    stats: RequestStats
+    """Filled in as the request goes: its manifest, upstream timings, synthetic rounds."""
+    request_id: str
+
+
+@dataclass(frozen=True)
+class CompletionDriver:
+    """What every exchange of one app shares (assembled once, in `proxy.app`)."""
+
+    preparer: Preparer
+    store: ArtifactStore
+    metrics: Metrics
+    upstreams: Mapping[str, Upstream]
+    calibration: CountCalibration | None = None
+    search_worker: SearchWorker | None = None
+    max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
+
+    async def prepare(
+        self, request: ClientRequest, summarizer: UpstreamSummarizer | None = None
+    ) -> Prepared:
+        """The request as it would go upstream first (a dry run, a token count, a completion)."""
+        summarizer = summarizer or self.summarizer(request)
+        held = request.wire.provider_history(request.body)
+        if held is not None:
+            why = (
+                f"not prepared: '{held}' continues history the provider holds, forwarded "
+                "unchanged"
+            )
+            prepared = self.preparer.unprepared(
+                request.body, request.raw, request.requester, request.wire, why
+            )
+        else:
+            prepared = await self.preparer.prepare(
+                request.body, request.raw, request.requester, request.wire, request.windows,
+                summarizer=summarizer,
+            )  # fmt: skip
+        _noted(request.stats, prepared)
+        return prepared
+
+    async def complete(self, request: ClientRequest) -> Reply:
+        """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
+        summarizer = self.summarizer(request)
+        prepared = await self.prepare(request, summarizer)
+        self.metrics.record_preparation(prepared.manifest)
+        exchange = _Exchange(self.preparer, request, prepared, summarizer)
+        held = request.wire.provider_history(request.body) is not None
+        context = CompletionContext(
+            upstream=request.windows.upstream,
+            headers=request.windows.headers,
+            scope=request.requester.scope,
+            store=self.store,
+            metrics=self.metrics,
+            stats=request.stats,
+            request_id=request.request_id,
+            chat_format=request.wire,
+            max_parsed_response_bytes=self.max_parsed_response_bytes,
+            search_worker=self.search_worker,
+            prepare_again=None if held else exchange.prepare_again,
+            calibration=self.calibration,
+            refit=exchange.refit,
+        )
+        return await run_completion(context, prepared)
+
+    def summarizer(self, request: ClientRequest) -> UpstreamSummarizer:
+        """Its own upstream and credentials by default; another upstream (a policy's
+        `summarizer.upstream`) with the requester's credentials for that one."""
+        windows = request.windows
+
+        def headers_for(upstream: Upstream) -> CIMultiDict[str]:
+            if upstream is windows.upstream:
+                return CIMultiDict(windows.headers)
+            return request.headers_for(upstream)
+
+        model = request.wire.model(request.body)
+        return UpstreamSummarizer(windows.upstream, self.upstreams, headers_for, model)
+
+
+@dataclass(frozen=True)
+class _Exchange:
+    """The preparations one exchange may still ask for, after its first."""
+
+    preparer: Preparer
+    request: ClientRequest
+    first: Prepared
+    summarizer: UpstreamSummarizer
+
+    async def prepare_again(self, window: int) -> Prepared | None:
+        """The upstream stated `window` in an overflow error: remember it, prepare again (None
+        when that changes nothing)."""
+        request = self.request
+        request.windows.record_stated(self.first.manifest.model, window)
+        again = await self._prepared(request.body, request.raw)
+        if again.body == self.first.body:
+            return None
+        again.manifest.note(
+            NoteCode.retried_after_overflow,
+            f"the upstream refused the first attempt as too long (window {window}): "
+            "prepared again and retried once",
+        )
+        _noted(request.stats, again)
+        return again
+
+    async def refit(self, body: dict[str, Any], raw: bytes, last_resort: bool) -> Prepared:
+        """A follow-up call of the synthetic loop, prepared under the requester's policy."""
+        call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
+        return await self._prepared(body, raw, call)
+
+    async def _prepared(
+        self, body: dict[str, Any], raw: bytes, call: CallOptions | None = None
+    ) -> Prepared:
+        request = self.request
+        return await self.preparer.prepare(
+            body, raw, request.requester, request.wire, request.windows,
+            call=call, summarizer=self.summarizer,
+        )  # fmt: skip
+
+
+def _noted(stats: RequestStats, prepared: Prepared) -> None:
+    stats.manifest = prepared.manifest
+    stats.policy = prepared.manifest.policy
