@@ -1,7 +1,8 @@
 """One row per client request, from what the recorder, the fake, the proxy and its dry run saw.
 
 A request's tokens, actions and outcome come from the proxy's answer headers (the access line
-when a header is missing); `invalid_forwarded` is looked for in the outcome, in
+when a header is missing; the outcome from the dry run's manifest when the proxy reports none, as
+before `x-ctxproxy-outcome` existed); `invalid_forwarded` is looked for in the outcome, in
 `x-ctxproxy-notes` and in the dry run's manifest. The tool share is the tools' tokens over the
 dry run's `tokens_before`. "Prefix kept" compares a request's first prepared body (what the fake
 received) with the previous prepared body of the same CLI's agent loop, and likewise the client
@@ -37,6 +38,9 @@ def _decision(record: ClientRecord, data: RunData) -> dict[str, Any]:
 
     notes = [n for n in (_header(record, "x-ctxproxy-notes") or "").split(",") if n]
     outcome = pick("x-ctxproxy-outcome", "outcome")
+    source = None if outcome is None else "proxy"
+    if outcome is None and manifest.get("outcome"):  # a proxy without the outcome header
+        outcome, source = manifest["outcome"], "dry_run"
     dry_codes = list(manifest.get("note_codes") or [])
     invalid = INVALID in (outcome, manifest.get("outcome")) or INVALID in notes + dry_codes
     return {
@@ -44,6 +48,7 @@ def _decision(record: ClientRecord, data: RunData) -> dict[str, Any]:
         "tokens_after": _int(pick("x-ctxproxy-tokens-after", "tokens_after")),
         "actions": pick("x-ctxproxy-actions", "actions"),
         "outcome": outcome,
+        "outcome_source": source,
         "notes": notes,
         "cached_tokens": _int(pick("x-ctxproxy-cached-tokens", "cached_tokens")),
         "invalid_forwarded": invalid,

@@ -72,7 +72,9 @@ def select(data: RunData, cli: str) -> list[tuple[ClientRecord, str]]:
     return sorted(chosen, key=lambda pair: pair[0].seq)
 
 
-def fixture(data: RunData, record: ClientRecord, what: str) -> dict[str, Any]:
+def fixture(
+    data: RunData, record: ClientRecord, what: str, scrubber: scrub.Scrubber
+) -> dict[str, Any]:
     version = data.installed[record.cli].version
     meta = {
         "cli": record.cli,
@@ -84,15 +86,16 @@ def fixture(data: RunData, record: ClientRecord, what: str) -> dict[str, Any]:
         "what": what,
     }
     wrapper = {"meta": meta, "headers": _kept_headers(record.headers), "body": record.json_body()}
-    return dict(scrub.scrub(wrapper, data.sandboxes[record.cli].root))
+    return dict(scrubber(wrapper))
 
 
 def write(data: RunData, directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for cli in data.installed:
+        scrubber = scrub.Scrubber(data.sandboxes[cli].root)
         for record, what in select(data, cli):
-            value = fixture(data, record, what)
+            value = fixture(data, record, what, scrubber)
             left = scrub.leftovers(value, data.sandboxes[cli].root)
             if left:
                 raise ValueError(f"seq {record.seq}: the scrubbed fixture still names {left}")

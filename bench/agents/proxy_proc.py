@@ -73,6 +73,7 @@ class ProxyProcess:
             "-c",
             "import proxy; print(proxy.__file__)",
             env=self.env(),
+            cwd=self.source,
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await proc.communicate()
@@ -89,6 +90,7 @@ class ProxyProcess:
             "--config",
             str(self.config),
             env=self.env(),
+            cwd=self.source,  # `-m` puts the working directory first on sys.path
             stdout=asyncio.subprocess.DEVNULL,
             stderr=stderr,
         )

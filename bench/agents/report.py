@@ -1,11 +1,12 @@
 """The report: a Markdown table per CLI printed, and `report.json` + `report.md` in the out dir.
 
-Columns: turn, request number within the turn (k) and overall (seq), route, model, the proxy's
-tokens before -> after, actions, outcome (`INVALID` when `invalid_forwarded` was seen anywhere),
-the cached input tokens the upstream reported (the fake's prompt cache), the tools (count,
-tokens, share of the request), where the cache marks sit in the client body and in the prepared
-body, the prefix kept from the previous prepared body (items kept / items before, token share;
-the client bodies' own in parentheses) and what the fake answered.
+Columns: turn, request number within the turn (k) and overall (seq), route and status, model,
+the proxy's tokens before -> after, actions, outcome (`INVALID` when `invalid_forwarded` was seen
+anywhere; "(dry run)" when only the dry run's manifest gave it), the cached input tokens the
+upstream reported (the fake's prompt cache), the tools (count, tokens, share of the request),
+where the cache marks sit in the client body and in the prepared body, the prefix kept from the
+previous prepared body (items kept / items before, token share; the client bodies' own in
+parentheses) and what the fake answered.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
     share = tools.get("share")
     prefix = row["prefix_kept"] or {}
     outcome = str(row["outcome"] or "-")
+    if row["outcome_source"] == "dry_run":
+        outcome += " (dry run)"
     if row["invalid_forwarded"] and "invalid" not in outcome:
         outcome += " INVALID"
     notes = [n for n in row["notes"] if n != "invalid_forwarded"]
@@ -72,7 +75,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         str(row["turn"]),
         str(row["k"]),
         str(row["seq"]),
-        f"{row['method']} {row['path']}",
+        f"{row['method']} {row['path']} {row['status']}",
         str(row["model"] or "-"),
         "-" if before is None else f"{before} -> {after}",
         str(row["actions"] or "-"),

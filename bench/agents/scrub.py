@@ -6,8 +6,9 @@ Code's `metadata.user_id` or Codex's `x-codex-turn-metadata` are covered too):
   form Claude Code names its project folders by, and the user's real home directory (unless it
   is `/root`, which Codex's texts use as the name of its main agent);
 - the host name, the kernel release and the user name (unless it is a generic one like `root`);
-- every UUID (session, device, installation, thread, turn, item ids): the n-th distinct one
-  becomes `00000000-0000-4000-8000-<n as 12 digits>`, the same within one fixture file;
+- every UUID (session, device, installation, thread, turn, and Codex's `msg_<uuid>` item ids):
+  the n-th distinct one becomes `00000000-0000-4000-8000-<n as 12 digits>`, the same in every
+  fixture of one CLI's session;
 - long hex ids (64 hex digits: device and machine ids) the same way;
 - API keys (`sk-...`), the run's date and Codex's `turn_started_at_unix_ms`.
 """
@@ -32,9 +33,10 @@ FIXED_DATE = "2026-01-01"
 FIXED_MS = "1767225600000"
 GENERIC_USERS = frozenset({"root", "user", "runner", "ubuntu", "bench"})
 _UUID = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"(?<![0-9a-fA-F])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"(?![0-9a-fA-F])"
 )
-_HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+_HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 _KEY = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
 _MS = re.compile(r"(turn_started_at_unix_ms\\*\"\s*:\s*)\d{10,}")
 
@@ -82,21 +84,29 @@ class _Numbering:
         return self.seen[value]
 
 
-def scrub_text(text: str, sandbox_root: Path, run_date: str | None = None) -> str:
-    for old, new in path_pairs(sandbox_root) + _host_pairs():
-        if old:
-            text = text.replace(old, new)
-    text = _UUID.sub(_Numbering("00000000-0000-4000-8000-{:012d}"), text)
-    text = _HEX64.sub(_Numbering("{:064d}"), text)
-    text = _KEY.sub("sk-bench-placeholder", text)
-    text = text.replace(run_date or time.strftime("%Y-%m-%d"), FIXED_DATE)
-    return _MS.sub(lambda m: m.group(1) + FIXED_MS, text)
+class Scrubber:
+    """Scrubs the fixtures of one CLI's session: the same id gets the same placeholder in every
+    file, so a session id stays one id across the turns."""
 
+    def __init__(self, sandbox_root: Path, run_date: str | None = None) -> None:
+        self.sandbox_root = sandbox_root
+        self.run_date = run_date or time.strftime("%Y-%m-%d")
+        self._uuids = _Numbering("00000000-0000-4000-8000-{:012d}")
+        self._hex = _Numbering("{:064d}")
 
-def scrub(value: Any, sandbox_root: Path) -> Any:
-    """`value` (JSON-able) scrubbed; still valid JSON with the same keys in the same order."""
-    text = json.dumps(value, ensure_ascii=False)
-    return json.loads(scrub_text(text, sandbox_root))
+    def text(self, text: str) -> str:
+        for old, new in path_pairs(self.sandbox_root) + _host_pairs():
+            if old:
+                text = text.replace(old, new)
+        text = _UUID.sub(self._uuids, text)
+        text = _HEX64.sub(self._hex, text)
+        text = _KEY.sub("sk-bench-placeholder", text)
+        text = text.replace(self.run_date, FIXED_DATE)
+        return _MS.sub(lambda m: m.group(1) + FIXED_MS, text)
+
+    def __call__(self, value: Any) -> Any:
+        """`value` (JSON-able) scrubbed; still valid JSON with the same keys in the same order."""
+        return json.loads(self.text(json.dumps(value, ensure_ascii=False)))
 
 
 def leftovers(value: Any, sandbox_root: Path) -> list[str]:
