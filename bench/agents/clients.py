@@ -73,7 +73,7 @@ class Sandbox:
         (self.root / "tmp").mkdir(exist_ok=True)
         lines = (
             f"2025-01-01T00:00:{i % 60:02d}Z worker-{i % 7} processed batch {i} ok"
-            for i in range(1, 601)
+            for i in range(1, 451)
         )
         (self.workspace / "bench-data.log").write_text("\n".join(lines) + "\n")
         (self.workspace / "README.md").write_text("# bench workspace\n")

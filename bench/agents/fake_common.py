@@ -22,7 +22,9 @@ COMMANDS = {
     2: "ls -la && cat bench-data.log",
     3: "seq 1 4000 | sed 's/^/row /'",
 }
-"""The shell command the model runs in each turn: 25-35 KB of output each."""
+"""The shell command the model runs in each turn: ~29 KB, ~24 KB and ~35 KB of output (the
+third is over Claude Code's own 30,000-character limit, beyond which it saves the output to a
+file and sends a `<persisted-output>` preview instead)."""
 
 ARTIFACT_ID = re.compile(r"\bart_[A-Za-z0-9_\-]{8,}")
 SIDE_TEXT = "Bench session"

@@ -66,24 +66,34 @@ def cache_marks(value: Any, path: str = "") -> Iterator[str]:
             yield from cache_marks(child, f"{path}[{index}]")
 
 
+def _as_blocks(message: Any) -> Any:
+    """An Anthropic message with string content as its one text block: the same prompt (Claude
+    Code sends the newest user message as blocks, to mark it, and later as a string)."""
+    if isinstance(message, dict) and isinstance(message.get("content"), str):
+        return {**message, "content": [{"type": "text", "text": message["content"]}]}
+    return message
+
+
 def prompt_items(body: dict[str, Any]) -> list[str]:
     """The prompt in the order a provider renders it, one canonical JSON text per item (tools,
     then system blocks or instructions, then messages or input items), `cache_control` left out:
     the markers move from request to request while the prompt they mark stays."""
-    parts: list[Any] = [("tool", t) for t in body.get("tools") or []]
+    parts: list[Any] = [["tool", t] for t in body.get("tools") or []]
     system = body.get("system")
     if isinstance(system, list):
-        parts += [("system", s) for s in system]
+        parts += [["system", s] for s in system]
     elif system:
-        parts.append(("system", system))
+        parts.append(["system", {"type": "text", "text": system}])
     if body.get("instructions"):
-        parts.append(("instructions", body["instructions"]))
-    for key in ("messages", "input"):
-        value = body.get(key)
-        if isinstance(value, list):
-            parts += [(key, v) for v in value]
-        elif value:
-            parts.append((key, value))
+        parts.append(["instructions", body["instructions"]])
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        parts += [["messages", _as_blocks(m)] for m in messages]
+    items = body.get("input")
+    if isinstance(items, list):
+        parts += [["input", item] for item in items]
+    elif items:
+        parts.append(["input", items])
     return [json.dumps(without_cache_control(p), ensure_ascii=False) for p in parts]
 
 
