@@ -70,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the source tree whose proxy/ is run (default: this one)",
     )
     run.add_argument(
+        "--client-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set in every CLI's environment (KEY= removes it), e.g. "
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC= to let Claude Code send its side requests",
+    )
+    run.add_argument(
         "--exercise-search",
         action="store_true",
         help="the fake calls search_context_artifact once per turn when offered",

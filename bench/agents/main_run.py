@@ -32,6 +32,7 @@ def _meta(data: run.RunData, args: argparse.Namespace) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d"),
         "versions": {cli: inst.version for cli, inst in data.installed.items()},
         "exercise_search": bool(args.exercise_search),
+        "client_env": list(args.client_env),
     }
 
 
@@ -39,9 +40,9 @@ async def run_and_report(
     installed: dict[str, Installed], prefix: Path, args: argparse.Namespace
 ) -> int:
     work_root = run.work_root_for(args.work_dir, prefix)
-    data = await run.run(
-        installed, work_root, exercise_search=args.exercise_search, proxy_source=args.proxy_src
-    )
+    client_env = dict(item.split("=", 1) for item in args.client_env)
+    options = run.RunOptions(args.exercise_search, args.proxy_src, client_env)
+    data = await run.run(installed, work_root, options)
     out: Path = args.out
     raw = dump.write_raw(data, out)
     rows, turns = analysis.build_rows(data), analysis.turn_rows(data)

@@ -40,14 +40,38 @@ class RunData:
     sandboxes: dict[str, clients.Sandbox] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    exercise_search: bool = False
+    proxy_source: Path = REPO_ROOT
+    client_env: dict[str, str] = field(default_factory=dict)
+    """Set in (or, with an empty value, removed from) every CLI's environment."""
+
+
+def _with(env: dict[str, str], changes: dict[str, str]) -> dict[str, str]:
+    out = dict(env)
+    for key, value in changes.items():
+        if value:
+            out[key] = value
+        else:
+            out.pop(key, None)
+    return out
+
+
 async def _run_cli(
-    cli: str, installed: Installed, script: Script, base_url: str, sandbox: clients.Sandbox
+    cli: str,
+    installed: Installed,
+    script: Script,
+    base_url: str,
+    sandbox: clients.Sandbox,
+    options: RunOptions,
 ) -> list[clients.TurnResult]:
     sandbox.create()
     results = []
     for turn in TURNS:
         script.cli, script.turn = cli, turn
         argv, env = INVOCATIONS[cli](sandbox, installed, base_url, turn)
+        env = _with(env, options.client_env)
         print(f"[bench.agents] {cli} {installed.version} turn {turn} ...", flush=True)
         result = await clients.run_turn(argv, env, sandbox.workspace, cli, turn, script.marker())
         print(
@@ -71,14 +95,12 @@ def work_root_for(base: Path | None, prefix: Path) -> Path:
 async def run(
     installed: dict[str, Installed],
     work_root: Path,
-    *,
-    exercise_search: bool,
-    proxy_source: Path = REPO_ROOT,
+    options: RunOptions,
 ) -> RunData:
-    script = Script(exercise_search=exercise_search)
+    script = Script(exercise_search=options.exercise_search)
     fake = FakeUpstream(script)
     fake_url = await fake.start()
-    proxy = ProxyProcess(work_root, fake_url, proxy_source)
+    proxy = ProxyProcess(work_root, fake_url, options.proxy_source)
     data = RunData(installed, work_root, await proxy.module_path())
     recorder = Recorder(proxy.url, script)
     try:
@@ -87,7 +109,7 @@ async def run(
         for cli, inst in installed.items():
             sandbox = clients.Sandbox(work_root / cli)
             data.sandboxes[cli] = sandbox
-            data.turns += await _run_cli(cli, inst, script, base_url, sandbox)
+            data.turns += await _run_cli(cli, inst, script, base_url, sandbox, options)
         data.manifests = await dry_run.manifests(proxy.url, recorder.records)
     finally:
         await recorder.stop()
