@@ -51,6 +51,7 @@ def _decision(record: ClientRecord, data: RunData) -> dict[str, Any]:
         "outcome_source": source,
         "notes": notes,
         "cached_tokens": _int(pick("x-ctxproxy-cached-tokens", "cached_tokens")),
+        "synthetic_rounds": access.get("synthetic_rounds"),
         "invalid_forwarded": invalid,
         "dry_run": {
             "tokens_before": manifest.get("tokens_before"),

@@ -20,14 +20,15 @@ def source_revision(source: Path = REPO_ROOT) -> str:
         )
         return done.stdout.strip()
 
-    commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = bool(git("status", "--porcelain", "--", "proxy"))
-    return commit + ("+dirty" if dirty else "")
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    last = git("log", "-1", "--format=%h", "--", "proxy") or "unknown"
+    dirty = "+dirty" if git("status", "--porcelain", "--", "proxy") else ""
+    return f"{last}{dirty} (tree at {head})"
 
 
 def _meta(data: run.RunData, args: argparse.Namespace) -> dict[str, Any]:
     return {
-        "proxy": f"proxy {source_revision(args.proxy_src)}",
+        "proxy": f"proxy/ last changed in {source_revision(args.proxy_src)}",
         "proxy_module": data.proxy_module,
         "date": time.strftime("%Y-%m-%d"),
         "versions": {cli: inst.version for cli, inst in data.installed.items()},
