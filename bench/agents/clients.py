@@ -35,6 +35,7 @@ env_key = "OPENAI_API_KEY"   # passed through upstream (auth: passthrough), or a
 wire_api = "responses"
 """
 TURN_TIMEOUT_S = 300
+FIXED_MTIME = 1767225600  # 2026-01-01T00:00:00Z
 
 
 @dataclass
@@ -77,6 +78,8 @@ class Sandbox:
         )
         (self.workspace / "bench-data.log").write_text("\n".join(lines) + "\n")
         (self.workspace / "README.md").write_text("# bench workspace\n")
+        for path in (*self.workspace.iterdir(), self.workspace, self.root):
+            os.utime(path, (FIXED_MTIME, FIXED_MTIME))  # `ls -la` prints the same every run
 
 
 def _base_env(sandbox: Sandbox, installed: Installed) -> dict[str, str]:
