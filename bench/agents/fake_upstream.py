@@ -17,6 +17,8 @@ from bench.agents import fake_anthropic, fake_responses
 from bench.agents.fake_common import SEQ_HEADER, FakeLog, Script, UpstreamRecord
 
 KEPT_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "openai-beta", "originator")
+CREDENTIALS = ("authorization", "x-api-key")
+"""Recorded as present or not, never their values."""
 
 
 class FakeUpstream:
@@ -57,6 +59,7 @@ class FakeUpstream:
     def _record(self, request: web.Request, raw: bytes, body: dict[str, Any], answer: str) -> None:
         seq = request.headers.get(SEQ_HEADER)
         headers = {k: request.headers[k] for k in KEPT_HEADERS if k in request.headers}
+        headers |= {k: "<present>" for k in CREDENTIALS if k in request.headers}
         self.log.records.append(
             UpstreamRecord(
                 seq=int(seq) if seq and seq.isdigit() else None,
