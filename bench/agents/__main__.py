@@ -43,7 +43,11 @@ def _parser() -> argparse.ArgumentParser:
             help="shorthand: `latest`, or `CLAUDE,CODEX` (e.g. 2.1.197,0.171.0)",
         )
     sub.choices["install"].add_argument("--force", action="store_true", help="reinstall")
-    run = sub.choices["run"]
+    _add_run_arguments(sub.choices["run"])
+    return parser
+
+
+def _add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--out",
         type=Path,
@@ -82,7 +86,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the fake calls search_context_artifact once per turn when offered",
     )
-    return parser
 
 
 def _versions(args: argparse.Namespace) -> dict[str, str]:
