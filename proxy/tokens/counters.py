@@ -9,6 +9,8 @@ to tools), so that OpenAI counts equal litellm's. Deliberate differences, all co
 - `tools` with a system message present: litellm subtracts 4 (tools share the system turn); we
   keep them so that counts stay additive per message (`count_tools` never sees the messages).
 - Like litellm, only a tool call's `arguments` are counted, not its id or function name.
+- Tool definitions inside an item (Codex's Responses `additional_tools` item, a tool search's
+  output) are counted as the request's `tools` are, not as their JSON text.
 """
 
 from __future__ import annotations
@@ -289,6 +291,8 @@ class Counter:
                 total += self.count_text(value) + (NAME_TOKENS if key == "name" else 0)
             elif key in PART_LISTS and isinstance(value, list):
                 total += sum(self._part_tokens(part) for part in value)
+            elif key == "tools" and isinstance(value, list):  # tool definitions in an item
+                total += self._tools_tokens(value)
             else:
                 total += self._json(value)
         return total

@@ -336,6 +336,37 @@ async def test_the_next_turn_carries_the_proxys_reads_at_their_place(tmp_path: P
         assert sent[read_at + 2]["content"][0]["text"] == "Line 512 says value=42."
 
 
+async def test_the_reads_come_back_when_the_client_moves_its_cache_marks(tmp_path: Path) -> None:
+    """What Claude Code does on every request: its cache mark moves to the newest user message,
+    and its mid-conversation system message goes from a marked block to a plain string. The
+    proxy's read of the previous turn is still put back in place."""
+    mark = {"type": "ephemeral"}
+    async with anthropic_proxy(tmp_path) as (fake, proxy), sdk(proxy, api_key="k") as client:
+        fake.enqueue_many(*reading_then("Line 512 says value=42."))
+        history = long_conversation(2)
+        system = {"role": "system", "content": [{"type": "text", "text": "Env: cwd /w"}]}
+        history[1:1] = [{**system, "content": [{**system["content"][0], "cache_control": mark}]}]
+        history[-1]["content"][-1]["cache_control"] = mark  # type: ignore[index]
+        first = await client.messages.create(
+            model=MODEL, max_tokens=200, messages=history, tools=[CLIENT_TOOL]
+        )
+        history = json.loads(json.dumps(history))
+        del history[-1]["content"][-1]["cache_control"]
+        history[1] = {"role": "system", "content": "Env: cwd /w"}
+        question = {"type": "text", "text": "And 513?", "cache_control": mark}
+        history += [
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {"role": "user", "content": [question]},
+        ]
+        await client.messages.create(
+            model=MODEL, max_tokens=200, messages=history, tools=[CLIENT_TOOL]
+        )
+        sent = fake.requests(MESSAGES)[-1].json()["messages"]
+        assert paired(sent)
+        calls = [b for m in sent if isinstance(m["content"], list) for b in m["content"]]
+        assert [b["name"] for b in calls if b.get("type") == "tool_use"].count(READ) == 1
+
+
 def parallel_conversation(exchanges: int) -> list[dict[str, object]]:
     """Turns of two parallel calls each (one user message answers both), results large."""
     messages: list[dict[str, object]] = [{"role": "user", "content": "Audit the data."}]

@@ -158,6 +158,15 @@ def test_canonical_ignores_nulls_and_part_positions() -> None:
     assert WIRE.is_answer(a) and not WIRE.is_answer({"role": "user"})
 
 
+def test_canonical_ignores_cache_marks_and_a_string_is_its_text_block() -> None:
+    mark = {"type": "ephemeral"}
+    marked = {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": mark}]}
+    plain = {"role": "user", "content": "x", "cache_control": None}
+    assert WIRE.canonical(marked) == WIRE.canonical(plain)
+    assert WIRE.canonical(plain) != WIRE.canonical({"role": "user", "content": "y"})
+    assert WIRE.canonical(plain) != WIRE.canonical({"role": "system", "content": "x"})
+
+
 def test_pin_facts() -> None:
     (item,) = WIRE.items({"messages": [result_message(result("t", "found it"))]})
     assert WIRE.pin_facts(item) == ("user", None, "found it", True)

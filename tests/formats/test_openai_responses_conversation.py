@@ -153,3 +153,20 @@ def test_a_developer_or_system_message_after_the_prefix_is_an_instruction_unit()
     assert [(u.start, u.instruction) for u in conversation.units] == [
         (0, False), (1, True), (2, False), (4, True), (5, False),
     ]  # fmt: skip
+
+
+def test_codex_additional_tools_and_developer_messages_are_the_prefix() -> None:
+    """Codex 0.171 sends its tool definitions as an `additional_tools` item in the developer
+    role, before its developer messages: all of them are the protected prefix, and one that
+    comes later is an instruction unit."""
+    tools = {"type": "additional_tools", "role": "developer", "tools": [{"type": "namespace"}]}
+    items = [
+        tools,
+        {"type": "message", "role": "developer", "content": "You are Codex."},
+        user("q"),
+        {**tools, "tools": []},
+    ]
+    conversation = parse_conversation(items)
+    assert conversation.ok and conversation.system_end == 2
+    assert [(u.start, u.instruction) for u in conversation.units] == [(2, False), (3, True)]
+    assert canonical_item(tools) != canonical_item({**tools, "tools": []})

@@ -80,3 +80,14 @@ def test_codex_like_namespace_counts_its_long_description() -> None:
     flat = counter.count_tools([long], None)
     assert flat > 1000
     assert flat <= counter.count_tools([container], None) <= flat + 20
+
+
+def test_tools_inside_an_item_count_as_the_requests_tools() -> None:
+    """Codex's `additional_tools` input item: its tools count as `tools` do, not as JSON."""
+    counter = METHODS["o200k"]
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}}
+    weather = {"type": "function", "name": "get_weather", "parameters": parameters}
+    namespace = {"type": "namespace", "name": "functions", "tools": [weather]}
+    item = {"type": "additional_tools", "role": "developer", "tools": [namespace]}
+    framing = counter.count_message({"type": "additional_tools", "role": "developer"})
+    assert counter.count_message(item) == framing + counter.count_tools([namespace], None)

@@ -35,7 +35,6 @@ from proxy.formats.anthropic_messages.items import (
     PART_KEY,
     is_result_part,
     join,
-    part_index,
     result_block,
     split,
 )
@@ -209,18 +208,24 @@ class AnthropicMessages:
         return role_of(item) == "assistant"
 
     def canonical(self, item: Any) -> bytes:
-        """The item without null fields (an SDK writes `citations: null` and the like) and
-        without its part mark's position."""
-        if isinstance(item, dict) and part_index(item) is not None:
+        """What the item says, as bytes that a client's re-serialisation and its moving cache
+        marks leave alone: no null fields (an SDK writes `citations: null` and the like), no
+        `cache_control` (Claude Code moves its mark to the newest message on every request), a
+        string content as its one text block, and no part mark's position."""
+        if isinstance(item, dict):
             item = {k: v for k, v in item.items() if k != PART_KEY}
-        return dumps(_without_nulls(item))
+            if isinstance(item.get("content"), str):
+                item["content"] = [{"type": "text", "text": item["content"]}]
+        return dumps(_meaning(item))
 
 
-def _without_nulls(value: Any) -> Any:
+def _meaning(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {
+            k: _meaning(v) for k, v in value.items() if v is not None and k != "cache_control"
+        }
     if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
+        return [_meaning(v) for v in value]
     return value
 
 

@@ -2,9 +2,10 @@
 
 Pure functions over the item list; nothing here copies or changes an item.
 
-* **System prefix** -- the leading `system`/`developer` messages (`instructions` are outside the
-  items: counted with the request's overhead, never reduced). A `system`/`developer` message
-  after the prefix is an instruction unit of its own (protected where it stands).
+* **System prefix** -- the leading items in the `system`/`developer` role (messages, and Codex's
+  `additional_tools` item holding its tool definitions; `instructions` are outside the items:
+  counted with the request's overhead, never reduced). Such an item after the prefix is an
+  instruction unit of its own (protected where it stands).
 * **Turn** -- opened by each `user` message.
 * **Unit** -- a plain item, or a *tool exchange*: a run of the model's items (`reasoning`,
   assistant messages, calls) holding at least one call that an output answers by `call_id`
@@ -25,9 +26,9 @@ from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
 from proxy.formats.openai_responses.fields import (
-    PREFIX_ROLES,
     call_id_of,
     content_text,
+    gives_instructions,
     is_call,
     is_model_item,
     is_output,
@@ -43,7 +44,7 @@ def parse_conversation(items: Sequence[Any]) -> Conversation:
     problems: list[Problem] = []
     n = len(items)
     system_end = 0
-    while system_end < n and role_of(items[system_end]) in PREFIX_ROLES:
+    while system_end < n and gives_instructions(items[system_end]):
         system_end += 1
     turns: list[Turn] = []
     units: list[Unit] = []
@@ -78,7 +79,7 @@ def _next_unit(items: Sequence[Any], i: int, problems: list[Problem]) -> Unit:
     if not is_model_item(item):
         if item_type(item) is None:
             problems.append(problem(i, None, "item has no 'type' nor 'role'"))
-        return Unit(i, i + 1, "message", instruction=role_of(item) in PREFIX_ROLES)
+        return Unit(i, i + 1, "message", instruction=gives_instructions(item))
     j = i
     while j < len(items) and is_model_item(items[j]):
         j += 1
@@ -159,4 +160,6 @@ def canonical_item(item: Any) -> bytes:
         picked["text"] = text
     elif "content" in item or "output" in item:
         picked["value"] = item.get("content", item.get("output"))
+    elif "tools" in item:  # Codex's additional_tools, a tool search's output
+        picked["value"] = item["tools"]
     return dumps(picked)

@@ -55,6 +55,13 @@ def role_of(item: object) -> str | None:
     return role if isinstance(role, str) else None
 
 
+def gives_instructions(item: object) -> bool:
+    """An item in the `system` or `developer` role, whatever its type: a message, or the
+    `additional_tools` item by which Codex sends its tool definitions."""
+    role = item.get("role") if isinstance(item, dict) else None
+    return isinstance(role, str) and role in PREFIX_ROLES
+
+
 def str_field(item: object, key: str) -> str | None:
     value = item.get(key) if isinstance(item, dict) else None
     return value if isinstance(value, str) else None
