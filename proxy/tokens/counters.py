@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -95,7 +96,10 @@ ENCODINGS = {  # name -> (file in litellm's tokenizer folder, its sha256, split 
         _CL100K_PATTERN,
     ),
 }
-O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "o1", "o3", "o4", "codex-")
+_LATER_GPT = re.compile(r"gpt-(\d+)")
+"""`gpt-<N>` from 5 on (gpt-5, Codex's gpt-6.2-sol, ...) count with o200k_base, OpenAI's encoding
+since gpt-4o, rather than the estimate."""
 CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
 
 Count = Callable[[str], int]
@@ -132,7 +136,8 @@ def resolve_tokenizer(model: str, tokenizer: str = "auto") -> str:
         choices = "auto, estimate, o200k_base, cl100k_base, hf:<path to tokenizer.json>"
         raise ValueError(f"Unknown tokenizer {tokenizer!r}; expected one of: {choices}")
     base = model.lower().rsplit("/", 1)[-1].removeprefix("ft:")
-    if base.startswith(O200K_PREFIXES):
+    later = _LATER_GPT.match(base)
+    if base.startswith(O200K_PREFIXES) or (later is not None and int(later.group(1)) >= 5):
         return "tiktoken:o200k_base"
     if base.startswith(CL100K_PREFIXES):
         return "tiktoken:cl100k_base"

@@ -330,6 +330,10 @@ def test_counters_share_loaded_encodings_and_cache() -> None:
         ("gpt-4o-mini", "tiktoken:o200k_base"),
         ("openai/gpt-4.1", "tiktoken:o200k_base"),
         ("gpt-5-nano", "tiktoken:o200k_base"),
+        ("gpt-6.2-sol", "tiktoken:o200k_base"),  # Codex 0.171's default model
+        ("gpt-10", "tiktoken:o200k_base"),
+        ("codex-mini-latest", "tiktoken:o200k_base"),
+        ("gpt-oss-120b", "estimate"),
         ("o3-mini", "tiktoken:o200k_base"),
         ("o1", "tiktoken:o200k_base"),
         ("azure/o4-mini", "tiktoken:o200k_base"),
