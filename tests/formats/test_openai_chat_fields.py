@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from proxy.formats.common import int_value, str_field
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.fields import (
     content_text,
     function_of,
-    int_value,
     message_text,
     output_limit,
     parts_from_layout,
@@ -18,7 +18,6 @@ from proxy.formats.openai_chat.fields import (
     request_model,
     request_stream,
     role_of,
-    str_field,
     with_content,
 )
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from proxy.formats.common import add_usage
 from proxy.formats.openai_chat import OPENAI_CHAT
-from proxy.formats.openai_chat.usage import add_usage, answer_usage, with_usage
+from proxy.formats.openai_chat.usage import answer_usage, with_usage
 
 
 def test_add_usage() -> None:
@@ -82,7 +83,7 @@ def test_cached_tokens_come_from_the_prompt_details() -> None:
 
 
 def test_stream_cached_tokens_take_the_last_statement() -> None:
-    from proxy.formats.openai_chat.usage import stream_cached_tokens
+    from proxy.formats.common import stream_cached_tokens
 
     assert stream_cached_tokens(b'"prompt_tokens_details":{"cached_tokens":12}') == 12
     assert stream_cached_tokens(b'"prompt_tokens":12') is None

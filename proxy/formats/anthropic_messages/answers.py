@@ -17,10 +17,10 @@ from proxy.formats.anthropic_messages.fields import (
     TOOL_RESULT,
     TOOL_USE,
     blocks_of,
-    str_field,
     tool_use_blocks,
 )
 from proxy.formats.anthropic_messages.items import make_part, split
+from proxy.formats.common import str_field
 from proxy.jsonio import loads
 from proxy.synthetic.names import ToolNames, names_avoiding
 from proxy.synthetic.registry import ARTIFACT_TOOLS

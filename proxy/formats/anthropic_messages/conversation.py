@@ -28,10 +28,10 @@ from proxy.formats.anthropic_messages.fields import (
     block_type,
     blocks_of,
     role_of,
-    str_field,
     tool_use_blocks,
 )
 from proxy.formats.anthropic_messages.items import is_result_part, part_index, result_block
+from proxy.formats.common import str_field
 
 
 def message_indices(items: Sequence[Any]) -> list[int]:

@@ -8,20 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.formats.common import int_value, str_field
+
 TOOL_USE = "tool_use"
 TOOL_RESULT = "tool_result"
-
-
-def int_value(value: object) -> int | None:
-    """`value` when it is an integer (a JSON `true` is not one), else None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None
-
-
-def str_field(obj: object, key: str) -> str | None:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def role_of(message: object) -> str | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.formats.anthropic_messages.fields import blocks_of, int_value, is_tool_result_block
+from proxy.formats.anthropic_messages.fields import blocks_of, is_tool_result_block
+from proxy.formats.common import int_value
 
 PART_KEY = "ctxproxy_part"
 """The key of a part item (never sent upstream: `join` removes it)."""

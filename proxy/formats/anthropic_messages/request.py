@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from proxy.engine.conversation import Problem, Unit
+from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats import common
 from proxy.formats.anthropic_messages import answers, errors, usage
 from proxy.formats.anthropic_messages.cache_marks import capped_cache_marks
 from proxy.formats.anthropic_messages.conversation import parse_conversation
@@ -27,7 +28,6 @@ from proxy.formats.anthropic_messages.fields import (
     request_model,
     request_stream,
     role_of,
-    str_field,
     text_of,
     tool_use_blocks,
 )
@@ -39,6 +39,7 @@ from proxy.formats.anthropic_messages.items import (
     split,
 )
 from proxy.formats.anthropic_messages.stream import StreamFilter
+from proxy.formats.common import str_field
 from proxy.jsonio import dumps
 from proxy.synthetic.base import ToolSpec
 from proxy.synthetic.names import ToolNames
@@ -98,19 +99,7 @@ class AnthropicMessages:
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)
 
-    def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
-        first = problems[0]
-        return ProxyError(
-            ErrorCode.invalid_messages,
-            first.reason,
-            param=first.param,
-            details={
-                "problems": [
-                    {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
-                    for p in problems
-                ]
-            },
-        )
+    invalid_error = staticmethod(common.invalid_error)
 
     def is_tool_result(self, item: Any) -> bool:
         return is_result_part(item)

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.errors import ProxyError
-from proxy.formats.anthropic_messages.fields import int_value
-from proxy.formats.anthropic_messages.usage import add_usage
+from proxy.formats.common import add_usage, int_value
 from proxy.formats.sse import SSEEvent, encode_event
 from proxy.jsonio import dumps, loads
 from proxy.synthetic.names import ToolNames

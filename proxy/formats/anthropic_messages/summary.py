@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.formats.anthropic_messages.fields import block_type, blocks_of, int_value
+from proxy.formats.anthropic_messages.fields import block_type, blocks_of
 from proxy.formats.anthropic_messages.usage import prompt_tokens
+from proxy.formats.common import int_value
 
 
 def summary_request(model: str, instructions: str, prompt: str, max_tokens: int) -> dict[str, Any]:

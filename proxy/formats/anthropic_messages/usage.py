@@ -8,8 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from proxy.formats.anthropic_messages.fields import int_value
-from proxy.formats.openai_chat.usage import add_usage
+from proxy.formats.common import add_usage, int_value
 
 __all__ = [
     "add_usage",

@@ -8,18 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def int_value(value: object) -> int | None:
-    """`value` when it is an integer (a JSON `true` is not one), else None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return None
-
-
-def str_field(obj: object, key: str) -> str | None:
-    """`obj[key]` when `obj` is an object and the value a string, else None."""
-    value = obj.get(key) if isinstance(obj, dict) else None
-    return value if isinstance(value, str) else None
+from proxy.formats.common import int_value, str_field
 
 
 def role_of(message: object) -> str | None:

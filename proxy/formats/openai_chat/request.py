@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from proxy.engine.conversation import Problem, Unit
+from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats import common
+from proxy.formats.common import add_usage, stream_cached_tokens
 from proxy.formats.openai_chat import answers
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
 from proxy.formats.openai_chat.errors import error_event, relayed_error_event
@@ -23,14 +25,7 @@ from proxy.formats.openai_chat.fields import (
     with_content,
 )
 from proxy.formats.openai_chat.stream import StreamFilter
-from proxy.formats.openai_chat.usage import (
-    add_usage,
-    answer_usage,
-    cached_tokens,
-    prompt_tokens,
-    stream_cached_tokens,
-    with_usage,
-)
+from proxy.formats.openai_chat.usage import answer_usage, cached_tokens, prompt_tokens, with_usage
 from proxy.jsonio import dumps
 from proxy.synthetic.base import ToolSpec
 from proxy.synthetic.names import ToolNames
@@ -98,19 +93,7 @@ class OpenAIChat:
     def stream_filter(self, names: ToolNames) -> StreamFilter:
         return StreamFilter(names)
 
-    def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
-        first = problems[0]
-        return ProxyError(
-            ErrorCode.invalid_messages,
-            first.reason,
-            param=first.param,
-            details={
-                "problems": [
-                    {"index": p.index, "tool_call_id": p.tool_call_id, "reason": p.reason}
-                    for p in problems
-                ]
-            },
-        )
+    invalid_error = staticmethod(common.invalid_error)
 
     def is_tool_result(self, item: Any) -> bool:
         return isinstance(item, dict) and item.get("role") in ("tool", "function")

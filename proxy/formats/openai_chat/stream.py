@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.errors import ProxyError
+from proxy.formats.common import add_usage
 from proxy.formats.openai_chat.fields import function_of
-from proxy.formats.openai_chat.usage import add_usage
 from proxy.formats.sse import SSEEvent, encode_data, encode_event
 from proxy.jsonio import dumps, loads
 from proxy.synthetic.names import ToolNames

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.errors import ProxyError
-from proxy.formats.openai_responses.fields import is_call, is_model_item, item_type, str_field
+from proxy.formats.common import str_field
+from proxy.formats.openai_responses.fields import is_call, is_model_item, item_type
 from proxy.jsonio import loads
 from proxy.synthetic.names import ToolNames, names_avoiding
 from proxy.synthetic.registry import ARTIFACT_TOOLS

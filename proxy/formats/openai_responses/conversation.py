@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
+from proxy.formats.common import str_field
 from proxy.formats.openai_responses.fields import (
     call_id_of,
     content_text,
@@ -34,7 +35,6 @@ from proxy.formats.openai_responses.fields import (
     is_output,
     item_type,
     role_of,
-    str_field,
 )
 from proxy.jsonio import dumps
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from proxy.formats.openai_chat.fields import int_value
+from proxy.formats.common import int_value, str_field
 
 PAIRED_CALLS: Mapping[str, str] = MappingProxyType(
     {
@@ -60,11 +60,6 @@ def gives_instructions(item: object) -> bool:
     `additional_tools` item by which Codex sends its tool definitions."""
     role = item.get("role") if isinstance(item, dict) else None
     return isinstance(role, str) and role in PREFIX_ROLES
-
-
-def str_field(item: object, key: str) -> str | None:
-    value = item.get(key) if isinstance(item, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def call_id_of(item: object) -> str | None:

@@ -10,7 +10,8 @@ from typing import Any
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.openai_chat.usage import add_usage, stream_cached_tokens
+from proxy.formats import common
+from proxy.formats.common import add_usage, str_field, stream_cached_tokens
 from proxy.formats.openai_responses import answers, errors
 from proxy.formats.openai_responses.conversation import canonical_item, parse_conversation
 from proxy.formats.openai_responses.fields import (
@@ -27,7 +28,6 @@ from proxy.formats.openai_responses.fields import (
     request_model,
     request_stream,
     role_of,
-    str_field,
     with_content,
     with_output,
 )
@@ -105,18 +105,7 @@ class OpenAIResponses:
         return ResponsesStream(names)
 
     def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
-        first = problems[0]
-        return ProxyError(
-            ErrorCode.invalid_messages,
-            first.reason,
-            param=first.param,
-            details={
-                "problems": [
-                    {"index": p.index, "call_id": p.tool_call_id, "reason": p.reason}
-                    for p in problems
-                ]
-            },
-        )
+        return common.invalid_error(problems, id_key="call_id")
 
     def is_tool_result(self, item: Any) -> bool:
         return is_output(item)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.errors import ProxyError
-from proxy.formats.openai_chat.usage import add_usage
+from proxy.formats.common import add_usage
 from proxy.formats.openai_responses.answers import (
     DEFAULT_NAMES,
     is_synthetic_call,
