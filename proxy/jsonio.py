@@ -1,7 +1,7 @@
 """JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson refuses.
 
 Parsing is strict JSON (RFC 8259): UTF-8 only, no `NaN`/`Infinity`, no number that overflows a
-double. The stdlib parser takes over where orjson would refuse valid input (lone surrogate escapes
+double, no nesting deeper than `MAX_DEPTH` (a 400: code that walks a body may recurse). The stdlib parser takes over where orjson would refuse valid input (lone surrogate escapes
 such as `"\\ud800"`) or silently lose it (orjson turns integers beyond 64 bits into floats).
 Serialising never fails on anything `loads` returned: lone surrogates are written back as
 `\\udXXX` escapes and nesting deeper than the stdlib's recursion limit is written iteratively.
@@ -21,28 +21,45 @@ _INT64_FLOAT = 9.2e18
 """orjson parses integers beyond 64 bits as floats at least this large: re-parse losslessly."""
 
 
+MAX_DEPTH = 128
+"""The deepest nesting of arrays and objects accepted (a tool schema nests a few dozen levels at
+most): deeper JSON is refused with a 400 rather than walked by code that recurses."""
+
+
 def loads(raw: bytes | str) -> Any:
-    """Parse JSON; integers beyond 64 bits and lone surrogate escapes go through the stdlib."""
+    """Parse JSON; integers beyond 64 bits and lone surrogate escapes go through the stdlib.
+    Nesting deeper than `MAX_DEPTH` is refused (`invalid_json`)."""
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _stdlib_loads(raw, str(exc))
-    return _stdlib_loads(raw, None) if _has_huge_float(value) else value
+        value = _stdlib_loads(raw, str(exc))
+        _scanned(value)
+        return value
+    return _stdlib_loads(raw, None) if _scanned(value) else value
 
 
-def _has_huge_float(value: Any) -> bool:
-    stack = [value]
-    pop, extend = stack.pop, stack.extend  # this walk runs on every request: keep it lean
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is dict:
-            extend(item.values())
-        elif kind is list:
-            extend(item)
-        elif kind is float and not -_INT64_FLOAT < item < _INT64_FLOAT:
-            return True
-    return False
+def _scanned(value: Any) -> bool:
+    """Whether `value` holds a float orjson made of a huge integer; raises `invalid_json` when it
+    nests deeper than `MAX_DEPTH`. One pass, a level at a time (no recursion)."""
+    level, depth, huge = [value], 0, False
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH + 1:  # containers nested MAX_DEPTH deep put scalars one level more
+            raise ProxyError(
+                ErrorCode.invalid_json, f"JSON is nested too deeply (more than {MAX_DEPTH} levels)"
+            )
+        below: list[Any] = []
+        extend = below.extend  # this walk runs on every request: keep it lean
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                extend(item.values())
+            elif kind is list:
+                extend(item)
+            elif kind is float and not -_INT64_FLOAT < item < _INT64_FLOAT:
+                huge = True
+        level = below
+    return huge
 
 
 def _stdlib_loads(raw: bytes | str, orjson_error: str | None) -> Any:

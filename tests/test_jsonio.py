@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.jsonio import dumps, loads, loads_object
+from proxy.jsonio import MAX_DEPTH, dumps, loads, loads_object
 
 
 @pytest.mark.parametrize(
@@ -51,7 +52,7 @@ def test_lone_surrogates_parse_and_are_written_back_as_escapes() -> None:
 def test_nesting_beyond_the_stdlib_recursion_limit_is_written_iteratively() -> None:
     depth = 1015  # parses (orjson allows 1024) but json.dumps would hit RecursionError
     raw = b'{"a":' + b"[" * depth + b'{"k":[1,"\xc3\xa9",{},[]]}' + b"]" * depth + b',"n":null}'
-    value = loads(raw)
+    value = orjson.loads(raw)  # deeper than `loads` takes: values the proxy builds may be deep
     value["big"] = 2**70  # forces the stdlib path
     assert dumps(value) == raw[:-1] + b',"big":1180591620717411303424}'
 
@@ -61,3 +62,29 @@ def test_a_body_must_be_an_object() -> None:
         loads_object(b"[1]")
     assert caught.value.code is ErrorCode.invalid_request
     assert loads_object(b'{"a": [1]}') == {"a": [1]}
+
+
+@pytest.mark.parametrize("opening", [b"[", b'{"k":'])
+def test_nesting_up_to_the_stated_depth_parses_and_deeper_is_invalid_json(opening: bytes) -> None:
+    closing = b"]" if opening == b"[" else b"}"
+
+    def nested(depth: int) -> bytes:
+        return opening * depth + b"1" + closing * depth
+
+    assert loads(nested(MAX_DEPTH)) is not None
+    for depth in (MAX_DEPTH + 1, 1_000, 100_000):  # orjson's own limit, the stdlib's, neither
+        with pytest.raises(ProxyError) as caught:
+            loads(nested(depth))
+        assert caught.value.code is ErrorCode.invalid_json
+        assert "nested too deeply" in str(caught.value)
+
+
+def test_the_depth_is_checked_past_a_huge_integer_too() -> None:
+    """A huge integer sends the body through the stdlib parser: its depth still counts."""
+    huge = str(2**70).encode()
+    assert loads(b"[" + huge + b"]") == [2**70]
+    deep = b"[" * MAX_DEPTH + b"1" + b"]" * MAX_DEPTH  # accepted on its own
+    assert loads(deep) is not None
+    with pytest.raises(ProxyError) as caught:
+        loads(b"[" + huge + b"," + deep + b"]")  # one level more, after a huge integer
+    assert "nested too deeply" in str(caught.value)
