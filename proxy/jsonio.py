@@ -1,10 +1,11 @@
 """JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson refuses.
 
 Parsing is strict JSON (RFC 8259): UTF-8 only, no `NaN`/`Infinity`, no number that overflows a
-double, no nesting deeper than `MAX_DEPTH` (a 400: code that walks a body may recurse). The stdlib parser takes over where orjson would refuse valid input (lone surrogate escapes
-such as `"\\ud800"`) or silently lose it (orjson turns integers beyond 64 bits into floats).
-Serialising never fails on anything `loads` returned: lone surrogates are written back as
-`\\udXXX` escapes and nesting deeper than the stdlib's recursion limit is written iteratively.
+double, no nesting deeper than `MAX_DEPTH` (a 400: code that walks a body may recurse). The stdlib
+parser takes over where orjson would refuse valid input (lone surrogate escapes such as `"\\ud800"`)
+or silently lose it (orjson turns integers beyond 64 bits into floats). Serialising never fails on
+anything `loads` returned: lone surrogates are written back as `\\udXXX` escapes and nesting deeper
+than the stdlib's recursion limit is written iteratively.
 """
 
 from __future__ import annotations

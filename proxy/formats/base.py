@@ -64,6 +64,17 @@ class AnswerFormat(Protocol):
         """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
         `route`), e.g. `/chat/completions`."""
 
+    def summary_bodies(
+        self, model: str, instructions: str, prompt: str, max_tokens: int
+    ) -> list[dict[str, Any]]:
+        """A summarizer call in this format, the bodies to try in order while the upstream
+        refuses them (structured output in each form it may know, then none); [] when this
+        format carries no summarizer call."""
+
+    def summary_answer(self, data: Any) -> tuple[str, str, dict[str, int]] | None:
+        """(the summary's text, the answering model, usage as prompt/completion tokens) of a
+        summarizer's answer in this format, or None when it has no text."""
+
     def provider_history(self, body: dict[str, Any]) -> str | None:
         """The field by which the request continues history the provider holds (a Responses
         `previous_response_id` or `conversation`), which the proxy cannot see: such a request

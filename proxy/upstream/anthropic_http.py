@@ -33,6 +33,8 @@ def api_root(base_url: str) -> str:
 class AnthropicHttpUpstream(OpenAIHttpUpstream):
     """Sends Messages requests to one configured Anthropic-compatible upstream."""
 
+    native_format = "anthropic_messages"
+
     def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
         rooted = settings.model_copy(update={"base_url": api_root(settings.base_url)})
         super().__init__(rooted, session)

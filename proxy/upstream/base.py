@@ -95,6 +95,12 @@ class Upstream(Protocol):
     @property
     def settings(self) -> UpstreamSettings: ...
 
+    @property
+    def native_format(self) -> str:
+        """The client format this upstream speaks natively (a `proxy.formats.FORMATS` name):
+        the form of the proxy's own calls to it, such as a summarizer's."""
+        ...
+
     async def open(
         self,
         method: str,

@@ -55,6 +55,8 @@ _STATUS_TYPES = {
 class LitellmUpstream:
     """Calls litellm's async API for one configured upstream (`upstreams[].provider`)."""
 
+    native_format = "openai_chat"
+
     def __init__(self, settings: UpstreamSettings, session: object = None) -> None:
         self.settings = settings
         self.name = settings.name

@@ -37,6 +37,8 @@ _READ_ERRORS = (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError)
 class OpenAIHttpUpstream:
     """Sends requests to one configured upstream; the URL never comes from the request."""
 
+    native_format = "openai_chat"
+
     def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
         self.settings = settings
         self.name = settings.name

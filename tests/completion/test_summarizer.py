@@ -141,7 +141,7 @@ MESSAGES_ANSWER = {
 
 
 def anthropic(*script: Answer) -> FakeUpstream:
-    upstream = FakeUpstream(*script, name="claude")
+    upstream = FakeUpstream(*script, name="claude", native_format="anthropic_messages")
     upstream.settings = UpstreamSettings(
         name="claude", base_url="http://upstream.invalid", kind="anthropic"
     )

@@ -154,9 +154,14 @@ class FakeUpstream:
     """Answers from `script` in order, or from `handler`; records calls and responses."""
 
     def __init__(
-        self, *script: Scripted, handler: Handler | None = None, name: str = "fake"
+        self,
+        *script: Scripted,
+        handler: Handler | None = None,
+        name: str = "fake",
+        native_format: str = "openai_chat",
     ) -> None:
         self.name = name
+        self.native_format = native_format
         self.settings = UpstreamSettings(name=name, base_url="http://upstream.invalid/v1")
         self.calls: list[Call] = []
         self.responses: list[FakeResponse] = []

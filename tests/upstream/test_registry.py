@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from proxy import cli
+from proxy.formats import FORMATS
 from proxy.settings import UpstreamSettings
 from proxy.upstream import UPSTREAM_KINDS, unknown_upstream_kinds
 from proxy.upstream.anthropic_http import AnthropicHttpUpstream
@@ -45,3 +47,18 @@ def test_serve_refuses_an_unknown_kind_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     known = "(known: anthropic, litellm, openai)"
     assert err == [f"{config}: upstreams.0.kind: unknown upstream kind 'nope' {known}"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "native"),
+    [("openai", "openai_chat"), ("anthropic", "anthropic_messages"), ("litellm", "openai_chat")],
+)
+async def test_every_kind_says_which_format_it_speaks_natively(kind: str, native: str) -> None:
+    """The form of the proxy's own calls (a summarizer's): a format the registry knows, one that
+    writes summarizer calls."""
+    settings = UpstreamSettings(name="u", kind=kind, base_url="http://127.0.0.1:9")
+    async with aiohttp.ClientSession() as session:
+        upstream = UPSTREAM_KINDS[kind](settings, session)
+        assert upstream.native_format == native
+    form = FORMATS[native]
+    assert form.summary_bodies("m", "i", "p", 10) and form.upstream_route

@@ -18,7 +18,7 @@ from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common
-from proxy.formats.anthropic_messages import answers, errors, usage
+from proxy.formats.anthropic_messages import answers, errors, summary, usage
 from proxy.formats.anthropic_messages.cache_marks import capped_cache_marks
 from proxy.formats.anthropic_messages.conversation import parse_conversation
 from proxy.formats.anthropic_messages.fields import (
@@ -66,6 +66,8 @@ class AnthropicMessages:
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
     parse = staticmethod(parse_conversation)
+    summary_bodies = staticmethod(summary.summary_bodies)
+    summary_answer = staticmethod(summary.summary_answer)
 
     # The answer side.
     multiple_choices = staticmethod(answers.multiple_choices)

@@ -1,6 +1,7 @@
 """The summarizer's call in Anthropic Messages: the request it sends and what it reads back.
 
-Used when the summarizer's upstream is of kind `anthropic`, which serves `/messages` only. The
+Used when the summarizer's upstream speaks Messages natively (kind `anthropic`, which serves
+`/messages` only). The
 answer's usage is read as the chat adapter's names (`prompt_tokens`, `completion_tokens`), so
 the manifest and the metrics count a summarizer call the same way whatever its upstream.
 """
@@ -24,6 +25,11 @@ def summary_request(model: str, instructions: str, prompt: str, max_tokens: int)
         "temperature": 0,
         "stream": False,
     }
+
+
+def summary_bodies(model: str, instructions: str, prompt: str, limit: int) -> list[dict[str, Any]]:
+    """A summarizer call's one body (Messages have no structured output to ask for)."""
+    return [summary_request(model, instructions, prompt, limit)]
 
 
 def summary_answer(data: Any) -> tuple[str, str, dict[str, int]] | None:

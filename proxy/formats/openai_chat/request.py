@@ -12,7 +12,7 @@ from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common
 from proxy.formats.common import add_usage, stream_cached_tokens
-from proxy.formats.openai_chat import answers
+from proxy.formats.openai_chat import answers, summary
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
 from proxy.formats.openai_chat.errors import error_event, relayed_error_event
 from proxy.formats.openai_chat.fields import (
@@ -56,6 +56,8 @@ class OpenAIChat:
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
     parse = staticmethod(parse_conversation)
+    summary_bodies = staticmethod(summary.summary_bodies)
+    summary_answer = staticmethod(summary.summary_answer)
     result_text = staticmethod(content_text)
     with_result_text = staticmethod(with_content)
     item_text = staticmethod(content_text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from proxy.engine.steps.summarize.summarizer import SCHEMA_NAME, SummaryShape
 from proxy.formats.openai_chat.fields import content_text
 
 StructuredForm = Literal["json_schema", "json_object"]
@@ -80,6 +81,17 @@ def _strict(node: Any, definitions: Mapping[str, Any]) -> Any:
         out["additionalProperties"] = False
         out["required"] = list(out.get("properties", {}))
     return out
+
+
+def summary_bodies(model: str, instructions: str, prompt: str, limit: int) -> list[dict[str, Any]]:
+    """A summarizer call's bodies to try in order: each structured form, then none."""
+    asked = (model, instructions, prompt, limit)
+    schema = SummaryShape.model_json_schema()
+    structured = [
+        summary_request(*asked, schema=schema, schema_name=SCHEMA_NAME, form=form)
+        for form in STRUCTURED_FORMS
+    ]
+    return [*structured, summary_request(*asked)]
 
 
 def summary_answer(data: Any) -> tuple[str, str, dict[str, int]] | None:

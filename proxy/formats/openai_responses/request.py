@@ -104,6 +104,15 @@ class OpenAIResponses:
     def stream_filter(self, names: ToolNames) -> ResponsesStream:
         return ResponsesStream(names)
 
+    def summary_bodies(
+        self, model: str, instructions: str, prompt: str, max_tokens: int
+    ) -> list[dict[str, Any]]:
+        """None: a summarizer call goes in its upstream's native format, never Responses."""
+        return []
+
+    def summary_answer(self, data: Any) -> tuple[str, str, dict[str, int]] | None:
+        return None
+
     def invalid_error(self, problems: Sequence[Problem]) -> ProxyError:
         return common.invalid_error(problems, id_key="call_id")
 
