@@ -89,8 +89,14 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 async def count_tokens(request: web.Request) -> web.Response:
     """`POST /v1/messages/count_tokens`: the proxy's count of the request as it would go upstream
-    (prepared under the tenant's policy; a request that could not fit counts as refused)."""
+    (prepared under the tenant's policy; a request that could not fit counts as refused).
+
+    The count depends on the output the call reserves: with the body's `max_tokens` it is what
+    `messages.create` with that `max_tokens` sends; without (Anthropic's counting takes none) the
+    policy's default reserve is assumed. `ctxproxy` says which, and the tokens before preparation.
+    """
     client = await _client_request(request, ANTHROPIC_MESSAGES)
+    assumed = "max_tokens" if client.wire.output_limit(client.body) is not None else "default"
     try:
         prepared = await request.app[SERVICES].started_driver().prepare(client)
     except ProxyError as exc:
@@ -98,8 +104,15 @@ async def count_tokens(request: web.Request) -> web.Response:
         if exc.code is not ErrorCode.context_length_exceeded or not isinstance(final, int):
             raise
         return web.json_response({"input_tokens": final})
-    tokens = prepared.manifest.tokens_after or prepared.manifest.tokens_before
-    return web.json_response({"input_tokens": tokens})
+    manifest = prepared.manifest
+    details = {
+        "tokens_before": manifest.tokens_before,
+        "outcome": manifest.outcome.value,
+        "reserved_output": manifest.reserved_output,
+        "reserved_output_from": assumed,
+    }
+    tokens = manifest.tokens_after or manifest.tokens_before
+    return web.json_response({"input_tokens": tokens, "ctxproxy": details})
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
