@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from fakes import FakeUpstream, completion, error_reply, slow_reply
+from fakes import FakeUpstream, completion, error_reply, never_reply, slow_reply
 from fakes.replies import Reply
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
@@ -264,3 +264,24 @@ async def test_summaries_made_ahead_of_time_are_counted_in_the_metrics(
     assert _counted(metrics, tokens, 'kind="prompt"') == 900 * calls
     assert _counted(metrics, tokens, 'kind="completion"') == 60 * calls
     assert _counted(metrics, "ctxproxy_background_summaries_total", 'outcome="failed"') == 0
+
+
+async def test_a_dry_run_never_waits_for_a_summarizer_past_its_timeout(
+    proxies: Proxies, summ: FakeUpstream
+) -> None:
+    """A summarizer that never answers (an outside run saw a dry run wait 64.6 s on llama.cpp):
+    the dry run answers all the same, with the extract, and says the summary failed by timeout."""
+    proxy = await proxies.start("extract")
+    for _ in range(30):  # every form of every batch the summarizer would try
+        summ.enqueue(never_reply())
+    body = {"model": "gpt-4o", "messages": agent_history(24, result_chars=1200)}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        session.post(f"{proxy.base_url}/context/prepare", headers=HEADERS, json=body) as response,
+    ):
+        assert response.status == 200
+        answer = await response.json()
+    [detail] = [a["detail"] for a in answer["manifest"]["actions"] if a["step"] == "summarize"]
+    assert (detail["source"], detail["failure"]) == ("fallback", "timeout")
+    assert detail["kind"] == "extract"
+    assert summ.requests()  # it was asked, and is still not answering
