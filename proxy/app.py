@@ -180,6 +180,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     # Load the common encoding and the model map now, not on the first request.
     await asyncio.to_thread(_warm_up, counters, catalog)
     services.policies = policies
+    services.metrics.watch_policies(lambda: policies.reload_failure is not None)
     preparer = Preparer(
         policies=policies,
         counters=counters,

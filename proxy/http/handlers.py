@@ -287,15 +287,22 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Ready when the store answers and policies are loaded. A policy edit that failed to load
+    leaves the previous policies in use: still ready (the service works), but `degraded`, with
+    the problems, so that it is seen beyond the log line."""
     services = request.app[SERVICES]
     store_ok = bool(await services.store.ping()) if services.store is not None else True
     policies_ok = services.policies is not None
     status = 200 if store_ok and policies_ok else 503
-    body = {
-        "status": "ready" if status == 200 else "not_ready",
+    failure = services.policies.reload_failure if services.policies is not None else None
+    state = "ready" if failure is None else "degraded"
+    body: dict[str, Any] = {
+        "status": state if status == 200 else "not_ready",
         "store": store_ok,
         "policies": policies_ok,
     }
+    if failure is not None:
+        body["policy_reload_failure"] = failure
     return web.json_response(body, status=status)
 
 

@@ -304,6 +304,7 @@ class PolicyStore:
         self._directories = tuple(directories)
         self._snapshot = snapshot
         self._failed: Fingerprint | None = None
+        self._failure: str | None = None
         self._required = frozenset(required)
         """Names a reload must keep (the configured tenants' policies)."""
 
@@ -323,6 +324,12 @@ class PolicyStore:
         policies) is refused like a broken edit. Raises `PolicyLoadError` if one is missing now."""
         _check_required(self._snapshot, names)
         self._required = frozenset(names)
+
+    @property
+    def reload_failure(self) -> str | None:
+        """The problems of the files on disk when their last reload failed (the previous set is
+        still the one in use), else None."""
+        return self._failure
 
     @property
     def directories(self) -> tuple[Path, ...]:
@@ -363,11 +370,11 @@ class PolicyStore:
             snapshot = _build(self._directories)
             _check_required(snapshot, self._required)
         except PolicyLoadError as exc:
-            self._failed = fingerprint
+            self._failed, self._failure = fingerprint, str(exc)
             logger.error("policy reload failed, keeping the previous policies:\n%s", exc)
             return False
         self._snapshot = snapshot
-        self._failed = None
+        self._failed = self._failure = None
         logger.info("policies reloaded: %s", ", ".join(self.names()))
         _log_warnings(snapshot.warnings)
         return True

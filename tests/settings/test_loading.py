@@ -37,7 +37,24 @@ def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
     path.write_text("server:\n  prot: 1\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, {})
-    assert str(caught.value) == f"{path}: server.prot: unknown key"
+    assert str(caught.value) == f"{path}: server.prot: unknown key (did you mean 'port'?)"
+
+
+def test_every_unknown_key_is_named_with_the_closest_known_one(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "stor: {kind: memory}\n"
+        "upstreams: [{name: a, base_url: 'http://x', kindd: openai}]\n"
+        "tenants: [{name: t, session: {sorce: header}, zzz: 1}]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert sorted(str(caught.value).splitlines()) == sorted([
+        f"{path}: stor: unknown key (did you mean 'store'?)",
+        f"{path}: upstreams.0.kindd: unknown key (did you mean 'kind'?)",
+        f"{path}: tenants.0.session.sorce: unknown key (did you mean 'source'?)",
+        f"{path}: tenants.0.zzz: unknown key",
+    ])
 
 
 def test_wrong_type_names_file_and_key(tmp_path: Path) -> None:
