@@ -197,10 +197,8 @@ def test_start_up_summary_names_parts_without_secrets() -> None:
 def test_a_litellm_upstream_without_a_base_url_is_shown_by_its_provider() -> None:
     from proxy.cli import startup_summary
 
-    settings = Settings.model_validate(
-        {"upstreams": [{"name": "gemini", "kind": "litellm", "provider": "gemini"},
-                       {"name": "any", "kind": "litellm"}]}  # fmt: skip
-    )
+    gemini = {"name": "gemini", "kind": "litellm", "provider": "gemini"}
+    settings = Settings.model_validate({"upstreams": [gemini, {"name": "any", "kind": "litellm"}]})
     line = startup_summary(settings, ["default"], "bundled")
     assert "upstreams=gemini(litellm:gemini),any(litellm:default)" in line
     assert "://" not in line
