@@ -35,7 +35,11 @@ class _Strict(BaseModel):
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
-    max_body_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
+    max_body_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=32 * 1024 * 1024,
+        description="Largest request body (else 413 request_too_large), as sent and, for a "
+        "compressed one, once decoded.",
+    )
     max_parsed_response_bytes: Annotated[int, Field(gt=0)] = Field(
         default=MAX_PARSED_RESPONSE_BYTES,
         description="Largest upstream answer the proxy reads whole to run its tools (else 502 "

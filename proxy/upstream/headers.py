@@ -23,10 +23,17 @@ HOP_BY_HOP = frozenset(
     }
 )
 # Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
-# upstream answers uncompressed and the proxy can read what it relays; Expect is dropped because
-# the proxy has the whole body already (with `100-continue` the client session would wait for the
-# upstream's interim answer before sending it, and hang on upstreams that never send one).
-_REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect"}
+# upstream answers in a coding the proxy decodes; Content-Encoding because the proxy sends the
+# body it decoded (`http.body`); Expect because the proxy has the whole body already (with
+# `100-continue` the client session would wait for the upstream's interim answer before sending
+# it, and hang on upstreams that never send one).
+_REQUEST_DROP = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "content-encoding",
+    "expect",
+}
 _RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
 """Headers a client authenticates with upstream (OpenAI/Bearer, Anthropic, Azure): all of them go

@@ -181,3 +181,10 @@ def test_a_proxy_key_for_an_anthropic_upstream_goes_as_x_api_key() -> None:
     assert out["anthropic-beta"] == "b"
     kept = forward_request_headers(incoming, None, api_key_header=True)
     assert kept["x-api-key"] == "client" and kept["Authorization"] == "Bearer client"
+
+
+def test_the_clients_content_encoding_never_crosses() -> None:
+    """The proxy sends the body it decoded: the client's coding would mislabel it."""
+    incoming = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+    out = forward_request_headers(incoming, None)
+    assert dict(out) == {"Content-Type": "application/json"}
