@@ -139,6 +139,7 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
         request.headers,
         tenant.upstream_authorization(upstream.settings),
         api_key_header=upstream.settings.kind == "anthropic",
+        pass_forwarding=upstream.settings.forwarded_headers == "pass",
     )
 
 
@@ -153,7 +154,8 @@ def _summarizer(
         if upstream is windows.upstream:
             return CIMultiDict(windows.headers)
         authorization = tenant.upstream_authorization(upstream.settings)
-        return forward_request_headers(request.headers, authorization)
+        passing = upstream.settings.forwarded_headers == "pass"
+        return forward_request_headers(request.headers, authorization, pass_forwarding=passing)
 
     return UpstreamSummarizer(windows.upstream, services.upstreams, headers_for, model)
 

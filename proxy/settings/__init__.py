@@ -123,6 +123,12 @@ class UpstreamSettings(_Strict):
     )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
+    forwarded_headers: Literal["drop", "pass"] = Field(
+        default="drop",
+        description="The client's Forwarded, Via, X-Real-IP and X-Forwarded-* headers: 'drop' "
+        "(a client could claim any address to this upstream) or 'pass' (the proxy sits behind "
+        "one of the operator's, which sets them).",
+    )
 
     @model_validator(mode="after")
     def _needs_a_base_url(self) -> UpstreamSettings:
