@@ -33,7 +33,12 @@ from proxy.errors import ProxyError
 from proxy.formats.anthropic_messages import summary as messages_summary
 from proxy.formats.openai_chat.summary import STRUCTURED_FORMS, summary_answer, summary_request
 from proxy.jsonio import dumps, loads
-from proxy.upstream.base import CHAT_COMPLETIONS_ROUTE, MESSAGES_ROUTE, Upstream
+from proxy.upstream.base import (
+    CHAT_COMPLETIONS_ROUTE,
+    MESSAGES_ROUTE,
+    Upstream,
+    read_at_most,
+)
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 REFUSED = frozenset({400, 422, 500})
@@ -125,7 +130,7 @@ async def _post(
     try:
         response = await upstream.chat_completions(headers=headers, body=body, route=route)
         try:
-            return response.status, await response.read()
+            return response.status, await read_at_most(response, MAX_ANSWER_BYTES)
         finally:
             response.close()
     except ProxyError as error:  # UpstreamError: transport, timeouts

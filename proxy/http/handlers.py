@@ -283,12 +283,13 @@ def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
     """Any other /v1/* route: forwarded to the upstream that serves its model (the body decoded,
-    like every body the proxy sends)."""
+    like every body the proxy sends), its answer relayed in the coding the client accepts."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body), tenant.routes)
     headers = _upstream_headers(request, tenant, upstream)
+    headers["Accept-Encoding"] = request.headers.get("Accept-Encoding", "identity")
     answer = await upstream.open(
         request.method,
         request.match_info["tail"],
@@ -297,7 +298,9 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         query=request.rel_url.raw_query_string,
         timer=request[STATS],
     )
-    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event)
+    reply = await relayed(
+        answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event, encoded=True
+    )
     return await respond(request, reply)
 
 

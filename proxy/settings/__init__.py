@@ -43,7 +43,8 @@ class ServerSettings(_Strict):
     max_parsed_response_bytes: Annotated[int, Field(gt=0)] = Field(
         default=MAX_PARSED_RESPONSE_BYTES,
         description="Largest upstream answer the proxy reads whole to run its tools (else 502 "
-        "upstream_response_too_large); relayed answers stream and have no cap.",
+        "upstream_response_too_large), counted once decoded; relayed answers stream and have "
+        "no cap.",
     )
     header_timeout_s: Annotated[float, Field(gt=0)] = Field(
         default=10.0, description="A request's headers must arrive within this (else 408)."

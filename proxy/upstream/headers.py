@@ -23,10 +23,11 @@ HOP_BY_HOP = frozenset(
     }
 )
 # Never copied from the client: set by aiohttp or by us. Accept-Encoding is dropped so the
-# upstream answers in a coding the proxy decodes; Content-Encoding because the proxy sends the
-# body it decoded (`http.body`); Expect because the proxy has the whole body already (with
-# `100-continue` the client session would wait for the upstream's interim answer before sending
-# it, and hang on upstreams that never send one).
+# upstream answers in a coding the proxy decodes (`codings.ACCEPT_ENCODING`, set by the upstream
+# client; a relay the proxy does not read passes the client's own); Content-Encoding because the
+# proxy sends the body it decoded (`http.body`); Expect because the proxy has the whole body
+# already (with `100-continue` the client session would wait for the upstream's interim answer
+# before sending it, and hang on upstreams that never send one).
 _REQUEST_DROP = HOP_BY_HOP | {
     "host",
     "content-length",
