@@ -23,7 +23,7 @@ from proxy.engine.steps.summarize.summarizer import SummarizerError, SummaryCall
 from proxy.errors import ProxyError
 from proxy.formats import FORMATS
 from proxy.jsonio import dumps, loads
-from proxy.upstream.base import Upstream
+from proxy.upstream.base import Upstream, read_at_most
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 REFUSED = frozenset({400, 422, 500})
@@ -78,7 +78,7 @@ async def _post(
     try:
         response = await upstream.chat_completions(headers=headers, body=body, route=route)
         try:
-            return response.status, await response.read()
+            return response.status, await read_at_most(response, MAX_ANSWER_BYTES)
         finally:
             response.close()
     except ProxyError as error:  # UpstreamError: transport, timeouts

@@ -19,6 +19,7 @@ from proxy.formats.base import ChatFormat
 from proxy.formats.openai_chat import OPENAI_CHAT, request_model
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.http.auth import Tenant
+from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object
@@ -27,55 +28,7 @@ from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, read_result
 from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
 
-_JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
-_LARGE_BODY_BYTES = 1024 * 1024
-"""From this size a body is parsed, and a dry run answered, in a worker thread (the default
-executor: a few threads), not on the event loop."""
-
-
-async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    """The raw bytes (forwarded as they are when nothing changes) and the parsed object."""
-    content_type = request.headers.get("Content-Type", "")
-    media = content_type.split(";", 1)[0].strip().lower()
-    if media and media not in _JSON_TYPES and not media.endswith("+json"):
-        raise ProxyError(
-            ErrorCode.unsupported_media_type,
-            f"Content-Type {media!r} is not supported; send application/json",
-        )
-    raw = await read_body(request)
-    if not raw:
-        raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
-    large = len(raw) >= _LARGE_BODY_BYTES
-    body = await asyncio.to_thread(loads_object, raw) if large else loads_object(raw)
-    _check_stream_flag(body)
-    return raw, body
-
-
-def _check_stream_flag(body: dict[str, Any]) -> None:
-    """`stream` is a boolean or null, as OpenAI requires: the proxy and the upstream must agree
-    on whether the answer streams (1 or "true" would stream upstream but not for the proxy)."""
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise ProxyError(
-            ErrorCode.invalid_request,
-            f"Invalid type for 'stream': expected a boolean, but got {type(stream).__name__}",
-            param="stream",
-        )
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
-    if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
-        return await request.read()
-    limit = request.app[SERVICES].settings.server.body_timeout_s
-    try:
-        async with asyncio.timeout(limit):
-            return await request.read()
-    except TimeoutError:
-        raise ProxyError(
-            ErrorCode.request_timeout, f"The request body did not arrive within {limit:g}s"
-        ) from None
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -145,7 +98,8 @@ def _client_request_of(
     def headers_for(other: Upstream) -> CIMultiDict[str]:
         """A summarizer's upstream named by the policy: the tenant's credentials for it."""
         authorization = tenant.upstream_authorization(other.settings)
-        return forward_request_headers(request.headers, authorization)
+        passing = other.settings.forwarded_headers == "pass"
+        return forward_request_headers(request.headers, authorization, pass_forwarding=passing)
 
     return ClientRequest(
         wire, body, raw, tenant, windows, headers_for, request[STATS], request[REQUEST_ID]
@@ -158,6 +112,7 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
         request.headers,
         tenant.upstream_authorization(upstream.settings),
         api_key_header=upstream.settings.kind == "anthropic",
+        pass_forwarding=upstream.settings.forwarded_headers == "pass",
     )
 
 
@@ -167,7 +122,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     raw, body = await read_json_body(request)
     client = _client_request_of(request, _dry_run_format(request), raw, body)
     prepared = await request.app[SERVICES].started_driver().prepare(client)
-    large = len(client.raw) >= _LARGE_BODY_BYTES
+    large = len(client.raw) >= LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
     )
@@ -242,12 +197,14 @@ def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
-    """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
+    """Any other /v1/* route: forwarded to the upstream that serves its model (the body decoded,
+    like every body the proxy sends), its answer relayed in the coding the client accepts."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body), tenant.routes)
     headers = _upstream_headers(request, tenant, upstream)
+    headers["Accept-Encoding"] = request.headers.get("Accept-Encoding", "identity")
     answer = await upstream.open(
         request.method,
         request.match_info["tail"],
@@ -256,7 +213,9 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         query=request.rel_url.raw_query_string,
         timer=request[STATS],
     )
-    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event)
+    reply = await relayed(
+        answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event, encoded=True
+    )
     return await respond(request, reply)
 
 

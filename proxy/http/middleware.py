@@ -16,6 +16,7 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.anthropic_messages.errors import error_body as anthropic_error_body
+from proxy.http.body import ACCEPTED_CODINGS
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
@@ -44,11 +45,14 @@ def json_error(error: ProxyError, request_id: str, path: str = "") -> web.Respon
         if path in ANTHROPIC_ROUTES
         else error.envelope(request_id)
     )
+    headers = {REQUEST_ID_HEADER: request_id}
+    if error.code is ErrorCode.unsupported_content_encoding:  # RFC 9110 15.5.16
+        headers["Accept-Encoding"] = ACCEPTED_CODINGS
     return web.Response(
         body=dumps(envelope),
         status=error.code.status,
         content_type="application/json",
-        headers={REQUEST_ID_HEADER: request_id},
+        headers=headers,
     )
 
 

@@ -41,6 +41,19 @@ def upstream_read_error(exc: BaseException, name: str) -> UpstreamError:
     )
 
 
+async def read_at_most(answer: UpstreamResponse, limit: int) -> bytes:
+    """The decoded body, or only its first bytes, a little over `limit` of them, when it is
+    longer (reading stops there: the caller sees `len() > limit`)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in answer.chunks():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(parts)
+
+
 class CallTimer(Protocol):
     """Told when a request is sent and when its response headers arrived (`RequestStats`)."""
 
@@ -71,11 +84,23 @@ class UpstreamResponse(ABC):
 
     @abstractmethod
     async def read(self) -> bytes:
-        """The whole body; raises `UpstreamError` when it stops arriving."""
+        """The whole body, decoded; raises `UpstreamError` when it stops arriving. Unbounded:
+        where the upstream decides the size, read with `read_at_most`."""
 
     @abstractmethod
     def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it arrives, one item per transport chunk; raises `UpstreamError`."""
+        """The body as it arrives, its content coding undone in bounded pieces (`codings`);
+        raises `UpstreamError` (`upstream_invalid_response` for a body that does not decode)."""
+
+    @property
+    def content_encoding(self) -> str:
+        """The `Content-Encoding` of `encoded_chunks()` ("" when it has none)."""
+        return ""
+
+    def encoded_chunks(self) -> AsyncIterator[bytes]:
+        """The body as it came, still in its `content_encoding`: for a relay the proxy does not
+        read, which passes it on compressed instead of inflating it."""
+        return self.chunks()
 
     @abstractmethod
     def close(self) -> None:

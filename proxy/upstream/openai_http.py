@@ -3,6 +3,12 @@
 One pooled `ClientSession` per app (owned by app.py); this module only opens requests on it and
 turns every transport failure into an `UpstreamError`. Relaying the answer is the caller's job,
 chunk by chunk, through the `UpstreamResponse` it gets back.
+
+aiohttp's own decompression is off: it inflates a body whole on the event loop (2 MB of gzip
+inflating to 2 GB held the loop for seconds). A request says `Accept-Encoding:
+codings.ACCEPT_ENCODING` unless its headers name one (a relay passes the client's); the answer's
+`chunks()` are decoded in bounded steps (`proxy.codings`), its `encoded_chunks()` are the bytes
+as they came.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from proxy.codings import ACCEPT_ENCODING, CodingError, decoded, parse_content_encoding
 from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import (
@@ -98,6 +105,9 @@ class OpenAIHttpUpstream:
         if query:
             target += f"?{quote(query, safe=_QUERY_SAFE)}"
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+        if "Accept-Encoding" not in headers:
+            headers = CIMultiDict(headers)
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
             async with asyncio.timeout(self.settings.timeouts.first_byte_s):
@@ -108,7 +118,7 @@ class OpenAIHttpUpstream:
                     headers=headers,
                     timeout=self._timeout,
                     allow_redirects=False,
-                    auto_decompress=True,
+                    auto_decompress=False,
                 )
         except TimeoutError as exc:
             raise UpstreamError(
@@ -145,13 +155,20 @@ class _AiohttpResponse(UpstreamResponse):
     def headers(self) -> CIMultiDictProxy[str]:
         return self._response.headers
 
+    @property
+    def content_encoding(self) -> str:
+        return ", ".join(self._response.headers.getall("Content-Encoding", ())).strip()
+
     async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except _READ_ERRORS as exc:
-            raise upstream_read_error(exc, self._upstream) from exc
+        return b"".join([chunk async for chunk in self.chunks()])
 
     def chunks(self) -> AsyncIterator[bytes]:
+        encoded = self.encoded_chunks()
+        if not self.content_encoding:
+            return encoded
+        return _DecodedChunks(encoded, self.content_encoding, self._upstream)
+
+    def encoded_chunks(self) -> AsyncIterator[bytes]:
         return _Chunks(self._response.content.iter_any(), self._upstream)
 
     def close(self) -> None:
@@ -178,3 +195,28 @@ class _Chunks:
             return await self._chunks.__anext__()
         except _READ_ERRORS as exc:
             raise upstream_read_error(exc, self._upstream) from exc
+
+
+class _DecodedChunks:
+    """An answer's chunks with its `Content-Encoding` undone (`codings.decoded`); a coding the
+    proxy does not know, or bytes that do not decode, are `upstream_invalid_response`."""
+
+    def __init__(self, encoded: AsyncIterator[bytes], encoding: str, upstream: str) -> None:
+        self._encoded = encoded
+        self._encoding = encoding
+        self._upstream = upstream
+        self._chunks: AsyncIterator[bytes] | None = None
+
+    def __aiter__(self) -> _DecodedChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            if self._chunks is None:
+                self._chunks = decoded(self._encoded, parse_content_encoding(self._encoding))
+            return await self._chunks.__anext__()
+        except CodingError as exc:
+            raise UpstreamError(
+                ErrorCode.upstream_invalid_response,
+                f"Upstream {self._upstream!r} sent a body the proxy cannot decode: {exc}",
+            ) from None

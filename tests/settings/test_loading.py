@@ -386,3 +386,16 @@ def test_bad_session_settings_name_the_key(
 def test_a_tenant_name_cannot_look_like_a_session_scope(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: 'acme#session:0123'}]\n")
     assert one_line_error(path).startswith(f"{path}: tenants.0.name: must not contain")
+
+
+def test_forwarding_headers_are_dropped_unless_an_upstream_passes_them(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "upstreams:\n"
+        "  - {name: a, base_url: 'http://a/v1'}\n"
+        "  - {name: b, base_url: 'http://b/v1', forwarded_headers: pass}\n",
+    )
+    first, second = load_settings(path, {}).upstreams
+    assert (first.forwarded_headers, second.forwarded_headers) == ("drop", "pass")
+    path = write(tmp_path, "upstreams: [{name: a, base_url: 'http://a', forwarded_headers: yes}]")
+    assert one_line_error(path).startswith(f"{path}: upstreams.0.forwarded_headers: ")

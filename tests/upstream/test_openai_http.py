@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from bombs import MIB, bomb, encode
 from fakes import FakeUpstream, json_reply, never_reply, reset_reply, sse_reply
 from multidict import CIMultiDict
 from yarl import URL
 
+from proxy.codings import SLICE_BYTES
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 from proxy.stats import RequestStats
@@ -264,3 +266,76 @@ async def test_a_messages_completion_goes_to_the_servers_messages_route(
         )
         answer.close()
     assert fake_upstream.last.path == "/v1/messages"
+
+
+# -- content codings ---------------------------------------------------------------------------
+
+
+async def test_the_upstream_is_asked_for_the_codings_the_proxy_decodes(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    up = fake_at(fake_upstream, session)
+    headers: CIMultiDict[str] = CIMultiDict()
+    (await up.open("GET", "/models", headers=headers, body=None)).close()
+    assert fake_upstream.last.headers.getall("Accept-Encoding") == ["gzip, deflate, br"]
+    assert headers == {}  # the caller's headers are left as they were
+    asked = CIMultiDict({"accept-encoding": "identity"})  # a relay passes the client's own
+    (await up.open("GET", "/models", headers=asked, body=None)).close()
+    assert fake_upstream.last.headers.getall("Accept-Encoding") == ["identity"]
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+async def test_an_answer_is_decoded_in_bounded_pieces_or_kept_as_it_came(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession, coding: str
+) -> None:
+    compressed = bomb(coding, 8 * MIB)
+    for _ in range(2):
+        fake_upstream.enqueue(json_reply(compressed, headers={"Content-Encoding": coding}))
+    up = fake_at(fake_upstream, session)
+    answer = await up.open("GET", "/x", headers=CIMultiDict(), body=None)
+    assert answer.content_encoding == coding
+    pieces = [piece async for piece in answer.chunks()]
+    answer.close()
+    assert sum(map(len, pieces)) == 8 * MIB and set(b"".join(pieces)) == {0}
+    assert max(map(len, pieces)) <= 2 * SLICE_BYTES
+    answer = await up.open("GET", "/x", headers=CIMultiDict(), body=None)
+    assert b"".join([chunk async for chunk in answer.encoded_chunks()]) == compressed
+    answer.close()
+
+
+async def test_an_answer_without_a_coding_is_read_as_it_is(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(json_reply(b'{"id": "x"}', headers={"Content-Encoding": "identity"}))
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    assert answer.content_encoding == "identity"
+    assert await answer.read() == b'{"id": "x"}'
+    answer.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "coding", "problem"),
+    [
+        (b"not gzip", "gzip", "not valid gzip data"),
+        (encode(b'{"id": "x"}', "br")[:-2], "br", "the br data ends before its end"),
+        (b"{}", "zstd", "Content-Encoding 'zstd' is not supported"),
+    ],
+)
+async def test_an_answer_that_does_not_decode_is_an_invalid_response(
+    fake_upstream: FakeUpstream,
+    session: aiohttp.ClientSession,
+    body: bytes,
+    coding: str,
+    problem: str,
+) -> None:
+    fake_upstream.enqueue(json_reply(body, headers={"Content-Encoding": coding}))
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await answer.read()
+    answer.close()
+    assert caught.value.code is ErrorCode.upstream_invalid_response
+    assert caught.value.message == f"Upstream 'up' sent a body the proxy cannot decode: {problem}"
