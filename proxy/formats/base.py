@@ -75,6 +75,9 @@ class AnswerFormat(Protocol):
         """(the summary's text, the answering model, usage as prompt/completion tokens) of a
         summarizer's answer in this format, or None when it has no text."""
 
+    def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
+        """The body of an error answer (before any response started) in this format's shape."""
+
     def provider_history(self, body: dict[str, Any]) -> str | None:
         """The field by which the request continues history the provider holds (a Responses
         `previous_response_id` or `conversation`), which the proxy cannot see: such a request

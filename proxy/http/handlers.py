@@ -14,13 +14,18 @@ from proxy.completion.reply import relayed
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
-from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.base import ChatFormat
-from proxy.formats.openai_chat import OPENAI_CHAT, request_model
-from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.http.auth import Tenant
 from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.relay import respond
+from proxy.http.routes import (
+    CHAT_ROUTE,
+    COUNT_TOKENS_ROUTE,
+    DEFAULT_FORMAT,
+    MESSAGES_ROUTE,
+    RESPONSES_ROUTE,
+    format_of,
+)
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
@@ -32,12 +37,12 @@ _MAX_QUERY_DIGITS = 15
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _complete(request, OPENAI_CHAT)
+    return await _complete(request, format_of(CHAT_ROUTE))
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: Anthropic Messages through the same engine."""
-    return await _complete(request, ANTHROPIC_MESSAGES)
+    return await _complete(request, format_of(MESSAGES_ROUTE))
 
 
 async def count_tokens(request: web.Request) -> web.Response:
@@ -48,7 +53,7 @@ async def count_tokens(request: web.Request) -> web.Response:
     `messages.create` with that `max_tokens` sends; without (Anthropic's counting takes none) the
     policy's default reserve is assumed. `ctxproxy` says which, and the tokens before preparation.
     """
-    client = await _client_request(request, ANTHROPIC_MESSAGES)
+    client = await _client_request(request, format_of(COUNT_TOKENS_ROUTE))
     assumed = "max_tokens" if client.wire.output_limit(client.body) is not None else "default"
     try:
         prepared = await request.app[SERVICES].started_driver().prepare(client)
@@ -72,7 +77,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`: prepared like a chat completion, unless the request continues
     history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
     came, the manifest saying it was not prepared."""
-    return await _complete(request, OPENAI_RESPONSES)
+    return await _complete(request, format_of(RESPONSES_ROUTE))
 
 
 async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
@@ -96,10 +101,9 @@ def _client_request_of(
     windows = services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
     def headers_for(other: Upstream) -> CIMultiDict[str]:
-        """A summarizer's upstream named by the policy: the tenant's credentials for it."""
-        authorization = tenant.upstream_authorization(other.settings)
-        passing = other.settings.forwarded_headers == "pass"
-        return forward_request_headers(request.headers, authorization, pass_forwarding=passing)
+        """A summarizer's upstream named by the policy: the tenant's credentials for it, in
+        that upstream's style."""
+        return _upstream_headers(request, tenant, other)
 
     return ClientRequest(
         wire, body, raw, tenant, windows, headers_for, request[STATS], request[REQUEST_ID]
@@ -111,7 +115,7 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
     return forward_request_headers(
         request.headers,
         tenant.upstream_authorization(upstream.settings),
-        api_key_header=upstream.settings.kind == "anthropic",
+        api_key_header=upstream.api_key_header,
         pass_forwarding=upstream.settings.forwarded_headers == "pass",
     )
 
@@ -131,7 +135,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
 
 def _dry_run_format(request: web.Request) -> ChatFormat:
     """The body's format: `?format=` names one of `FORMATS` (a chat completion by default)."""
-    name = request.query.get("format", OPENAI_CHAT.name)
+    name = request.query.get("format", DEFAULT_FORMAT)
     wire = FORMATS.get(name)
     if wire is None:
         known = ", ".join(sorted(FORMATS))
@@ -214,7 +218,7 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         timer=request[STATS],
     )
     reply = await relayed(
-        answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event, encoded=True
+        answer, {}, request[REQUEST_ID], format_of(request.path).relayed_error_event, encoded=True
     )
     return await respond(request, reply)
 
@@ -223,7 +227,7 @@ def _model_hint(request: web.Request, body: bytes | None) -> str:
     if not body or not request.content_type.endswith("json"):
         return ""
     try:
-        return request_model(loads_object(body))
+        return format_of(request.path).model(loads_object(body))
     except ProxyError:
         return ""
 
@@ -266,10 +270,10 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/messages", messages)
-    app.router.add_post("/v1/messages/count_tokens", count_tokens)
-    app.router.add_post("/v1/responses", responses)
+    app.router.add_post(CHAT_ROUTE, chat_completions)
+    app.router.add_post(MESSAGES_ROUTE, messages)
+    app.router.add_post(COUNT_TOKENS_ROUTE, count_tokens)
+    app.router.add_post(RESPONSES_ROUTE, responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/", root)

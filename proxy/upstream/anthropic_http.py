@@ -33,6 +33,7 @@ def api_root(base_url: str) -> str:
 class AnthropicHttpUpstream(OpenAIHttpUpstream):
     """Sends Messages requests to one configured Anthropic-compatible upstream."""
 
+    api_key_header = True
     native_format = "anthropic_messages"
 
     def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:

@@ -121,6 +121,12 @@ class Upstream(Protocol):
     def settings(self) -> UpstreamSettings: ...
 
     @property
+    def api_key_header(self) -> bool:
+        """Whether the key the proxy sends goes as `x-api-key` (Anthropic's style) rather than
+        as `Authorization: Bearer` (`headers.forward_request_headers`)."""
+        ...
+
+    @property
     def native_format(self) -> str:
         """The client format this upstream speaks natively (a `proxy.formats.FORMATS` name):
         the form of the proxy's own calls to it, such as a summarizer's."""

@@ -55,6 +55,7 @@ _STATUS_TYPES = {
 class LitellmUpstream:
     """Calls litellm's async API for one configured upstream (`upstreams[].provider`)."""
 
+    api_key_header = False
     native_format = "openai_chat"
 
     def __init__(self, settings: UpstreamSettings, session: object = None) -> None:

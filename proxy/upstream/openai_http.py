@@ -44,6 +44,7 @@ _READ_ERRORS = (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError)
 class OpenAIHttpUpstream:
     """Sends requests to one configured upstream; the URL never comes from the request."""
 
+    api_key_header = False
     native_format = "openai_chat"
 
     def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from fakes import FakeUpstream, completion, error_reply, never_reply, slow_reply
-from fakes.replies import Reply
+from fakes.replies import JsonReply, Reply
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
@@ -285,3 +285,31 @@ async def test_a_dry_run_never_waits_for_a_summarizer_past_its_timeout(
     assert (detail["source"], detail["failure"]) == ("fallback", "timeout")
     assert detail["kind"] == "extract"
     assert summ.requests()  # it was asked, and is still not answering
+
+
+async def test_a_summarizer_upstream_of_anthropic_kind_gets_the_key_in_its_own_header(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A policy's summarizer on another upstream speaks that upstream's way: Messages, and the
+    key as `x-api-key` (a Bearer `Authorization` would be refused by Anthropic)."""
+    summary = {"type": "text", "text": json.dumps(SUMMARY)}
+    answer = {"model": "claude-x", "content": [summary], "usage": {"input_tokens": 1}}
+    async with FakeUpstream(default=lambda _: JsonReply(answer)) as claude:
+        write_policy(tmp_path, POLICY.format(on_error="refuse"), name="default")
+        upstreams = [
+            {"name": "main", "base_url": fake_upstream.base_url},
+            {"name": "summ", "kind": "anthropic", "base_url": claude.origin, "api_key": "summ-key"},
+        ]
+        settings = make_settings(
+            fake_upstream.base_url, policies_dir=str(tmp_path), upstreams=upstreams,
+            auth={"mode": "keys"}, tenants=[{"name": "acme", "keys": ["k"]}],
+        )  # fmt: skip
+        proxy = await start_proxy(settings)
+        try:
+            status, _ = await _chat(proxy, agent_history(24, result_chars=1200))
+        finally:
+            await proxy.stop()
+    assert status == 200
+    calls = claude.requests("/v1/messages")
+    assert calls and all(c.headers.get("x-api-key") == "summ-key" for c in calls)
+    assert all("Authorization" not in c.headers for c in calls)

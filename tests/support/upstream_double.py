@@ -162,6 +162,7 @@ class FakeUpstream:
     ) -> None:
         self.name = name
         self.native_format = native_format
+        self.api_key_header = native_format == "anthropic_messages"
         self.settings = UpstreamSettings(name=name, base_url="http://upstream.invalid/v1")
         self.calls: list[Call] = []
         self.responses: list[FakeResponse] = []
