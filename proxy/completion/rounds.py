@@ -154,7 +154,7 @@ class SyntheticRounds:
         return self.chat_format.encode(self._sent)
 
     async def open(self, body: bytes) -> UpstreamResponse:
-        return await self.upstream.chat_completions(
+        return await self.upstream.send(
             headers=self.upstream_headers,
             body=body,
             timer=self.stats,

@@ -99,7 +99,7 @@ async def _relayed_attempt(
 ) -> Reply:
     """Without synthetic tools: the upstream's answer is relayed as it comes."""
     wire = context.chat_format
-    first = await context.upstream.chat_completions(
+    first = await context.upstream.send(
         headers=headers, body=prepared.body, timer=context.stats, route=wire.upstream_route
     )
     answer = await checked_first_answer(first, prepare_again)

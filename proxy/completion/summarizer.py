@@ -76,7 +76,7 @@ async def _post(
 ) -> tuple[int, bytes]:
     """The status and body of one call (a transport error or timeout is a failure)."""
     try:
-        response = await upstream.chat_completions(headers=headers, body=body, route=route)
+        response = await upstream.send(headers=headers, body=body, route=route)
         try:
             return response.status, await read_at_most(response, MAX_ANSWER_BYTES)
         finally:

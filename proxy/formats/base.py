@@ -61,7 +61,7 @@ class AnswerFormat(Protocol):
 
     @property
     def upstream_route(self) -> str:
-        """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
+        """The endpoint its requests go to, relative to the API root (`Upstream.send`
         `route`), e.g. `/chat/completions`."""
 
     def summary_bodies(

@@ -151,7 +151,7 @@ class Upstream(Protocol):
         """
         ...
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],

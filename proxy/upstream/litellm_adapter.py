@@ -78,7 +78,7 @@ class LitellmUpstream:
         message = f"{method} {path} is not served by the litellm upstream {self.name!r}"
         return BufferedResponse(404, _JSON, _error_body(message, "not_found_error", None))
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],

@@ -24,7 +24,7 @@ async def relayed_tail(chunks: list[bytes], *, encoded: bool = False) -> tuple[b
         return b"ERROR"
 
     upstream = FakeUpstream(sse_answer(chunks, done=False, error=broken()))
-    answer: Any = await upstream.chat_completions(headers={}, body=b"{}")
+    answer: Any = await upstream.send(headers={}, body=b"{}")
     reply = await relayed(answer, {}, "req_1", error_event, encoded=encoded)
     assert reply.stream is not None
     sent = b"".join([chunk async for chunk in reply.stream])

@@ -192,7 +192,7 @@ class FakeUpstream:
         self.responses.append(response)
         return response
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],

@@ -1,4 +1,4 @@
-"""`proxy.upstream.openai_http`: the URL, opening requests, and the typed response it returns."""
+"""`proxy.upstream.http_upstream`: the URL, opening requests, and the typed response it returns."""
 
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 from proxy.stats import RequestStats
 from proxy.upstream.base import MESSAGES_ROUTE, Upstream, UpstreamError, UpstreamResponse
-from proxy.upstream.openai_http import OpenAIHttpUpstream
+from proxy.upstream.http_upstream import HttpUpstream
 
 # -- the URL -----------------------------------------------------------------------------------
 
 
-def upstream_at(base_url: str, **timeouts: float) -> OpenAIHttpUpstream:
+def upstream_at(base_url: str, **timeouts: float) -> HttpUpstream:
     settings = UpstreamSettings(name="up", base_url=base_url, timeouts=timeouts)
-    return OpenAIHttpUpstream(settings, session=None)  # type: ignore[arg-type]
+    return HttpUpstream(settings, session=None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_urls_are_remembered_within_a_bound() -> None:
 async def test_open_sends_the_encoded_url_literally(fake_upstream: FakeUpstream) -> None:
     async with aiohttp.ClientSession() as session:
         settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)
-        up = OpenAIHttpUpstream(settings, session)
+        up = HttpUpstream(settings, session)
         answer = await up.open(
             "GET",
             "../%2e%2e/models",
@@ -105,7 +105,7 @@ async def test_open_maps_a_missing_first_byte_to_upstream_timeout(
             name="slow", base_url=fake_upstream.base_url, timeouts={"first_byte_s": 0.05}
         )
         with pytest.raises(ProxyError) as caught:
-            await OpenAIHttpUpstream(settings, session).open(
+            await HttpUpstream(settings, session).open(
                 "POST",
                 "/chat/completions",
                 headers=CIMultiDict(),
@@ -127,7 +127,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 def fake_at(fake: FakeUpstream, session: aiohttp.ClientSession, **timeouts: float) -> Upstream:
     settings = UpstreamSettings(name="up", base_url=fake.base_url, timeouts=timeouts)
-    return OpenAIHttpUpstream(settings, session)
+    return HttpUpstream(settings, session)
 
 
 async def test_chat_completions_posts_the_body_to_its_own_path(
@@ -136,7 +136,7 @@ async def test_chat_completions_posts_the_body_to_its_own_path(
     fake_upstream.enqueue(json_reply(b'{"id": "x"}', headers={"x-request-id": "r1"}))
     stats = RequestStats()
     headers = CIMultiDict({"Content-Type": "application/json", "X-Tag": "t"})
-    answer = await fake_at(fake_upstream, session).chat_completions(
+    answer = await fake_at(fake_upstream, session).send(
         headers=headers, body=b'{"model": "m"}', timer=stats
     )
     assert isinstance(answer, UpstreamResponse)
@@ -162,7 +162,7 @@ async def test_a_route_names_the_client_formats_endpoint(
 ) -> None:
     fake_upstream.enqueue(json_reply(b'{"id": "resp_1"}'))
     headers = CIMultiDict({"Content-Type": "application/json"})
-    answer = await fake_at(fake_upstream, session).chat_completions(
+    answer = await fake_at(fake_upstream, session).send(
         headers=headers, body=b'{"model": "m"}', route="/responses"
     )
     assert await answer.read() == b'{"id": "resp_1"}'
@@ -240,7 +240,7 @@ async def test_an_unreachable_upstream_is_an_upstream_error(
     settings = UpstreamSettings(name="gone", base_url=f"http://127.0.0.1:{port}/v1")
     stats = RequestStats()
     with pytest.raises(UpstreamError) as caught:
-        await OpenAIHttpUpstream(settings, session).chat_completions(
+        await HttpUpstream(settings, session).send(
             headers=CIMultiDict(), body=b"{}", timer=stats
         )
     assert caught.value.code is ErrorCode.upstream_unavailable
@@ -261,7 +261,7 @@ async def test_a_messages_completion_goes_to_the_servers_messages_route(
 ) -> None:
     """vLLM and llama.cpp serve Anthropic's `/v1/messages` beside chat completions."""
     async with aiohttp.ClientSession() as session:
-        answer = await fake_at(fake_upstream, session).chat_completions(
+        answer = await fake_at(fake_upstream, session).send(
             headers=CIMultiDict(), body=b"{}", route=MESSAGES_ROUTE
         )
         answer.close()

@@ -1,4 +1,6 @@
-"""The OpenAI-compatible upstream: raw aiohttp against a configured base URL.
+"""The HTTP upstream kinds: raw aiohttp against a configured base URL, one class for every kind,
+the kinds told apart by data (`HttpStyle`: where the API root is, which headers a request gets by
+default, how the proxy's key goes, the format the upstream speaks natively).
 
 One pooled `ClientSession` per app (owned by app.py); this module only opens requests on it and
 turns every transport failure into an `UpstreamError`. Relaying the answer is the caller's job,
@@ -14,7 +16,8 @@ as they came.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import aiohttp
@@ -41,17 +44,40 @@ _URL_MEMO_ENTRIES = 256
 _READ_ERRORS = (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError)
 
 
-class OpenAIHttpUpstream:
+@dataclass(frozen=True)
+class HttpStyle:
+    """What one HTTP upstream kind is, as data."""
+
+    native_format: str
+    """The client format it speaks natively (`Upstream.native_format`)."""
+    api_key_header: bool = False
+    """The proxy's key goes as `x-api-key` (`Upstream.api_key_header`)."""
+    default_headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers a request gets when it has none of that name."""
+    api_root: Callable[[str], str] = str
+    """The API root of a configured `base_url`."""
+
+
+OPENAI_STYLE = HttpStyle(native_format="openai_chat")
+"""OpenAI-compatible HTTP (kind `openai`): `base_url` is the API root, a Bearer key."""
+
+
+class HttpUpstream:
     """Sends requests to one configured upstream; the URL never comes from the request."""
 
-    api_key_header = False
-    native_format = "openai_chat"
-
-    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        session: aiohttp.ClientSession,
+        style: HttpStyle = OPENAI_STYLE,
+    ) -> None:
         self.settings = settings
         self.name = settings.name
+        self.native_format = style.native_format
+        self.api_key_header = style.api_key_header
+        self._defaults = style.default_headers
         self._session = session
-        self._base = str(URL(settings.base_url)).rstrip("/")
+        self._base = str(URL(style.api_root(settings.base_url))).rstrip("/")
         self._root = self._base.removesuffix("/v1")
         self._urls: dict[str, str] = {}
         t = settings.timeouts
@@ -76,7 +102,7 @@ class OpenAIHttpUpstream:
             self._urls[path] = url
         return url
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],
@@ -106,6 +132,10 @@ class OpenAIHttpUpstream:
         if query:
             target += f"?{quote(query, safe=_QUERY_SAFE)}"
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+        missing = {k: v for k, v in self._defaults.items() if k not in headers}
+        if missing:
+            headers = CIMultiDict(headers)
+            headers.update(missing)
         if "Accept-Encoding" not in headers:
             headers = CIMultiDict(headers)
             headers["Accept-Encoding"] = ACCEPT_ENCODING
