@@ -25,7 +25,7 @@ from proxy.upstream.headers import relay_response_headers
 RelayedErrorEvent = Callable[[ProxyError, str, bytes], bytes]
 """How an error reaches a client whose relayed stream started: (error, request id, the last bytes
 relayed: at least `TAIL_BYTES` of them when there were that many) -> the event's bytes
-(`ChatFormat.relayed_error_event`)."""
+(`ClientFormat.relayed_error_event`)."""
 TAIL_BYTES = 64 * 1024
 
 WHOLE_BODY_BYTES = 256 * 1024

@@ -1,4 +1,4 @@
-"""The response side of a wire format, and `ChatFormat`: both sides, what `proxy.completion` takes.
+"""The response side of a wire format, and `ClientFormat`: both sides, what completion takes.
 
 The request side is the engine's `proxy.engine.wire.WireFormat`. The answer side below is what
 the synthetic-tool loop asks of a format: which tools to offer (renamed away from the client's,
@@ -52,7 +52,7 @@ class AnswerStream(Protocol):
         proxy's own `closing`)."""
 
     def error(self, event: bytes) -> bytes:
-        """The proxy's error event (`ChatFormat.error_event` / `upstream_error_event`) as this
+        """The proxy's error event (`ClientFormat.error_event` / `upstream_error_event`) as this
         stream sends it, after the events it sent (a Responses stream numbers it next)."""
 
 
@@ -169,5 +169,5 @@ class AnswerFormat(Protocol):
         """An upstream's error answer as a stream event, when it is in this format's envelope."""
 
 
-class ChatFormat(WireFormat, AnswerFormat, Protocol):
+class ClientFormat(WireFormat, AnswerFormat, Protocol):
     """Both sides of one wire format: what a completion takes."""

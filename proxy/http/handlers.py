@@ -14,7 +14,7 @@ from proxy.completion.reply import relayed
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.http.auth import Tenant
 from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.relay import respond
@@ -80,19 +80,19 @@ async def responses(request: web.Request) -> web.StreamResponse:
     return await _complete(request, format_of(RESPONSES_ROUTE))
 
 
-async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
+async def _complete(request: web.Request, wire: ClientFormat) -> web.StreamResponse:
     client = await _client_request(request, wire)
     reply = await request.app[SERVICES].started_driver().complete(client)
     return await respond(request, reply)
 
 
-async def _client_request(request: web.Request, wire: ChatFormat) -> ClientRequest:
+async def _client_request(request: web.Request, wire: ClientFormat) -> ClientRequest:
     raw, body = await read_json_body(request)
     return _client_request_of(request, wire, raw, body)
 
 
 def _client_request_of(
-    request: web.Request, wire: ChatFormat, raw: bytes, body: dict[str, Any]
+    request: web.Request, wire: ClientFormat, raw: bytes, body: dict[str, Any]
 ) -> ClientRequest:
     """The request as the driver takes it: its body, its tenant, its upstream and credentials."""
     services = request.app[SERVICES]
@@ -133,7 +133,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     return web.Response(body=answer, content_type="application/json")
 
 
-def _dry_run_format(request: web.Request) -> ChatFormat:
+def _dry_run_format(request: web.Request) -> ClientFormat:
     """The body's format: `?format=` names one of `FORMATS` (a chat completion by default)."""
     name = request.query.get("format", DEFAULT_FORMAT)
     wire = FORMATS.get(name)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from proxy.formats import FORMATS
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 
 CHAT_ROUTE = "/v1/chat/completions"
 MESSAGES_ROUTE = "/v1/messages"
@@ -28,6 +28,6 @@ COMPLETION_ROUTES = frozenset({CHAT_ROUTE, MESSAGES_ROUTE, RESPONSES_ROUTE})
 """Routes whose requests are completed upstream (their refusals are counted)."""
 
 
-def format_of(path: str) -> ChatFormat:
+def format_of(path: str) -> ClientFormat:
     """The format a route speaks (the default one for any other route)."""
     return FORMATS[ROUTE_FORMATS.get(path, DEFAULT_FORMAT)]

@@ -161,5 +161,5 @@ class Upstream(Protocol):
     ) -> UpstreamResponse:
         """Send one prepared completion (JSON `body`) wherever this upstream serves them.
         `route`: the client format's endpoint, relative to the API root (`/chat/completions`,
-        `/responses`: `ChatFormat.upstream_route`); an upstream maps it to its own path."""
+        `/responses`: `ClientFormat.upstream_route`); an upstream maps it to its own path."""
         ...
