@@ -71,20 +71,6 @@ def bundled_policies_dir() -> Path:
     return Path(str(resources.files("proxy").joinpath("policies")))
 
 
-def export_schema() -> dict[str, Any]:
-    """JSON schema of a policy *file*: `Policy` without `name`, which comes from the file name."""
-    schema = Policy.model_json_schema()
-    schema.get("properties", {}).pop("name", None)
-    if "name" in schema.get("required", []):
-        schema["required"].remove("name")
-    schema["title"] = "ctxproxy policy"
-    schema["description"] = (
-        "One ctxproxy policy file (policies/<name>.yaml). Generated from proxy/engine/policy.py "
-        "by `ctxproxy policy schema`; do not edit by hand."
-    )
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
 @dataclass(frozen=True)
 class _Source:
     name: str
@@ -396,7 +382,6 @@ __all__ = [
     "UnknownPolicy",
     "bundled_policies_dir",
     "deep_merge",
-    "export_schema",
     "format_validation_error",
     "merge_policy_data",
 ]
