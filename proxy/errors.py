@@ -49,6 +49,8 @@ class RefusalReason(StrEnum):
     artifact_store_unavailable = "artifact_store_unavailable"
     invalid_messages = "invalid_messages"
     summarizer_failed = "summarizer_failed"
+    no_credential = "no_credential"
+    """Too long to send as it is, and nothing can be stored for a request without a credential."""
 
 
 class ProxyError(Exception):

@@ -48,6 +48,9 @@ class NoteCode(StrEnum):
     """The budget was scaled by the model's count ratio (the upstream's `usage` vs the proxy)."""
     history_at_provider = "history_at_provider"
     """Not prepared: the request continues history the provider holds (the proxy cannot see it)."""
+    no_credential = "no_credential"
+    """The request presented no credential: nothing was stored for it, so nothing was offloaded,
+    cleared or dropped (its content stays in the prompt)."""
     invalid_forwarded = "invalid_forwarded"
     """Not prepared: the input is structurally broken (`on_invalid: forward`); it went upstream
     untouched. The manifest's notes name the first problem."""

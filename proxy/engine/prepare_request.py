@@ -23,6 +23,11 @@ class Requester(Protocol):
     @property
     def scope(self) -> str: ...
 
+    @property
+    def anonymous(self) -> bool:
+        """True for a request that presented no credential: nothing is stored for it."""
+        ...
+
 
 class UpstreamWindows(Protocol):
     """What the request's upstream said of its models' windows (`upstream.windows`)."""

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
@@ -116,12 +117,22 @@ class Preparer:
             unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
             learned = await windows.window(model, ask=unknown)
         args = (body, raw, wire, policy, manifest, learned, tenant)
+        own = self._store_for(tenant, manifest) if policy.reduces else self._store
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
-            return await self._prepare(*args, summarizer, self._store, call)
+            return await self._prepare(*args, summarizer, own, call)
         loop = asyncio.get_running_loop()  # the store's and the summarizer's connections' loop
-        store = StoreOnLoop(self._store, loop)
+        store = StoreOnLoop(own, loop)
         there = SummarizerOnLoop(summarizer, loop) if summarizer else None
         return await self._workers.run(lambda: self._prepare(*args, there, store, call))
+
+    def _store_for(self, tenant: Requester, manifest: Manifest) -> ArtifactStore:
+        """The store, or for a request without a credential one that stores nothing (its scope
+        is its own and dies with it: anything stored could never be read back)."""
+        if not tenant.anonymous:
+            return self._store
+        why = "the request presents no credential: nothing is stored for it, nothing removed"
+        manifest.note(NoteCode.no_credential, why)
+        return NoWritesStore(self._store)
 
     def unprepared(
         self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat, why: str
@@ -388,4 +399,7 @@ def _refusal(
     request: PreparingRequest, final: int, protected: int, *, store_failed: bool = False
 ) -> ProxyError:
     budget, policy, param = request.budget, request.policy, request.wire.items_param
-    return refusal(budget, policy, param, final, protected, store_failed=store_failed)
+    anonymous = NoteCode.no_credential in request.manifest.note_codes
+    return refusal(
+        budget, policy, param, final, protected, store_failed=store_failed, no_credential=anonymous
+    )

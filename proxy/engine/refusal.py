@@ -15,9 +15,13 @@ def refusal(
     protected: int,
     *,
     store_failed: bool,
+    no_credential: bool = False,
 ) -> ProxyError:
     """Why a request of `final` tokens (`protected` of them no step may remove) is refused."""
-    if store_failed:
+    if no_credential:  # nothing was stored for it: the client's to mend, not an outage
+        reason = RefusalReason.no_credential
+        store_failed = False
+    elif store_failed:
         reason = RefusalReason.artifact_store_unavailable
     elif not policy.reduces:
         reason = RefusalReason.input_exceeds_allowance
@@ -43,6 +47,11 @@ def refusal(
         f"'{policy.name}': {reason.replace('_', ' ')}). Please reduce the length of "
         "the messages. (context_length_exceeded)"
     )
+    if no_credential:
+        message += (
+            " The request presented no credential, so the proxy stored nothing to make it fit:"
+            " send one (any key, for an upstream that needs none)."
+        )
     if store_failed:  # an outage, not the client's prompt: worded so, and retryable (503)
         outage = (
             "The artifact store did not confirm the writes this request needs to fit the "

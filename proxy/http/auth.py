@@ -36,6 +36,8 @@ class Tenant:
     """Where this tenant's requests name a session (None: no sessions)."""
     routes: tuple[RouteSettings, ...] = ()
     """The tenant's own routes, tried before the global ones."""
+    anonymous: bool = False
+    """Passthrough without any credential: a scope for this request only, nothing stored."""
 
     def in_session(self, value: str | None) -> Tenant:
         """This tenant within session `value`: the tenant's scope plus a hash of the value, so
@@ -184,7 +186,10 @@ class TenantResolver:
             scope = f"{t.name}:anonymous:{secrets.token_hex(16)}"
         else:
             scope = f"{t.name}:{hashlib.sha256(credential.encode()).hexdigest()[:16]}"
-        return Tenant(t.name, t.policy, scope, t.upstream_key, True, t.session, tuple(t.routes))
+        anonymous = credential is None
+        return Tenant(
+            t.name, t.policy, scope, t.upstream_key, True, t.session, tuple(t.routes), anonymous
+        )
 
     def _remember(self, presented: tuple[tuple[str, ...], ...], tenant: Tenant) -> None:
         if self._seen and len(self._seen) >= self._memo_size:

@@ -434,7 +434,7 @@ async def test_the_dry_run_prepares_a_messages_body(tmp_path: Path) -> None:
         body = {"model": MODEL, "max_tokens": 100, "messages": long_conversation(2)}
         async with aiohttp.ClientSession() as session:
             url = f"{proxy.url}/v1/context/prepare?format=anthropic_messages"
-            async with session.post(url, json=body) as response:
+            async with session.post(url, json=body, headers={"x-api-key": "k"}) as response:
                 assert response.status == 200
                 prepared = await response.json()
             url = f"{proxy.url}/v1/context/prepare?format=nope"

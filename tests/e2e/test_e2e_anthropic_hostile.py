@@ -16,6 +16,8 @@ from fakes.replies import JsonReply, SSEReply
 
 MESSAGES = "/v1/messages"
 REJECT = "extends: default\non_invalid: reject\n"
+KEY = {"x-api-key": "k"}
+"""A client's credential: nothing is stored for a request without one."""
 
 
 async def post(url: str, body: Any) -> tuple[int, Any]:
@@ -50,7 +52,7 @@ async def test_a_stream_event_whose_type_is_an_object_reaches_the_client(tmp_pat
                 "messages": long_conversation(2)}  # fmt: skip
         async with (
             aiohttp.ClientSession() as session,
-            session.post(proxy.url + MESSAGES, json=body) as response,
+            session.post(proxy.url + MESSAGES, json=body, headers=KEY) as response,
         ):
             data = await response.read()
         assert response.status == 200
@@ -88,7 +90,7 @@ async def test_a_misplaced_tool_block_is_refused_or_forwarded_untouched(
         anthropic_proxy(tmp_path / "forward") as (fake, proxy),  # on_invalid: forward
         aiohttp.ClientSession() as session,
     ):
-        async with session.post(proxy.url + MESSAGES, json=body) as response:
+        async with session.post(proxy.url + MESSAGES, json=body, headers=KEY) as response:
             assert response.status == 200
             # never hidden in a dry run only: the headers, the access line, the metric say so
             assert response.headers["x-ctxproxy-outcome"] == "invalid_forwarded"
@@ -132,7 +134,7 @@ async def test_an_upstream_usage_of_400_digits_is_no_500(
                 "messages": long_conversation(2)}  # fmt: skip
         async with (
             aiohttp.ClientSession() as session,
-            session.post(proxy.url + MESSAGES, json=body) as response,
+            session.post(proxy.url + MESSAGES, json=body, headers=KEY) as response,
         ):
             data = await response.read()
         assert response.status == 200, data
@@ -156,7 +158,7 @@ async def test_a_stream_cut_before_message_stop_ends_with_an_error(
                 "messages": long_conversation(2)}  # fmt: skip
         async with (
             aiohttp.ClientSession() as session,
-            session.post(proxy.url + MESSAGES, json=body) as response,
+            session.post(proxy.url + MESSAGES, json=body, headers=KEY) as response,
         ):
             data = await response.read()
         assert response.status == 200

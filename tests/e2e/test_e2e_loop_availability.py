@@ -82,7 +82,7 @@ class Prober:
 def dry_run(port: int, body: dict[str, Any]) -> dict[str, Any]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-test-client"}
         connection.request("POST", "/v1/context/prepare", orjson.dumps(body), headers)
         response = connection.getresponse()
         payload = response.read()

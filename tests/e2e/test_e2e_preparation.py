@@ -25,6 +25,9 @@ steps:
   - {kind: drop_turns}
 """
 
+CLIENT = {"Authorization": "Bearer sk-test-client"}
+"""A client's credential: nothing is stored for a request without one."""
+
 
 @pytest.fixture
 async def small_proxy(tmp_path: Path, fake_upstream: FakeUpstream) -> AsyncIterator[RunningProxy]:
@@ -86,7 +89,9 @@ async def test_refusal_in_a_stream_request_comes_before_the_stream(
     }
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{small_proxy.base_url}/chat/completions", json=body) as response,
+        session.post(
+            f"{small_proxy.base_url}/chat/completions", json=body, headers=CLIENT
+        ) as response,
     ):
         assert response.status == 400
         assert response.content_type == "application/json"
@@ -140,7 +145,10 @@ async def test_actions_header_counts_dropped_turns_as_the_notice_does(
 ) -> None:
     body = {"model": "gpt-4o", "messages": agent_history(60, result_chars=2500)}
     url = f"{small_proxy.base_url}/chat/completions"
-    async with aiohttp.ClientSession() as session, session.post(url, json=body) as response:
+    async with (
+        aiohttp.ClientSession(headers=CLIENT) as session,
+        session.post(url, json=body) as response,
+    ):
         assert response.status == 200
         actions = dict(a.split(":") for a in response.headers["x-ctxproxy-actions"].split(","))
     notices = [

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis.asyncio
 from fakes import FakeUpstream, completion, error_reply
 from prometheus_client.parser import text_string_to_metric_families
 from synthetic_harness import (
@@ -26,7 +27,7 @@ from synthetic_harness import (
     tool_results,
 )
 
-from proxy.artifacts.store import compute_artifact_id
+from proxy.artifacts.store import compute_artifact_id, is_artifact_id
 from proxy.logs import JsonFormatter
 
 CHAT = "/v1/chat/completions"
@@ -254,16 +255,45 @@ async def test_passthrough_scopes_every_kind_of_credential(
     assert (await call("GET", url, headers={header: mine}))[0] == 200
 
 
-async def test_anonymous_artifacts_are_readable_by_nobody(proxies: SyntheticProxies) -> None:
+async def test_a_request_without_a_credential_stores_nothing(
+    proxies: SyntheticProxies, store_settings: dict[str, Any]
+) -> None:
+    """Its scope would be its own and die with it: whatever it stored could never be read back,
+    and anyone who reaches the port could fill the store (an outside run wrote 39 MB with 60
+    dry runs). Its tool result stays inline, the manifest says why, and no key is written."""
     proxy = await proxies.start()
-    [aid] = await prepared_with(proxy.base_url, {})
-    [again] = await prepared_with(proxy.base_url, {})
-    assert again != aid  # each anonymous request has a scope of its own
-    url = f"{proxy.base_url}/context/artifacts/{aid}"
-    assert (await call("GET", url))[0] == 404
-    assert (await call("GET", url, headers={"Authorization": "Bearer "}))[0] == 404
-    for header, value, _ in CLIENT_CREDENTIALS:
-        assert (await call("GET", url, headers={header: value}))[0] == 404
+    before = await store_keys(store_settings)
+    fits = conversation()
+    fits["messages"][2]["content"] = BIG[:3000]  # over the offload threshold, within the window
+    for headers in ({}, {"Authorization": "Bearer "}, {"x-api-key": ""}):
+        url = f"{proxy.base_url}/context/prepare"
+        status, _, raw = await call("POST", url, None, fits, headers)
+        assert status == 200, raw
+        answer = json.loads(raw)
+        assert not any(action["artifact_ids"] for action in answer["manifest"]["actions"])
+        assert "no_credential" in answer["manifest"]["note_codes"]
+        assert answer["body"]["messages"][2]["content"] == BIG[:3000]  # stayed where it was
+        status, _, raw = await call("POST", url, None, conversation(), headers)
+        error = json.loads(raw)["error"]  # too long as it is, and nothing can be stored for it
+        assert (status, error["code"], error["ctxproxy"]["reason"]) == (
+            400, "context_length_exceeded", "no_credential"
+        )  # fmt: skip
+        assert "send one" in error["message"]
+    assert await store_keys(store_settings) == before
+    [aid] = await prepared_with(proxy.base_url, {"Authorization": "Bearer sk-a-client"})
+    assert is_artifact_id(aid)  # the same request with a credential is offloaded
+
+
+async def store_keys(store: dict[str, Any]) -> int:
+    """Keys under the test's own prefix in Redis; for the memory store, 0 (it has no keys to
+    count from outside: the dry runs' manifests say nothing was stored)."""
+    if store.get("kind") != "redis":
+        return 0
+    client = redis.asyncio.Redis.from_url(store["url"])
+    try:
+        return len([key async for key in client.scan_iter(match=f"{store['key_prefix']}*")])
+    finally:
+        await client.aclose()
 
 
 # -- unguessable ids --------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from multidict import CIMultiDict
 from synthetic_harness import (
     BIG,
     CHAT,
+    CLIENT_KEY,
     CLIENT_TOOL,
     READ,
     SEARCH,
@@ -51,7 +52,7 @@ def sdk(base_url: str) -> openai.AsyncOpenAI:
 async def post_raw(url: str, body: dict[str, Any]) -> tuple[int, CIMultiDict[str], bytes]:
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{url}/chat/completions", json=body) as response,
+        session.post(f"{url}/chat/completions", json=body, headers=CLIENT_KEY) as response,
     ):
         return response.status, CIMultiDict(response.headers), await response.read()
 
@@ -323,11 +324,14 @@ async def test_client_disconnect_mid_synthetic_round_frees_upstream(
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            f"{proxy.base_url}/chat/completions", json=conversation(stream=True)
+            f"{proxy.base_url}/chat/completions", json=conversation(stream=True),
+            headers=CLIENT_KEY,
         ) as response,
     ):
         while b"w1 " not in seen:
-            seen += await asyncio.wait_for(response.content.readany(), 5)
+            chunk = await asyncio.wait_for(response.content.readany(), 5)
+            assert chunk, f"the stream ended before the second round's text: {seen!r}"
+            seen += chunk
     await fake_upstream.wait_idle(timeout=5)
     assert len(fake_upstream.requests(CHAT)) == 2
     assert fake_upstream.completed == 1 and fake_upstream.cancelled == 1

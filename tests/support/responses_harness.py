@@ -74,10 +74,14 @@ def history(**extra: Any) -> dict[str, Any]:
     }
 
 
+JSON_WITH_KEY = {"Content-Type": "application/json", "Authorization": "Bearer sk-test-client"}
+"""A client's credential too: nothing is stored for a request without one."""
+
+
 async def post_raw(url: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
     async with (
         aiohttp.ClientSession() as session,
-        session.post(url, data=raw, headers={"Content-Type": "application/json"}) as response,
+        session.post(url, data=raw, headers=JSON_WITH_KEY) as response,
     ):
         return response.status, dict(response.headers), await response.read()
 

@@ -19,6 +19,8 @@ from proxy.artifacts.store import ArtifactStore, MemoryStore
 from proxy.synthetic.base import CallContext, RoundBudget, SearchWorker, ToolResult
 from proxy.synthetic.registry import execute
 
+CLIENT_KEY = {"Authorization": "Bearer sk-test-client"}
+"""A client's credential: a request without any has nothing stored for it (nothing offloaded)."""
 READ = "read_context_artifact"
 SEARCH = "search_context_artifact"
 CHAT = "/v1/chat/completions"
