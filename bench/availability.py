@@ -49,7 +49,7 @@ if __package__ in (None, ""):
 
 from aiohttp import web
 
-from bench.dryrun_snapshot import Server, ctxproxy_command, free_port
+from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
 
 PROBE_PAUSE_S = 0.02
 PROBE_TIMEOUT_S = 2.0

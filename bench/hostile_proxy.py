@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.dryrun_snapshot import Server, ctxproxy_command
+from bench.common.ctxproxy_server import Server, ctxproxy_command
 
 TINY = """
 budget: {context_window: 2500, reserved_output: 200, safety_margin: 0}

@@ -61,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 import aiohttp
 from fakes import FakeUpstream
 
-from bench.dryrun_snapshot import free_port
+from bench.common.ctxproxy_server import free_port
 from bench.hostile_answers import answer_problem
 from bench.hostile_cases import (
     PREPARE,

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"
 import aiohttp
 from fakes import FakeUpstream
 
-from bench.dryrun_snapshot import free_port
+from bench.common.ctxproxy_server import free_port
 from bench.hostile_cases import Case
 from bench.hostile_messages import (
     MAX_MARKS,
