@@ -1,4 +1,4 @@
-"""The scripted upstream of `bench/hostile_run.py`: the fake OpenAI upstream of the tests
+"""The scripted upstream of `bench/hostile/run.py`: the fake OpenAI upstream of the tests
 (`tests/support/fakes`), answering each request as its `x-hostile-script` header says.
 
 The proxy forwards client headers upstream, so each generated request carries its number
@@ -23,7 +23,6 @@ Scripts (they call the proxy's tools only while the proxy offers them and names 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +39,17 @@ from fakes import (
 )
 from fakes.defaults import default_for
 
-REQUEST_HEADER = "x-hostile-request"
-SCRIPT_HEADER = "x-hostile-script"
-SEARCH_PATTERN = "A" * 999 + "b"
-ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
-READ = "read_context_artifact"
-SEARCH = "search_context_artifact"
+from bench.hostile.upstream_base import (
+    ARTIFACT_ID,
+    BAD_ARGUMENTS,
+    READ,
+    REQUEST_HEADER,
+    SCRIPT_HEADER,
+    SEARCH,
+    SEARCH_PATTERN,
+)
+from bench.hostile.upstream_responses import responses_answer
+
 FAULTS: dict[str, Callable[[], Reply]] = {
     "fault_502": lambda: error_reply(502),
     "fault_503": lambda: error_reply(503, retry_after=None),
@@ -53,18 +57,6 @@ FAULTS: dict[str, Callable[[], Reply]] = {
     "fault_badjson": invalid_json_reply,
 }
 """Upstream failures on purpose: the proxy's 5xx answer to them is no fault of its own."""
-
-BAD_ARGUMENTS = (
-    '{"artifact_id": "ART", "offset": 1' + "0" * 5000 + "}",
-    '{"artifact_id": "ART", "max_chars": 1e400, "max_results": 1e400}',
-    '{"artifact_id": "ART", "offset": NaN, "pattern": "a", "max_results": -1}',
-    '{"artifact_id": "ART", "offset": -5, "max_chars": 0, "pattern": ""}',
-    '{"artifact_id": "ART", "offset": 1.5, "pattern": "' + "a" * 2000 + '"}',
-    '{"artifact_id": "ART", "offset": 100000000000000000000, "pattern": "(a+)+$"}',
-    '{"artifact_id": 5, "pattern": ["a"]}', '{"artifact_id": null}', "null", "[]", "not json {",
-    '{"artifact_id": "art_00000000000000000000000000000000", "pattern": "a"}', "",
-    '{"artifact_id": "ART", "artifact_id": "other", "pattern": "\\ud800"}',
-)  # fmt: skip
 
 BodySink = Callable[[int, str, bytes], None]
 """(request number, path, body) of each request the upstream receives."""
@@ -74,8 +66,7 @@ def scripted(
     on_body: BodySink, on_output: Callable[[int, list[Any]], None] | None = None
 ) -> Callable[[Recorded], Reply]:
     """The fake upstream's default reply: hand the body over, then answer as scripted (on
-    `/v1/responses` by `hostile_upstream_responses`, which hands its output items to
-    `on_output`)."""
+    `/v1/responses` by `upstream_responses`, which hands its output items to `on_output`)."""
 
     def choose(record: Recorded) -> Reply:
         number = int(record.headers.get(REQUEST_HEADER, "-1"))
@@ -90,8 +81,6 @@ def scripted(
         except RecursionError:  # the fake's own echo would fail (a 500 that is nobody's fault)
             return error_reply(400)
         if record.path.endswith("/responses"):
-            from bench.hostile_upstream_responses import responses_answer
-
             return responses_answer(script, number, body, record, on_output or _ignore)
         calls = _calls(script, number, body) if isinstance(body, dict) else None
         if not calls:

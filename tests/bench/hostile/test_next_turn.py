@@ -1,4 +1,4 @@
-"""The hostile run's next turn of a Responses client (bench/hostile_next_turn.py)."""
+"""The hostile run's next turn of a Responses client (bench/hostile/next_turn.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fakes.responses import (
     response_events,
 )
 
-from bench.hostile_next_turn import final_output, next_turn
+from bench.hostile.next_turn import final_output, next_turn
 
 FIRST = json.dumps({"model": "m", "input": [{"role": "user", "content": "q"}]}).encode()
 OUTPUT = [reasoning_item("rs_1", "enc"), function_call_item("f", "{}", call_id="c1"),

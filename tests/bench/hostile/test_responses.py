@@ -1,4 +1,4 @@
-"""The hostile run's Responses checker (bench/hostile_responses.py): it must notice every broken
+"""The hostile run's Responses checker (bench/hostile/responses.py): it must notice every broken
 call/output pair and every reasoning item changed or moved away from its call, and nothing in
 a sound input; the generated sound requests pass it."""
 
@@ -11,7 +11,7 @@ import pytest
 from hostile_responses import responses_requests
 from hypothesis import HealthCheck, given, settings
 
-from bench.hostile_responses import (
+from bench.hostile.responses import (
     Integrity,
     body_problems,
     item_pair_problems,

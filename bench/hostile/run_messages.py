@@ -1,14 +1,14 @@
 """Hostile-input run for Anthropic Messages: generated requests through a real ctxproxy server.
 
-    python bench/hostile_run_messages.py [--requests 2000] [--seed 11] [--concurrency 4]
+    python -m bench.hostile.run_messages [--requests 2000] [--seed 11] [--concurrency 4]
                                          [--redis] [--scale 1] [--ctxproxy PATH]
 
 Starts `ctxproxy serve` (passthrough auth, every request under the small-window policy `tiny` of
-`bench/hostile_proxy.py`: offload, clear and drop happen, the read rounds run) in front of the
+`bench/hostile/server.py`: offload, clear and drop happen, the read rounds run) in front of the
 fake Anthropic server of the tests (an `anthropic` upstream), scripted per request by
-`bench/hostile_messages_upstream.py` (read calls in JSON and SSE, hostile read inputs, failures
+`bench/hostile/upstream_messages.py` (read calls in JSON and SSE, hostile read inputs, failures
 on purpose). Memory store by default; `--redis` uses 127.0.0.1:6379 under a unique key prefix,
-deleted afterwards. Requests: `bench/hostile_messages.py` (10,000 tiny messages, 2-5 MB tool
+deleted afterwards. Requests: `bench/hostile/messages.py` (10,000 tiny messages, 2-5 MB tool
 results, read rounds per script, then hypothesis-drawn hostile bodies, one in eight to
 count_tokens).
 
@@ -34,16 +34,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 import aiohttp
 from fakes import FakeUpstream
 
 from bench.common.ctxproxy_server import free_port
-from bench.hostile_cases import Case
-from bench.hostile_messages import (
+from bench.hostile.cases import Case
+from bench.hostile.messages import (
     MAX_MARKS,
     attack_cases,
     count_marks,
@@ -54,9 +52,9 @@ from bench.hostile_messages import (
     thinking_messages,
     thinking_problems,
 )
-from bench.hostile_messages_upstream import FAULTS, scripted
-from bench.hostile_proxy import TINY, delete_prefix, running_proxy
-from bench.hostile_upstream import REQUEST_HEADER, SCRIPT_HEADER
+from bench.hostile.server import TINY, delete_prefix, running_proxy
+from bench.hostile.upstream_base import REQUEST_HEADER, SCRIPT_HEADER
+from bench.hostile.upstream_messages import FAULTS, scripted
 
 BATCH = 64
 TIMEOUT = aiohttp.ClientTimeout(total=240)

@@ -1,4 +1,4 @@
-"""The scripted fake Anthropic server of `bench/hostile_run_messages.py`
+"""The scripted fake Anthropic server of `bench/hostile/run_messages.py`
 (`tests/support/fakes/anthropic.py`), answering each request as its `x-hostile-script` header
 says, in JSON or as an event stream (as the request asks).
 
@@ -37,7 +37,7 @@ from fakes.anthropic import (
 )
 from fakes.replies import JsonReply, SSEReply
 
-from bench.hostile_upstream import REQUEST_HEADER, SCRIPT_HEADER
+from bench.hostile.upstream_base import REQUEST_HEADER, SCRIPT_HEADER
 
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
 READ = "read_context_artifact"

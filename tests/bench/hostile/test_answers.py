@@ -1,4 +1,4 @@
-"""The hostile run's check of what a `/v1/responses` client gets (bench/hostile_answers.py)."""
+"""The hostile run's check of what a `/v1/responses` client gets (bench/hostile/answers.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fakes.responses import (
     response_events,
 )
 
-from bench.hostile_answers import answer_problem, stream_problem
+from bench.hostile.answers import answer_problem, stream_problem
 
 PATH = "/v1/responses"
 PROXY_CALL = function_call_item("read_context_artifact", '{"artifact_id": "a"}', call_id="r")

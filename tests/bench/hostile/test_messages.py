@@ -1,4 +1,4 @@
-"""The Messages hostile run's checks (bench/hostile_messages.py): each notices what the proxy
+"""The Messages hostile run's checks (bench/hostile/messages.py): each notices what the proxy
 could break upstream (pairs, thinking, cache markers) and nothing in a sound conversation; the
 strategies draw sound histories and JSON-encodable hostile bodies."""
 
@@ -12,7 +12,7 @@ from hostile import encode
 from hostile_messages import hostile_messages, messages_histories, tiny_messages
 from hypothesis import HealthCheck, given, settings
 
-from bench.hostile_messages import (
+from bench.hostile.messages import (
     count_marks,
     messages_case,
     pair_problems,

@@ -1,4 +1,4 @@
-"""The hostile run's tool-pair checker (bench/hostile_cases.py): it must notice every broken pair
+"""The hostile run's tool-pair checker (bench/hostile/cases.py): it must notice every broken pair
 the proxy could send upstream, and nothing in a sound conversation."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from strategies import broken_conversations, conversations
 
-from bench.hostile_cases import body_problems, pair_problems, tiny_messages
+from bench.hostile.cases import body_problems, pair_problems, tiny_messages
 
 
 def call(call_id: Any) -> dict[str, Any]:

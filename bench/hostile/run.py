@@ -1,12 +1,12 @@
 """Hostile-input run (issue 11): thousands of generated requests through a real ctxproxy server.
 
-    python bench/hostile_run.py [--requests 5000] [--seed 11] [--concurrency 4] [--redis]
+    python -m bench.hostile.run [--requests 5000] [--seed 11] [--concurrency 4] [--redis]
                                 [--phases passthrough,keys] [--scale 1] [--ctxproxy PATH]
                                 [--formats chat,responses] [--examples DIR]
 
 Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port, one
 phase at a time, in front of the tests' fake OpenAI upstream (`tests/support/fakes`) run by this
-script on loopback and scripted per request (`bench/hostile_upstream.py`). Memory store by default;
+script on loopback and scripted per request (`bench/hostile/upstream.py`). Memory store by default;
 `--redis` uses 127.0.0.1:6379 under a unique key prefix, deleted afterwards.
 
 Phases: `passthrough` (the client's credentials name its scope: Bearer, x-api-key, api-key, Basic,
@@ -15,7 +15,7 @@ tenants: `tiny`, `reject` = tiny + `on_invalid: reject`, and the bundled `defaul
 twenty presents a wrong or non-Bearer credential). `tiny` has a 2,500-token window, so offload,
 clear and drop really happen and the read rounds run.
 
-Requests (`bench/hostile_cases.py`): the issue's attack cases (huge tool results, 100,000 tiny
+Requests (`bench/hostile/cases.py`): the issue's attack cases (huge tool results, 100,000 tiny
 messages, the pathological search, a client tool named `read_context_artifact`, synthetic calls
 with missing/null/empty/duplicate ids, `n=2`, `"stream": 1`, upstream failures on purpose, the
 passthrough route), artifact reads with hostile `offset`/`max_chars` (4,300 digits ...) from the
@@ -26,17 +26,17 @@ Counted: every answer's status; **proxy 5xx** = any 500, and any other 5xx excep
 answering an upstream failure made on purpose; SSE error events; requests without an answer; what
 the case itself checks (e.g. a foreign credential reading an artifact). Every body the upstream
 receives (the client's round and every synthetic round) is checked for tool pairs
-(`hostile_cases.pair_problems`). **Broken pairs upstream** counts bodies with a problem whose
+(`cases.pair_problems`). **Broken pairs upstream** counts bodies with a problem whose
 client request had sound pairs; a request broken on arrival may be forwarded untouched
 (`on_invalid: forward`), which is not the proxy's doing: those are counted apart, untouched or not.
 The server's log (WARNING and up) is scanned for `Traceback` and `ERROR` lines.
 
 `--formats` (default `chat`, the run above): with `responses`, each phase also sends the
-`/v1/responses` cases of `bench/hostile_responses.py` (attack cases, two-turn conversations,
+`/v1/responses` cases of `bench/hostile/responses.py` (attack cases, two-turn conversations,
 fuzz from `tests/support/hostile_responses.py`) to the scripted Responses upstream
-(`bench/hostile_upstream_responses.py`); every body it receives is checked for call/output pairs
-and reasoning items (`hostile_responses.body_problems`), every answer the client gets for its
-envelope, event numbering and leaks (`hostile_answers.answer_problem`, counted as case
+(`bench/hostile/upstream_responses.py`); every body it receives is checked for call/output pairs
+and reasoning items (`responses.body_problems`), every answer the client gets for its
+envelope, event numbering and leaks (`answers.answer_problem`, counted as case
 findings). `--examples DIR` writes the bodies of the first case of each finding.
 """
 
@@ -54,16 +54,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 import aiohttp
 from fakes import FakeUpstream
 
 from bench.common.ctxproxy_server import free_port
-from bench.hostile_answers import answer_problem
-from bench.hostile_cases import (
+from bench.hostile.answers import answer_problem
+from bench.hostile.cases import (
     PREPARE,
     Case,
     attack_cases,
@@ -71,23 +69,24 @@ from bench.hostile_cases import (
     exchange,
     fuzz_cases,
 )
-from bench.hostile_proxy import KEYS, delete_prefix, proxy_config, running_proxy
-from bench.hostile_report import (
+from bench.hostile.report import (
     Tally,
     error_code,
     print_table,
     stream_error_codes,
     write_examples,
 )
-from bench.hostile_responses import (
+from bench.hostile.responses import (
     Integrity,
     responses_attack_cases,
     responses_case,
     responses_fuzz_cases,
 )
-from bench.hostile_responses import body_problems as responses_body_problems
-from bench.hostile_upstream import FAULTS, REQUEST_HEADER, SCRIPT_HEADER, scripted
-from bench.hostile_upstream_responses import RESPONSES_FAULTS
+from bench.hostile.responses import body_problems as responses_body_problems
+from bench.hostile.server import KEYS, delete_prefix, proxy_config, running_proxy
+from bench.hostile.upstream import FAULTS, scripted
+from bench.hostile.upstream_base import REQUEST_HEADER, SCRIPT_HEADER
+from bench.hostile.upstream_responses import RESPONSES_FAULTS
 
 PASSTHROUGH_CREDENTIALS: tuple[dict[str, str], ...] = (
     {"Authorization": "Bearer sk-client-a"}, {"Authorization": "Bearer sk-client-b"},

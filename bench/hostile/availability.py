@@ -1,7 +1,7 @@
 """Availability under hostile load: `/healthz` latency while one client makes the proxy work hard.
 
-    python bench/availability.py [--only a,b,c,d] [--slow-clients 300] [--slow-seconds 15]
-                                 [--dry-runs 60] [--ctxproxy PATH]
+    python -m bench.hostile.availability [--only a,b,c,d] [--slow-clients 300]
+                                         [--slow-seconds 15] [--dry-runs 60] [--ctxproxy PATH]
 
 Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port with a
 memory store, the bundled policies (tenant `default`) and one upstream: a scripted OpenAI-like
@@ -33,7 +33,6 @@ import http.client
 import json
 import re
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -43,9 +42,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aiohttp import web
 

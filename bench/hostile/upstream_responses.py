@@ -1,4 +1,4 @@
-"""The scripted upstream of `bench/hostile_run.py` on `/v1/responses`: the fake's Responses API
+"""The scripted upstream of `bench/hostile/run.py` on `/v1/responses`: the fake's Responses API
 (`tests/support/fakes/responses.py`) answering as the request's `x-hostile-script` says.
 
 Each answer that carries the proxy's tool calls puts a reasoning item (an id and
@@ -11,7 +11,7 @@ Scripts (the proxy's tools are called only while the proxy offers them and names
   read        reasoning + one `read_context_artifact` call
   search      reasoning + 8 `search_context_artifact` calls, pattern "A"*999 + "b"
   bad_ids     read calls whose `call_id` is missing, null, empty or duplicated
-  bad_args    a read or search call with hostile arguments (`hostile_upstream.BAD_ARGUMENTS`)
+  bad_args    a read or search call with hostile arguments (`upstream_base.BAD_ARGUMENTS`)
   mixed       the proxy's read call and a call of the client's own `read_context_artifact`
   odd         a read call in an odd answer: arguments as an object, a message and junk beside
               it, reasoning without an id, usage of the wrong types; streamed: events without an
@@ -48,7 +48,7 @@ from fakes import (
 from fakes.replies import SSEReply
 from fakes.responses import default_responses_reply, encode_response_events, response_events
 
-from bench.hostile_upstream import ARTIFACT_ID, BAD_ARGUMENTS, READ, SEARCH, SEARCH_PATTERN
+from bench.hostile.upstream_base import ARTIFACT_ID, BAD_ARGUMENTS, READ, SEARCH, SEARCH_PATTERN
 
 OutputSink = Callable[[int, list[Any]], None]
 RESPONSES_FAULTS = frozenset({"r_failed", "r_error", "r_cut", "r_eof", "r_eof_later", "r_break"})

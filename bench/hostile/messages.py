@@ -1,4 +1,4 @@
-"""The requests of `bench/hostile_run_messages.py` (Anthropic Messages) and the checks applied to
+"""The requests of `bench/hostile/run_messages.py` (Anthropic Messages) and the checks applied to
 every body the upstream receives.
 
 Checks of an upstream body (`upstream_problems`): every `tool_use` id of an assistant message is
@@ -20,7 +20,7 @@ from hostile_messages import MODEL, hostile_messages, sound_messages, tiny_messa
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from bench.hostile_cases import Case
+from bench.hostile.cases import Case
 
 MESSAGES = "/v1/messages"
 COUNT = "/v1/messages/count_tokens"

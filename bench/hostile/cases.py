@@ -1,7 +1,7 @@
-"""The requests of `bench/hostile_run.py`: fuzzed bodies and the attack cases of issue 11, and the
+"""The requests of `bench/hostile/run.py`: fuzzed bodies and the attack cases of issue 11, and the
 tool-pair checker applied to what the upstream receives.
 
-A `Case` is one HTTP request plus what the scripted upstream does with it (`hostile_upstream`).
+A `Case` is one HTTP request plus what the scripted upstream does with it (`upstream`).
 `well_formed` says whether the client's own messages already had sound tool pairs: only then can
 a broken pair upstream be the proxy's doing (a body broken on arrival may be forwarded untouched
 under `on_invalid: forward`).

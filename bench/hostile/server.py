@@ -1,4 +1,4 @@
-"""The ctxproxy server of `bench/hostile_run.py`: its config per phase (policies `tiny` and
+"""The ctxproxy server of `bench/hostile/run.py`: its config per phase (policies `tiny` and
 `reject`, memory or Redis store), the subprocess, its log scan and the Redis clean-up."""
 
 from __future__ import annotations

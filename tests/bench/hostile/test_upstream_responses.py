@@ -1,4 +1,4 @@
-"""The hostile run's scripted Responses upstream (bench/hostile_upstream_responses.py): it calls
+"""The hostile run's scripted Responses upstream (bench/hostile/upstream_responses.py): it calls
 the proxy's tools (renamed or not) after a reasoning item, hands every output it answers with to
 the run, writes bad call ids as they are, and fails later rounds on purpose."""
 
@@ -11,9 +11,9 @@ from fakes import Recorded
 from fakes.replies import JsonReply, SSEReply
 from multidict import CIMultiDict
 
-from bench.hostile_responses import CLIENT_TOOLS
-from bench.hostile_upstream import scripted
-from bench.hostile_upstream_responses import proxy_tool
+from bench.hostile.responses import CLIENT_TOOLS
+from bench.hostile.upstream import scripted
+from bench.hostile.upstream_responses import proxy_tool
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.synthetic.registry import tool_specs
 

@@ -1,4 +1,4 @@
-"""The hostile run's scripted upstream (bench/hostile_upstream.py) calls the proxy's tools, not a
+"""The hostile run's scripted upstream (bench/hostile/upstream.py) calls the proxy's tools, not a
 client's tool of the same name, and writes bad call ids as they are."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 from fakes import Recorded
 from multidict import CIMultiDict
 
-from bench.hostile_cases import CLIENT_TOOLS
-from bench.hostile_upstream import proxy_tool, scripted
+from bench.hostile.cases import CLIENT_TOOLS
+from bench.hostile.upstream import proxy_tool, scripted
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.answers import with_unique_tool_names
 from proxy.synthetic.registry import tool_specs

@@ -1,6 +1,6 @@
-"""The `/v1/responses` requests of `bench/hostile_run.py` and the checks of what goes upstream.
+"""The `/v1/responses` requests of `bench/hostile/run.py` and the checks of what goes upstream.
 
-`item_pair_problems` is the Responses counterpart of `hostile_cases.pair_problems`: every call
+`item_pair_problems` is the Responses counterpart of `cases.pair_problems`: every call
 (`function_call`, `custom_tool_call`, `computer_call`, `local_shell_call`, `shell_call`,
 `apply_patch_call`) has a non-empty string `call_id`, distinct in the input, answered by exactly
 one output of its own type in the run of outputs right after the model's run that made it (the
@@ -22,8 +22,8 @@ from hostile_responses import hostile_responses_bodies, hostile_responses_reques
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from bench.hostile_cases import Case, fresh_words
-from bench.hostile_next_turn import next_turn
+from bench.hostile.cases import Case, fresh_words
+from bench.hostile.next_turn import next_turn
 
 RESPONSES = "/v1/responses"
 PREPARE = "/v1/context/prepare?format=openai_responses"

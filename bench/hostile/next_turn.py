@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from bench.hostile_answers import events
+from bench.hostile.answers import events
 
 NextTurn = Callable[[bytes, bytes, bool], "bytes | None"]
 CALLS = ("function_call", "custom_tool_call")

@@ -1,4 +1,4 @@
-"""What `bench/hostile_run.py` counts (`Tally`), how it reads an error answer, and its report:
+"""What `bench/hostile/run.py` counts (`Tally`), how it reads an error answer, and its report:
 the tables of the run and, with `--examples`, the bodies of the first case of each finding."""
 
 from __future__ import annotations
