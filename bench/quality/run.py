@@ -5,9 +5,9 @@ conversations at small, medium and large budgets.
                                        # 8,000 / 16,000 / 32,000 (F); updates RESULTS.md
     python -m bench.quality --quick    # 1 seed, E shortened to 80 turns; prints only
 
-Scenarios come from a seeded generator (`bench.quality_gen`, F from `bench.quality_gen_agent`);
-every request is judged by `bench.quality_eval` and the tables are built by
-`bench.quality_report`.
+Scenarios come from a seeded generator (`bench.quality.gen`, F from `bench.quality.gen_agent`);
+every request is judged by `bench.quality.judge` and the tables are built by
+`bench.quality.report`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,11 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 
-if __package__ in (None, ""):  # `python bench/quality.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.quality_eval import Judge
-from bench.quality_gen import TITLES, generate
-from bench.quality_gen_agent import AGENT_KEY, AGENT_TITLE, agent_session
-from bench.quality_methods import all_methods, derived_policies
-from bench.quality_report import (
+from bench.quality.gen import generate
+from bench.quality.gen_agent import AGENT_KEY, AGENT_TITLE, agent_session
+from bench.quality.judge import Judge
+from bench.quality.methods import all_methods, derived_policies
+from bench.quality.report import (
     DEFAULT_METHOD,
     GROWING,
     Record,
@@ -44,7 +41,7 @@ from bench.quality_report import (
     scenario_table,
     write_section,
 )
-from bench.quality_text import MODEL, Scenario
+from bench.quality.text import MODEL, TITLES, Scenario
 from proxy.jsonio import dumps
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters

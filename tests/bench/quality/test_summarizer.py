@@ -1,11 +1,11 @@
-"""bench/quality_summarizer.py: the scripted stand-in answers in the strict shape and keeps the
+"""bench/quality/summarizer.py: the scripted stand-in answers in the strict shape and keeps the
 current value of every fact of the bench's grammar."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bench.quality_summarizer import ScriptedSummarizer
+from bench.quality.summarizer import ScriptedSummarizer
 from proxy.engine.steps.summarize.summarizer import SummaryCall, parse_summary, render
 
 

@@ -1,5 +1,5 @@
 """Smoke tests of the policy-quality bench: a deterministic generator and a judge that notices
-broken tool pairs, unreachable evidence and prefix breaks (bench/quality*.py)."""
+broken tool pairs, unreachable evidence and prefix breaks (bench/quality/)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from bench.quality import evaluate
-from bench.quality_eval import Judge, Result
-from bench.quality_gen import generate, growing
-from bench.quality_gen_agent import AGENT_KEY, agent_session
-from bench.quality_methods import FillAndRestart
-from bench.quality_report import (
+from bench.quality.gen import generate, growing
+from bench.quality.gen_agent import AGENT_KEY, agent_session
+from bench.quality.judge import Judge, Result
+from bench.quality.methods import FillAndRestart
+from bench.quality.report import (
     DEFAULT_METHOD,
     HEADING,
     agent_table,
@@ -21,7 +20,8 @@ from bench.quality_report import (
     prefix_goal,
     write_section,
 )
-from bench.quality_text import MODEL, Probe
+from bench.quality.run import evaluate
+from bench.quality.text import MODEL, Probe
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.quality_eval import Outcome
+from bench.quality.judge import Outcome
 
 HEADING = "## Policy quality"
 DEFAULT_METHOD = "ctxproxy default"

@@ -1,4 +1,5 @@
-"""Seeded building blocks for the policy-quality scenarios: random text, names, ids, messages.
+"""Seeded building blocks for the policy-quality scenarios: random text, names, ids, messages,
+exchanges, facts and the scenario titles.
 
 Everything comes from one `random.Random` per scenario, so the same seed gives byte-identical
 conversations. Codenames, ids and amounts are drawn at random (and never repeat within a
@@ -177,6 +178,14 @@ def exchange(
     return [tool_calls(calls, note), *(tool_result(c, r) for c, r in pairs)]
 
 
+def fetch(
+    gen: Gen, name: str, args: list[dict[str, Any]], results: list[str]
+) -> list[dict[str, Any]]:
+    """One exchange: a call of `name` per argument set, each answered by its result."""
+    calls = [Call(gen.call_id(), name, a) for a in args]
+    return exchange(calls, results)
+
+
 def tool_schema(name: str, description: str, **params: str) -> dict[str, Any]:
     return {
         "type": "function",
@@ -193,6 +202,15 @@ def tool_schema(name: str, description: str, **params: str) -> dict[str, Any]:
 
 
 # -- scenarios and probes -------------------------------------------------------------------------
+
+TITLES = {
+    "A": "long chatter, facts stated early, some corrected",
+    "B": "research agent reading long reports",
+    "C": "multi-step tool chains, verbose JSON",
+    "D": "coding agent: file reads, grep, test logs",
+    "E": "conversation growing turn by turn",
+}
+"""The scenarios of `gen` and `gen_tools` (F, the agent session, is `gen_agent`'s)."""
 
 
 @dataclass(frozen=True)
@@ -274,3 +292,19 @@ def new_fact(gen: Gen, subject: str | None = None) -> Fact:
 
 def numbered(questions: list[Probe]) -> str:
     return "\n".join(f"{i}. {p.question}" for i, p in enumerate(questions, 1))
+
+
+def same_kind(gen: Gen, fact: Fact) -> str:
+    """A new value shaped like the fact's current one."""
+    value = fact.value
+    if value.endswith(("EUR", "USD", "GBP", "CHF", "JPY")):
+        return gen.amount()
+    if value.endswith(" ms"):
+        return gen.number(40, 990, " ms")
+    if value[:2] == "20" and value.count("-") == 2:
+        return gen.date()
+    if "-" in value:
+        return gen.ident(value.split("-")[0], len(value.split("-")[1]))
+    if " " in value:
+        return gen.person()
+    return gen.codename()

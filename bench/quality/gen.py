@@ -1,6 +1,6 @@
 """Scenario generators A (long chatter), B (research agent) and E (growing conversation).
 
-C and D (tool chains, coding agent) live in `bench.quality_gen_tools`. `generate()` builds all.
+C and D (tool chains, coding agent) live in `bench.quality.gen_tools`. `generate()` builds all.
 """
 
 from __future__ import annotations
@@ -8,35 +8,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.quality_text import (
-    Call,
+from bench.quality.gen_tools import coding_agent, tool_chains
+from bench.quality.text import (
+    TITLES,
     Fact,
     Gen,
     Request,
     Scenario,
     assistant,
     body,
-    exchange,
+    fetch,
     new_fact,
     numbered,
+    same_kind,
     system,
     tool_schema,
     user,
 )
 
-TITLES = {
-    "A": "long chatter, facts stated early, some corrected",
-    "B": "research agent reading long reports",
-    "C": "multi-step tool chains, verbose JSON",
-    "D": "coding agent: file reads, grep, test logs",
-    "E": "conversation growing turn by turn",
-}
-
 
 def generate(seed: int, *, growing_turns: int = 200) -> list[Scenario]:
     """All five scenarios for one seed (deterministic)."""
-    from bench.quality_gen_tools import coding_agent, tool_chains
-
     return [
         chatter(seed),
         research(seed),
@@ -76,28 +68,12 @@ def chatter(seed: int, turns: int = 140) -> Scenario:
             parts.insert(gen.rng.randint(0, 1), stated[t].statement())
         if t in fixes:
             fact = fixes[t]
-            parts.insert(1, fact.correct(_same_kind(gen, fact)))
+            parts.insert(1, fact.correct(same_kind(gen, fact)))
         messages.append(user(" ".join(parts)))
         messages.append(assistant(gen.paragraph(gen.rng.randint(3, 9))))
     probes = [f.probe() for f in facts]
     messages.append(user("Before we wrap up, answer from our conversation:\n" + numbered(probes)))
     return Scenario("A", TITLES["A"], seed, [Request(body(messages, None), probes)])
-
-
-def _same_kind(gen: Gen, fact: Fact) -> str:
-    """A new value shaped like the fact's current one."""
-    value = fact.value
-    if value.endswith(("EUR", "USD", "GBP", "CHF", "JPY")):
-        return gen.amount()
-    if value.endswith(" ms"):
-        return gen.number(40, 990, " ms")
-    if value[:2] == "20" and value.count("-") == 2:
-        return gen.date()
-    if "-" in value:
-        return gen.ident(value.split("-")[0], len(value.split("-")[1]))
-    if " " in value:
-        return gen.person()
-    return gen.codename()
 
 
 # -- B ------------------------------------------------------------------------------------------
@@ -187,7 +163,7 @@ def research(seed: int) -> Scenario:
             f"{gen.paragraph(2)} Start by searching the library."
         ),
     ]
-    messages += _fetch(
+    messages += fetch(
         gen, "search_reports", [{"query": "operations study"}], [_catalog(gen, ids, titles)]
     )
     messages.append(assistant(f"I found {len(ids)} reports. Reading them one by one."))
@@ -197,7 +173,7 @@ def research(seed: int) -> Scenario:
     fixed = findings[0][0]
     erratum_id = gen.ident("RPT", 5)
     messages.append(user("Check whether any erratum was published for these studies."))
-    messages += _fetch(
+    messages += fetch(
         gen,
         "search_reports",
         [{"query": "erratum"}],
@@ -207,7 +183,7 @@ def research(seed: int) -> Scenario:
         f"# Erratum to report {ids[0]}\n\n{gen.paragraph(3)}\n\n"
         f"{fixed.correct(_metric_value(gen, _kind(fixed)))}\n\n{gen.prose(4000)}"
     )
-    messages += _fetch(gen, "fetch_report", [{"report_id": erratum_id}], [erratum])
+    messages += fetch(gen, "fetch_report", [{"report_id": erratum_id}], [erratum])
     messages.append(
         assistant(
             "The erratum corrects one figure of the first report; I will use "
@@ -225,13 +201,6 @@ def _kind(fact: Fact) -> str:
     return next(kind for attr, kind in _METRICS if attr == fact.attribute)
 
 
-def _fetch(
-    gen: Gen, name: str, args: list[dict[str, Any]], results: list[str]
-) -> list[dict[str, Any]]:
-    calls = [Call(gen.call_id(), name, a) for a in args]
-    return exchange(calls, results)
-
-
 def _read_reports(
     gen: Gen,
     messages: list[dict[str, Any]],
@@ -242,11 +211,11 @@ def _read_reports(
 ) -> None:
     """Fetch reports one per call up to `parallel_from`, then the rest as parallel calls."""
     for i, text in zip(ids[:parallel_from], texts[:parallel_from], strict=True):
-        messages += _fetch(gen, "fetch_report", [{"report_id": i}], [text])
+        messages += fetch(gen, "fetch_report", [{"report_id": i}], [text])
         messages.append(assistant(f"Notes on {i}: {gen.paragraph(3)}"))
     rest = list(zip(ids[parallel_from:], texts[parallel_from:], strict=True))
     if rest:
-        messages += _fetch(
+        messages += fetch(
             gen, "fetch_report", [{"report_id": i} for i, _ in rest], [t for _, t in rest]
         )
         messages.append(assistant(f"Notes on {', '.join(i for i, _ in rest)}: {gen.paragraph(4)}"))
@@ -294,7 +263,7 @@ def _growing_user_text(gen: Gen, last: bool, facts: list[Fact]) -> str:
         parts.append(fact.statement())
     elif roll < 0.10 and facts:
         fact = gen.rng.choice(facts)
-        parts.append(fact.correct(_same_kind(gen, fact)))
+        parts.append(fact.correct(same_kind(gen, fact)))
     return " ".join(parts)
 
 
@@ -304,7 +273,7 @@ def _growing_tools(gen: Gen, t: int, facts: list[Fact]) -> list[dict[str, Any]]:
         return []
     if roll < 0.08:
         doc = gen.ident("DOC", 5)
-        return _fetch(
+        return fetch(
             gen,
             "fetch_document",
             [{"doc_id": doc}],
@@ -324,4 +293,4 @@ def _growing_tools(gen: Gen, t: int, facts: list[Fact]) -> list[dict[str, Any]]:
         fact = new_fact(gen)
         facts.append(fact)
         record["notes"] += " " + fact.statement()
-    return _fetch(gen, "lookup_record", [{"record_id": record_id}], [json.dumps(record, indent=2)])
+    return fetch(gen, "lookup_record", [{"record_id": record_id}], [json.dumps(record, indent=2)])

@@ -4,8 +4,8 @@ Evidence that a refactor leaves behaviour unchanged: run this script in the tree
 the refactor (each with its own venv) and compare the two output files byte for byte (`cmp`, the
 printed sha256, or `--compare <reference>`, which also names the first differing requests).
 
-    python bench/dryrun_snapshot.py --out /tmp/dryrun.jsonl [--seeds 1] [--turns 40]
-    python bench/dryrun_snapshot.py --out /tmp/after.jsonl --compare /tmp/before.jsonl
+    python -m bench.quality.dryrun_snapshot --out /tmp/dryrun.jsonl [--seeds 1] [--turns 40]
+    python -m bench.quality.dryrun_snapshot --out /tmp/after.jsonl --compare /tmp/before.jsonl
 
 What it does:
 
@@ -22,7 +22,7 @@ What it does:
    with `--ctxproxy`). The upstream points at a closed loopback port: dry runs never call it.
 3. Sends, to every tenant, in a fixed order and one at a time:
    - every request of `bench.quality` for `--seeds` / `--turns` (scenarios A-E of
-     `bench.quality_gen.generate`, the per-turn chat-completion bodies of E included);
+     `bench.quality.gen.generate`, the per-turn chat-completion bodies of E included);
    - a fixed set of hand-made requests built in this file (huge tool results, parallel tool
      calls, legacy function_call, broken / orphan tool messages, unknown extra fields, unicode
      escapes, n=2, tools, max_tokens variants, odd models, content parts, error cases ...);
@@ -48,7 +48,7 @@ Everything else was byte-identical over repeated runs (also with different PYTHO
 Depends only on: the `ctxproxy serve --config` CLI, the config file format (proxy/settings.py),
 the bundled preset names, the policy file format (`extends`, `budget.*`), the HTTP endpoints
 `POST /v1/context/prepare` and `GET /v1/context/artifacts/{id}`, and the pure request generators
-`bench.quality_gen.generate` (no proxy imports). Only loopback is used.
+`bench.quality.gen.generate` (no proxy imports). Only loopback is used.
 """
 
 from __future__ import annotations
@@ -68,17 +68,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # `python bench/dryrun_snapshot.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
-from bench.quality_gen import generate
+from bench.quality.gen import generate
 
 SECRET = "ctxproxy-dryrun-snapshot-fixed-secret"
 PRESETS = ["coding-agent", "default", "example-acme", "inspect", "research-agent", "strict"]
 RESERVED_OUTPUT = 512
 # budget -> context_window such that allowance (window - 512 - int(0.02 * window)) == budget
-# for gpt-4.1; the same numbers `bench.quality_methods.derived_policies` computes (at 8eacd47).
+# for gpt-4.1; the same numbers `bench.quality.methods.derived_policies` computes (at 8eacd47).
 WINDOWS = {900: 1440, 4_000: 4604, 16_000: 16848}
 QUALITY_MODEL = "gpt-4.1"
 PREPARE = "/v1/context/prepare"

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bench.quality_gen import TITLES
-from bench.quality_text import (
+from bench.quality.text import (
+    TITLES,
     Call,
     Gen,
     Probe,

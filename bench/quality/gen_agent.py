@@ -4,25 +4,27 @@ Every turn is a short instruction, one tool call whose result is a 6.8-7.9 KB fi
 test log (under the default offload threshold of 8,000 chars, so it stays inline until cleared),
 and a short answer: about 2,200 tokens a turn. Facts are stated now and then in the instruction or
 planted inside a result, and some are corrected later; each request's probes are the facts stated
-so far (as in E). It is evaluated at the larger budgets of `bench.quality.AGENT_BUDGETS`, where a
-turn is 6-25% of the budget: the case where cuts sized for small turns break the prompt prefix
-every turn or two.
+so far (as in E). It is evaluated at the larger budgets of `bench.quality.run.AGENT_BUDGETS`,
+where a turn is 6-25% of the budget: the case where cuts sized for small turns break the prompt
+prefix every turn or two.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from bench.quality_gen import TITLES, _fetch, _same_kind
-from bench.quality_gen_tools import pytest_log, python_file
-from bench.quality_text import (
+from bench.quality.gen_tools import pytest_log, python_file
+from bench.quality.text import (
+    TITLES,
     Fact,
     Gen,
     Request,
     Scenario,
     assistant,
     body,
+    fetch,
     new_fact,
+    same_kind,
     system,
     tool_schema,
     user,
@@ -70,7 +72,7 @@ def _instruction(gen: Gen, facts: list[Fact]) -> str:
         parts.append(fact.statement())
     elif roll < 0.15 and facts:
         fact = gen.rng.choice(facts)
-        parts.append(fact.correct(_same_kind(gen, fact)))
+        parts.append(fact.correct(same_kind(gen, fact)))
     return " ".join(parts)
 
 
@@ -97,7 +99,7 @@ def _tool_turn(gen: Gen, pkg: str, facts: list[Fact]) -> list[dict[str, Any]]:
         tests = [f"tests/test_{pkg}.py::test_{gen.codename().lower()}" for _ in range(size // 40)]
         text = pytest_log(gen, tests, None, "")
         call = {"selector": f"tests/test_{pkg}.py"}
-    return _fetch(gen, kind, [call], [_fit(gen, text, size, planted)])
+    return fetch(gen, kind, [call], [_fit(gen, text, size, planted)])
 
 
 def _fit(gen: Gen, text: str, size: int, planted: list[str]) -> str:

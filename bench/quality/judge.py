@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.quality_text import Probe
+from bench.quality.text import Probe
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.step_api import MARKER
 from proxy.formats.openai_chat.conversation import parse_conversation

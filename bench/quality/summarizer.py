@@ -1,7 +1,7 @@
 """A scripted summarizer for `bench.quality`: what a summarizer that never misses a stated fact
 would keep, as a stand-in for a model (no model runs here).
 
-It reads the bench's own fact grammar (`bench.quality_text.Fact`: statements, corrections, and
+It reads the bench's own fact grammar (`bench.quality.text.Fact`: statements, corrections, and
 the findings of scenario B's reports) out of each transcript, keeps the current value of every
 fact (a correction replaces it, a previous summary is folded in), lists the ids the tools were
 called with, and answers in the summarizer's strict JSON shape, so the whole compaction path

@@ -21,9 +21,9 @@ from unittest.mock import patch
 
 import orjson
 
-from bench.quality_eval import Result
-from bench.quality_summarizer import ScriptedSummarizer
-from bench.quality_text import MODEL
+from bench.quality.judge import Result
+from bench.quality.summarizer import ScriptedSummarizer
+from bench.quality.text import MODEL
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.engine.preparer import Preparer
