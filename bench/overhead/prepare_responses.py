@@ -2,7 +2,7 @@
 histories (per turn: a user message, a reasoning item with encrypted content, a function call,
 its output, the answer).
 
-    python bench/responses.py [--turns 200]
+    python -m bench.overhead.prepare_responses [--turns 200]
 
 Part 1: time `Preparer.prepare()` (OPENAI_RESPONSES) on a ~1 MB history, cold and warm, under a
 window that leaves it alone and one that must reduce it. Part 2: the history growing turn by turn
@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 from pipeline_harness import TENANT, Harness, make_harness, write_policy
 

@@ -1,6 +1,6 @@
 """Preparation cost and prefix stability.
 
-    python bench/prepare.py [--quick]
+    python -m bench.overhead.prepare [--quick]
 
 Part 1: time `Preparer.prepare()` on agent histories of ~10 KB, 100 KB, 1 MB and 5 MB, cold (fresh
 token cache and store) and warm (the same history again, as when an agent re-sends it each turn),
@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 

@@ -1,6 +1,6 @@
 """The floor: a minimal aiohttp forwarder with one pooled ClientSession (same stack as ctxproxy).
 
-python bench/ref_forwarder.py --port 9101 --upstream http://127.0.0.1:9100
+python bench/overhead/ref_forwarder.py --port 9101 --upstream http://127.0.0.1:9100
 """
 
 import argparse

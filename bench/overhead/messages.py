@@ -1,15 +1,15 @@
 """The `/v1/messages` cell of the overhead benchmark: Anthropic Messages through ctxproxy.
 
-The same agent conversations as bench/overhead_bodies.py (a system prompt, the task, old turns
+The same agent conversations as bench/overhead/bodies.py (a system prompt, the task, old turns
 with big tool results, a fixed tail), written as Messages bodies (`system` field, `tool_use`
-blocks, `tool_result` blocks in user messages), sent closed-loop by bench/loadgen.py to:
-`direct` (the fast mock, bench/mock_upstream.py, which answers any POST), `ctxproxy-pass`
-(an `anthropic` upstream on the mock, policy `inspect`: counted, original bytes forwarded) and
-`ctxproxy-offload` (bench/policies/overhead-offload.yaml: offload and drop on every request).
-Prints p50/p99 latency and the p50 overhead over `direct`; `--write-results` appends/replaces the
-"Anthropic /v1/messages overhead" section of bench/RESULTS.md.
+blocks, `tool_result` blocks in user messages), sent closed-loop by bench/overhead/loadgen.py to:
+`direct` (the fast mock, bench/overhead/mock_upstream.py, which answers any POST),
+`ctxproxy-pass` (an `anthropic` upstream on the mock, policy `inspect`: counted, original bytes
+forwarded) and `ctxproxy-offload` (bench/overhead/policies/overhead-offload.yaml: offload and drop
+on every request). Prints p50/p99 latency and the p50 overhead over `direct`; `--write-results`
+appends/replaces the "Anthropic /v1/messages overhead" section of bench/overhead/RESULTS.md.
 
-    python -m bench.messages_overhead [--duration 4] [--concurrency 1 8] [--write-results]
+    python -m bench.overhead.messages [--duration 4] [--concurrency 1 8] [--write-results]
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.overhead_bodies import SIZES, build_body
-from bench.overhead_load import Load, Loader
-from bench.overhead_procs import Processes, Server, free_port
+from bench.overhead.bodies import SIZES, build_body
+from bench.overhead.load import Load, Loader
+from bench.overhead.procs import Processes, Server, free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = "claude-haiku-4-5"
 SECTION = "## Anthropic /v1/messages overhead"
 
@@ -93,7 +93,7 @@ def servers(tmp: Path, procs: Processes) -> dict[str, Server]:
     made = {
         "direct": Server(
             "direct",
-            [py, str(REPO / "bench/mock_upstream.py"), "--port", str(mock_port)],
+            [py, str(REPO / "bench/overhead/mock_upstream.py"), "--port", str(mock_port)],
             mock_port,
             ready_path="/",
             log=tmp / "mock.log",
@@ -101,7 +101,7 @@ def servers(tmp: Path, procs: Processes) -> dict[str, Server]:
     }
     for name, policy, directory in (
         ("ctxproxy-pass", "inspect", None),
-        ("ctxproxy-offload", "overhead-offload", REPO / "bench/policies"),
+        ("ctxproxy-offload", "overhead-offload", REPO / "bench/overhead/policies"),
     ):
         port = free_port()
         argv = [
@@ -172,11 +172,12 @@ def _row(size: str, conc: int, label: str, r: dict[str, Any], direct: dict[str, 
 
 def _table(rows: list[str], args: argparse.Namespace) -> str:
     head = (
-        f"{SECTION}\n\n`python -m bench.messages_overhead --duration {args.duration:g} "
-        f"--concurrency {' '.join(map(str, args.concurrency))}` (closed loop, bench/loadgen.py, "
-        "non-streaming; the mock answers at once; bodies: bench/overhead_bodies.py as Messages "
-        "bodies; `ctxproxy-pass`: policy `inspect`, `ctxproxy-offload`: offload + drop on every "
-        "request; shared 2-core machine, unpinned, so numbers are indicative).\n\n"
+        f"{SECTION}\n\n`python -m bench.overhead.messages --duration {args.duration:g} "
+        f"--concurrency {' '.join(map(str, args.concurrency))}` "
+        "(closed loop, bench/overhead/loadgen.py, non-streaming; the mock answers at once; "
+        "bodies: bench/overhead/bodies.py as Messages bodies; `ctxproxy-pass`: policy "
+        "`inspect`, `ctxproxy-offload`: offload + drop on every request; shared 2-core machine, "
+        "unpinned, so numbers are indicative).\n\n"
         "| body | conc | config | rps | p50 ms | p99 ms | p50 over direct ms | errors |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
@@ -184,7 +185,7 @@ def _table(rows: list[str], args: argparse.Namespace) -> str:
 
 
 def _write(table: str) -> None:
-    path = REPO / "bench/RESULTS.md"
+    path = REPO / "bench/overhead/RESULTS.md"
     text = path.read_text()
     start = text.find(SECTION)
     if start < 0:

@@ -6,7 +6,7 @@ to answer every POST with one pre-encoded chat completion, or, when the request 
 the first chunk at once, then one chunk every `--interval-ms`, then `data: [DONE]`. Any GET answers
 `{"status": "ok"}`. Runs on uvloop when it is installed.
 
-    python bench/mock_upstream.py --port 9100 [--chunks 16] [--interval-ms 1]
+    python bench/overhead/mock_upstream.py --port 9100 [--chunks 16] [--interval-ms 1]
 """
 
 from __future__ import annotations

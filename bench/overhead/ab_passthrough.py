@@ -1,10 +1,11 @@
 """A/B of the passthrough path of two ctxproxy source trees, side by side on one machine.
 
-    python bench/ab_passthrough.py --a /work/baseline --b /work/main [--rounds 5] [--duration 3]
-    python bench/ab_passthrough.py --a /work/baseline --b /work/baseline --quick   # A = B check
+    python -m bench.overhead.ab_passthrough --a /work/baseline --b /work/main [--rounds 5] \
+        [--duration 3]
+    python -m bench.overhead.ab_passthrough --a /work/baseline --b /work/baseline --quick  # A = B
 
-Starts the mock upstream (bench/mock_upstream.py) and one `ctxproxy serve` per tree, each run
-from that tree's own venv (`<tree>/<venv>/bin/ctxproxy`, else `<tree>/<venv>/bin/python -m
+Starts the mock upstream (bench/overhead/mock_upstream.py) and one `ctxproxy serve` per tree, each
+run from that tree's own venv (`<tree>/<venv>/bin/ctxproxy`, else `<tree>/<venv>/bin/python -m
 proxy.cli`) with the same config: passthrough auth, memory store, and a policy `ab-passthrough`
 that `extends: default` (mode `window`, not `off`: every request is parsed and counted) with a
 2,000,000-token window, so nothing is ever reduced and the client's bytes go upstream unchanged.
@@ -13,7 +14,7 @@ Before measuring, each server is checked: the dry run (`POST /v1/context/prepare
 completion.
 
 Then, after one unmeasured warm-up run per server and body, for 2 KB and 100 KB bodies at
-concurrency 1 and 16, it alternates closed-loop load runs (bench/loadgen.py, or `wrk` when
+concurrency 1 and 16, it alternates closed-loop load runs (bench/overhead/loadgen.py, or `wrk` when
 installed) between A and B: `--rounds` rounds, each cell run once per server per round, A first
 in odd rounds and B first in even ones (drift cancels). It prints, per cell, the median
 requests/s and the median of the per-run p50 latencies of A and B, the ratios B/A, the median
@@ -27,8 +28,8 @@ Bounded: at most 50 rounds of at most 60 s per run, and `--max-seconds` (default
 starting new rounds once exceeded.
 
 Depends only on the `ctxproxy serve --config` CLI, the config / policy file formats, the HTTP
-endpoints, and bench/mock_upstream.py + bench/loadgen.py of the tree this script lives in (both
-run for A and B alike). Nothing in `proxy` is imported.
+endpoints, and bench/overhead/mock_upstream.py + bench/overhead/loadgen.py of the tree this script
+lives in (both run for A and B alike). Nothing in `proxy` is imported.
 """
 
 from __future__ import annotations
@@ -507,7 +508,8 @@ def run(args: argparse.Namespace) -> int:
             check_passthrough(name, server.port, bodies)
         print(f"A: {describe_tree(args.a, args.venv)}")
         print(f"B: {describe_tree(args.b, args.venv)}")
-        loader = "wrk" if args.loader != "python" and shutil.which("wrk") else "bench/loadgen.py"
+        wrk = args.loader != "python" and shutil.which("wrk")
+        loader = "wrk" if wrk else "bench/overhead/loadgen.py"
         print(
             f"loader {loader}; cpus: proxies {proxy_cpu or 'unpinned'}, mock + loader "
             f"{load_cpu or 'unpinned'}; {args.rounds} rounds x {args.duration:g}s "
@@ -572,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         "--loader",
         choices=("auto", "wrk", "python"),
         default="auto",
-        help="auto: wrk when installed, else bench/loadgen.py",
+        help="auto: wrk when installed, else bench/overhead/loadgen.py",
     )
     parser.add_argument("--log-level", default="WARNING", help="server.log_level of both proxies")
     parser.add_argument("--no-pin", action="store_true", help="do not pin CPUs")

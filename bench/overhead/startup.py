@@ -1,6 +1,6 @@
 """Start-up time and RSS of `ctxproxy serve`, side by side for several trees and configs.
 
-    python bench/startup.py --tree base=/work/ab-base --tree main=. --runs 7
+    python -m bench.overhead.startup --tree base=/work/ab-base --tree main=. --runs 7
 
 Each run starts `python -m proxy.cli serve` in the tree (so that tree's `proxy` package is the one
 imported) on a config of one case, times it until `/healthz` answers 200, reads the process's

@@ -1,4 +1,5 @@
-"""Tables, targets and the "Overhead" section of bench/RESULTS.md for bench/overhead.py."""
+"""Tables, targets and the "Overhead" section of bench/overhead/RESULTS.md for
+bench/overhead/chat.py."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Any
 
 CONFIGS = {
     "direct": "direct to the mock",
-    "reference": "bench/ref_forwarder.py (aiohttp, one pooled ClientSession)",
+    "reference": "bench/overhead/ref_forwarder.py (aiohttp, one pooled ClientSession)",
     "ctxproxy-pass": "ctxproxy, policy `inspect` (counts, changes nothing: original bytes)",
-    "ctxproxy-offload": "ctxproxy, bench/policies/overhead-offload.yaml (offload + drop turns)",
-    "litellm": "LiteLLM proxy (bench/litellm_config.yaml, 1 worker)",
+    "ctxproxy-offload": (
+        "ctxproxy, bench/overhead/policies/overhead-offload.yaml (offload + drop turns)"
+    ),
+    "litellm": "LiteLLM proxy (bench/overhead/litellm_config.yaml, 1 worker)",
 }
 SIZE_ORDER = ("2KB", "100KB", "1MB")
 SHORT = {

@@ -9,7 +9,7 @@ first body byte (for SSE: the first `data:` bytes). Prints one JSON object:
 Only requests that start and end inside the measured window count (after `--warmup` seconds).
 Runs on uvloop when it is installed.
 
-    python bench/loadgen.py http://127.0.0.1:9100/v1/chat/completions body.json -c 16 -d 5
+    python bench/overhead/loadgen.py http://127.0.0.1:9100/v1/chat/completions body.json -c 16 -d 5
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Redis round trips and bytes sent per request when an agent re-sends its history.
 
-    python bench/redis_roundtrips.py [--url redis://127.0.0.1:6379/14]
+    python -m bench.overhead.redis_roundtrips [--url redis://127.0.0.1:6379/14]
 
 Prepares the same over-budget history 50 times (as an agent re-sends it every turn), then a
 history growing by one turn per request for 50 requests, through `Preparer` with a real
@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 from pipeline_harness import TENANT, agent_history, write_policy
 

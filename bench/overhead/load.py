@@ -1,4 +1,5 @@
-"""Load generators for the overhead benchmark: `wrk` (with a POST Lua script) or bench/loadgen.py.
+"""Load generators for the overhead benchmark: `wrk` (with a POST Lua script) or
+bench/overhead/loadgen.py.
 
 Both are closed-loop (each connection sends its next request when the previous answer is
 complete) and run in their own process, pinned away from the process under test. `wrk` measures
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.overhead_procs import Processes
+from bench.overhead.procs import Processes
 
 HERE = Path(__file__).resolve().parent
 WRK_SCRIPT = """\

@@ -3,8 +3,8 @@
 Every body is a chat-completion request for `gpt-4o`: a system prompt, the task, N older turns
 (user note, assistant tool call, big tool result), then a fixed tail (two small tool exchanges and
 the current user message). The older turns grow with the wanted size; the tail never changes, so
-one tiny-window policy (bench/policies/overhead-offload.yaml) must offload *and* drop turns on
-every size while the protected tail still fits. Deterministic: same size -> same bytes.
+one tiny-window policy (bench/overhead/policies/overhead-offload.yaml) must offload *and* drop
+turns on every size while the protected tail still fits. Deterministic: same size -> same bytes.
 """
 
 from __future__ import annotations
