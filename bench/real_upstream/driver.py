@@ -1,4 +1,5 @@
-"""Driver of bench/real_upstream.sh: a conversation that outgrows a real llama.cpp server's window.
+"""Driver of bench/real_upstream/run.sh: a conversation that outgrows a real llama.cpp server's
+window (`python -m bench.real_upstream.driver run|export-tokenizer`, in the llama venv).
 
 `run`: grows one conversation turn by turn (a user message carrying pasted tool-like output, then
 the model's own answer) with the `openai` SDK, once straight to the llama.cpp server and once
@@ -29,10 +30,7 @@ from typing import Any
 
 import openai
 
-if __package__ in (None, ""):  # run as a script (bench/real_upstream.sh): make `bench` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.real_upstream_tokenizer import export_tokenizer
+from bench.real_upstream.tokenizer import export_tokenizer
 
 SYSTEM = "You are a concise coding assistant. Answer in one or two short sentences."
 TASK = (
