@@ -1,7 +1,7 @@
 """Sustained load: a mixed workload at a fixed rate against `ctxproxy serve`, with Redis.
 
-    python bench/soak.py                 # 10 minutes at 20 requests/s
-    python bench/soak.py --quick         # 1 minute
+    python -m bench.soak                 # 10 minutes at 20 requests/s
+    python -m bench.soak --quick         # 1 minute
 
 Every request kind the proxy handles, in rotation: passthrough, offload, drop, refuse (expects
 400 context_length_exceeded), streaming, and a synthetic read round (the upstream calls
@@ -102,7 +102,7 @@ class Procs:
             ]
         )
         self.upstream = self._start(
-            [sys.executable, str(HERE / "soak_upstream.py"), "--port", str(upstream_port)]
+            [sys.executable, str(HERE / "upstream.py"), "--port", str(upstream_port)]
         )
         self.proxy = self._start(
             [sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.dir / "config.yaml")]

@@ -4,7 +4,7 @@ When a request offers `read_context_artifact` and names an artifact but carries 
 read yet, it answers with a call of that tool (the proxy must execute it and ask again);
 otherwise it answers with a short completion, streamed when asked.
 
-    python bench/soak_upstream.py --port 9200
+    python bench/soak/upstream.py --port 9200
 """
 
 from __future__ import annotations
