@@ -1,14 +1,14 @@
 """The slow pass of a mutation run: the tests the quick pass left out, on its survivors.
 
-`MUTATION_QUICK_PASS=S bash bench/mutation.sh ...` runs each mutant against its tests that took at
-most S seconds in mutmut's clean run (tests/conftest.py). Every survivor of that pass is then run
+`MUTATION_QUICK_PASS=S bash bench/mutation/run.sh ...` runs each mutant against its tests that took
+at most S seconds in mutmut's clean run (tests/conftest.py). Every survivor of that pass is then run
 here against the rest of its tests (the ones over S seconds), quickest first, stopping at the
 first failure, exactly as mutmut would have run them. A mutant a test kills (or that runs past its
 time limit) is recorded in mutmut's own results (`mutants/**/*.meta`), so `mutmut results` then
 gives the verdict of the whole test selection. Run it once mutmut's run has ended: a running
 mutmut rewrites its results files and would drop what this records (the lines printed remain).
 
-    python bench/mutation_slow.py 1.0 [NAME_GLOB ...]   # S of the quick pass; mutants to check
+    python -m bench.mutation.slow 1.0 [NAME_GLOB ...]   # S of the quick pass; mutants to check
 
 Environment: JOBS (2) mutants at a time. Prints one line per mutant and a count.
 """
@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-MUTANTS = Path(__file__).resolve().parent.parent / "mutants"
+MUTANTS = Path(__file__).resolve().parents[2] / "mutants"
 KILLED, TIMEOUT = 1, 36  # mutmut's exit codes for a killed and a timed-out mutant
 
 
