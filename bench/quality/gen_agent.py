@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.quality.gen_tools import pytest_log, python_file
+from bench.quality.gen_files import pytest_log, python_file
 from bench.quality.text import (
     TITLES,
     Fact,

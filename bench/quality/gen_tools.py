@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bench.quality.gen_files import grep_output, pytest_log, python_file
 from bench.quality.text import (
     TITLES,
     Call,
@@ -292,51 +293,6 @@ def _reship(gen: Gen, c: _Case, m: list[dict[str, Any]]) -> None:
 # -- D ------------------------------------------------------------------------------------------
 
 
-def python_file(gen: Gen, module: str, planted: list[str], functions: int) -> str:
-    """A plausible module; `planted` lines land in random places among the functions."""
-    blocks = [f'"""{module}: {gen.sentence()}"""\n\nfrom __future__ import annotations\n']
-    for _ in range(functions):
-        name = "_".join(gen.words(2).split()).replace("-", "_")
-        lines = [f"def {name}_{gen.hexid(4)}(value, *, limit=None):", f'    """{gen.sentence()}"""']
-        lines += [
-            f"    {gen.rng.choice(['total', 'result', 'item'])} = "
-            f"{gen.rng.choice(['value', 'limit', 'len(value)'])}  # {gen.words(6)}"
-            for _ in range(gen.rng.randint(3, 12))
-        ]
-        lines.append("    return result")
-        blocks.append("\n".join(lines))
-    for line in planted:
-        blocks.insert(gen.rng.randint(len(blocks) // 3, len(blocks)), line)
-    return "\n\n\n".join(blocks) + "\n"
-
-
-def pytest_log(gen: Gen, tests: list[str], failing: str | None, message: str) -> str:
-    lines = [
-        f"{t} PASSED [{(i + 1) * 100 // len(tests):3d}%]"
-        for i, t in enumerate(tests)
-        if t != failing
-    ]
-    if failing is None:
-        seconds = gen.rng.uniform(5, 40)
-        return "\n".join(lines) + f"\n===== {len(tests)} passed in {seconds:.2f}s ====="
-    trace = "\n".join(f"    {gen.words(7)}" for _ in range(30))
-    return (
-        "\n".join(lines) + "\n\n=================== FAILURES ===================\n"
-        f"_____ {failing} _____\n{trace}\nE   AssertionError: {message}\n\n"
-        f"=========== short test summary info ===========\nFAILED {failing} - {message}\n"
-        f"===== 1 failed, {len(tests) - 1} passed in {gen.rng.uniform(5, 40):.2f}s ====="
-    )
-
-
-def _grep(gen: Gen, hit: str, n: int) -> str:
-    lines = [
-        f"src/{gen.words(1)}/{gen.words(1)}.py:{gen.rng.randint(1, 900)}:    {gen.words(6)}"
-        for _ in range(n)
-    ]
-    lines.insert(gen.rng.randint(n // 3, n), hit)
-    return "\n".join(lines)
-
-
 _CODING_TOOLS = [
     tool_schema("read_file", "Read a file.", path="string"),
     tool_schema("grep", "Search the repository.", pattern="string"),
@@ -416,7 +372,7 @@ def coding_agent(seed: int) -> Scenario:
         [{"path": p} for p in r.paths[:2]],
         [python_file(gen, p, planted[p], gen.rng.randint(60, 120)) for p in r.paths[:2]],
     )
-    m += _calls(gen, "grep", [{"pattern": "def resolve_"}], [_grep(gen, r.hit, 260)])
+    m += _calls(gen, "grep", [{"pattern": "def resolve_"}], [grep_output(gen, r.hit, 260)])
     m.append(assistant(f"The retry budget constant looks too small. {gen.paragraph(2)}"))
     m.append(user("Go ahead and fix it."))
     edit = {"path": r.paths[0], "old": r.assignment(0), "new": r.assignment(1)}
