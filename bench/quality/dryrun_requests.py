@@ -12,105 +12,16 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from typing import Any
 
+from bench.quality.dryrun_bodies import TOOLS, agent, call, calls_msg, enc, result, text, tool
 from bench.quality.gen import generate
 
 # -- hand-made requests -----------------------------------------------------------------------
 
-_VOCABULARY = (
-    "def return import class self value result error test build module cache index request "
-    "response handler config path file line status pass fail assert expected actual token "
-    "budget window policy stream chunk upstream proxy latency queue worker retry timeout "
-    "the a of to in and for is on with that this from by at as it be are was or not"
-)
-_WORDS = _VOCABULARY.split()
-_CJK = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你能"
-
-
-def text(rng: random.Random, chars: int, *, cjk: bool = False) -> str:
-    """Code/log-ish text of exactly `chars` characters."""
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        if cjk:
-            line = "".join(rng.choice(_CJK) for _ in range(rng.randint(8, 40)))
-        else:
-            line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(4, 12)))
-        line = f"{rng.randint(1, 9999):>5}: {line}"
-        out.append(line)
-        size += len(line) + 1
-    return "\n".join(out)[:chars]
-
-
-def tool(name: str, **params: str) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"The {name} tool.",
-            "parameters": {
-                "type": "object",
-                "properties": {k: {"type": t} for k, t in params.items()},
-                "required": list(params),
-            },
-        },
-    }
-
-
-TOOLS = [
-    tool("read_file", path="string"),
-    tool("grep", pattern="string"),
-    tool("todo_write", items="string"),
-    tool("acme_lookup", id="string"),
-    tool("fetch_url", url="string"),
-    tool("run_tests", target="string"),
-]
-
-
-def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(args)},
-    }
-
-
-def calls_msg(calls: list[dict[str, Any]], content: str | None = None) -> dict[str, Any]:
-    return {"role": "assistant", "content": content, "tool_calls": calls}
-
-
-def result(call_id: str, content: Any) -> dict[str, Any]:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def agent(
-    rng: random.Random,
-    exchanges: int,
-    sizes: tuple[int, int],
-    *,
-    names: list[str],
-    prefix: str = "call",
-    model: str = "gpt-4o",
-) -> dict[str, Any]:
-    """system + task + `exchanges` (user note, tool call, tool result) + a final user turn."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You are a careful coding agent. Use the tools."},
-        {"role": "user", "content": "Task: make the test suite pass. " + text(rng, 300)},
-    ]
-    for n in range(exchanges):
-        name = names[n % len(names)]
-        cid = f"{prefix}_{n:03d}"
-        note = text(rng, rng.randint(40, 200))
-        messages.append({"role": "user", "content": f"Step {n}: {note}"})
-        messages.append(calls_msg([call(cid, name, {"path": f"src/m{n}.py"})]))
-        messages.append(result(cid, text(rng, rng.randint(*sizes))))
-    messages.append({"role": "user", "content": "Now fix the failing test and explain why."})
-    return {"model": model, "messages": messages, "tools": TOOLS}
-
-
-def enc(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+Add = Callable[..., None]
+"""`add(label, body, content_type="application/json")`: one request of the set."""
 
 
 def handmade() -> list[tuple[str, bytes, str]]:
@@ -121,6 +32,13 @@ def handmade() -> list[tuple[str, bytes, str]]:
     def add(label: str, body: Any, ctype: str = "application/json") -> None:
         out.append((label, body if isinstance(body, bytes) else enc(body), ctype))
 
+    for group in GROUPS:  # in this order: they draw from one generator
+        group(rng, add)
+    return out
+
+
+def _agents(rng: random.Random, add: Add) -> None:
+    """A small chat, agent loops with huge and many tool results, parallel tool calls."""
     add(
         "chat-small",
         {
@@ -163,6 +81,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
     par["parallel_tool_calls"] = True
     add("parallel-tool-calls", par)
 
+
+def _legacy(rng: random.Random, add: Add) -> None:
+    """Legacy `functions` / `function_call` messages."""
     legacy: dict[str, Any] = {
         "model": "gpt-4o",
         "messages": [
@@ -194,6 +115,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
     legacy["messages"].append({"role": "user", "content": "Summarise."})
     add("legacy-function-call", legacy)
 
+
+def _broken_pairs(rng: random.Random, add: Add) -> None:
+    """Orphan, missing, duplicate and misplaced tool results."""
     orphan = agent(rng, 8, (2_000, 9_000), names=["read_file"])
     orphan["messages"].insert(3, result("call_nobody", text(rng, 10_000)))
     add("orphan-tool-result", orphan)
@@ -214,6 +138,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
     m[4], m[5] = m[5], m[4]  # a result before its call
     add("result-before-call", wrong_order)
 
+
+def _fields_and_unicode(rng: random.Random, add: Add) -> None:
+    """Unknown extra fields; unicode escaped, raw, broken; odd JSON spacing."""
     extra = agent(rng, 10, (1_000, 9_000), names=["read_file", "grep"])
     extra.update(
         {
@@ -250,6 +177,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
         b'"user","content":"a\\/b \\"q\\" \\t\\n"} ] , "max_tokens" : 10 }\n',
     )
 
+
+def _options(rng: random.Random, add: Add) -> None:
+    """n=2, tool_choice, calls without tools, max_tokens variants, streaming."""
     n2 = agent(rng, 12, (1_000, 9_000), names=["read_file", "grep"])
     n2["n"] = 2
     add("n-2", n2)
@@ -280,6 +210,10 @@ def handmade() -> list[tuple[str, bytes, str]]:
     stream.update({"stream": True, "stream_options": {"include_usage": True}})
     add("stream", stream)
 
+
+def _message_shapes(rng: random.Random, add: Add) -> None:
+    """Content parts, extra roles, pinned text, excluded tools, long chatter, verbose JSON, a
+    client tool named like the read tool."""
     parts = agent(rng, 8, (1_000, 9_000), names=["read_file"])
     parts["messages"][1]["content"] = [
         {"type": "text", "text": "Look at this screenshot."},
@@ -333,6 +267,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
     clash["tools"] = [*TOOLS, tool("read_context_artifact", artifact_id="string")]
     add("client-tool-named-like-read-tool", clash)
 
+
+def _models(rng: random.Random, add: Add) -> None:
+    """Known, unknown, prefixed, missing and non-string models."""
     for label, model in [
         ("model-gpt-4-8k", "gpt-4"),
         ("model-claude", "claude-3-5-sonnet-20241022"),
@@ -352,6 +289,9 @@ def handmade() -> list[tuple[str, bytes, str]]:
     add("model-missing", nomodel)
     add("model-not-string", {"model": 123, "messages": [{"role": "user", "content": "x"}]})
 
+
+def _errors(rng: random.Random, add: Add) -> None:
+    """Broken messages, bodies that are not JSON objects, odd content types."""
     add("messages-empty", {"model": "gpt-4o", "messages": []})
     add("messages-missing", {"model": "gpt-4o"})
     add("messages-not-list", {"model": "gpt-4o", "messages": {"role": "user"}})
@@ -402,7 +342,19 @@ def handmade() -> list[tuple[str, bytes, str]]:
         enc({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}),
         "application/vnd.acme+json; charset=utf-8",
     )
-    return out
+
+
+GROUPS = (
+    _agents,
+    _legacy,
+    _broken_pairs,
+    _fields_and_unicode,
+    _options,
+    _message_shapes,
+    _models,
+    _errors,
+)
+"""The hand-made requests, in the order they are sent."""
 
 
 def quality(seeds: int, turns: int) -> list[tuple[str, bytes, str]]:

@@ -68,7 +68,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
-from bench.quality.dryrun_requests import enc, follow_up_labels, handmade, quality
+from bench.quality.dryrun_bodies import enc
+from bench.quality.dryrun_requests import follow_up_labels, handmade, quality
 
 SECRET = "ctxproxy-dryrun-snapshot-fixed-secret"
 PRESETS = ["coding-agent", "default", "example-acme", "inspect", "research-agent", "strict"]
