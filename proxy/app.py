@@ -106,7 +106,8 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
     limit = sum(u.max_connections for u in services.settings.upstreams)
     connector = aiohttp.TCPConnector(limit=limit, ttl_dns_cache=300)
-    session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+    # answers are decoded in bounded steps by the upstream module, never whole by aiohttp
+    session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
     services.upstreams = {
         u.name: UPSTREAM_KINDS[u.kind](u, session) for u in services.settings.upstreams
     }
@@ -180,6 +181,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     # Load the common encoding and the model map now, not on the first request.
     await asyncio.to_thread(_warm_up, counters, catalog)
     services.policies = policies
+    services.metrics.watch_policies(lambda: policies.reload_failure is not None)
     preparer = Preparer(
         policies=policies,
         counters=counters,

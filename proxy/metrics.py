@@ -107,6 +107,23 @@ class _StoreErrors(Collector):
         return self.collect()
 
 
+class _PolicyReload(Collector):
+    """1 while the policy files on disk failed to load (the previous set in use), else 0."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], bool] = lambda: False
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "ctxproxy_policy_reload_failed",
+            "1 while the last policy reload failed and the previous policies are in use.",
+            value=1 if self.source() else 0,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return self.collect()
+
+
 class Metrics:
     """The metric objects of one app (see the README's "Metrics and logs" for the list)."""
 
@@ -120,6 +137,8 @@ class Metrics:
         self.registry.register(self._store_errors)
         self._count_ratios = _CountRatios()
         self.registry.register(self._count_ratios)
+        self._policy_reload = _PolicyReload()
+        self.registry.register(self._policy_reload)
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
 
     def _http_metrics(self, r: CollectorRegistry) -> None:
@@ -246,6 +265,10 @@ class Metrics:
     def watch_store(self, failed_operations: Callable[[], int]) -> None:
         """Where `ctxproxy_store_errors` reads its value (set once the store is built)."""
         self._store_errors.source = failed_operations
+
+    def watch_policies(self, failed: Callable[[], bool]) -> None:
+        """Where `ctxproxy_policy_reload_failed` reads whether the last reload failed."""
+        self._policy_reload.source = failed
 
     def watch_calibration(self, snapshot: Callable[[], dict[str, ModelCalibration]]) -> None:
         """Where `ctxproxy_count_ratio` reads the calibrated models (`CountCalibration`)."""

@@ -192,3 +192,13 @@ def test_start_up_summary_names_parts_without_secrets() -> None:
     assert "upstreams=a(https://api.example/v1),b(http://127.0.0.1:9/v1)" in line
     assert "policies=coding-agent,default (/srv/policies)" in line
     assert "Secret" not in line and "user" not in line
+
+
+def test_a_litellm_upstream_without_a_base_url_is_shown_by_its_provider() -> None:
+    from proxy.cli import startup_summary
+
+    gemini = {"name": "gemini", "kind": "litellm", "provider": "gemini"}
+    settings = Settings.model_validate({"upstreams": [gemini, {"name": "any", "kind": "litellm"}]})
+    line = startup_summary(settings, ["default"], "bundled")
+    assert "upstreams=gemini(litellm:gemini),any(litellm:default)" in line
+    assert "://" not in line

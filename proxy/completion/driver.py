@@ -29,7 +29,7 @@ from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.prepare_request import FOLLOW_UP, CallOptions, Requester
 from proxy.engine.preparer import Preparer
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
@@ -43,7 +43,7 @@ from proxy.upstream.windows import RequestWindows
 class ClientRequest:
     """One client request as the edge hands it over: what it is, who sends it, where it goes."""
 
-    wire: ChatFormat
+    wire: ClientFormat
     """The client's format (its request and its answer)."""
     body: dict[str, Any]
     raw: bytes
@@ -108,7 +108,7 @@ class CompletionDriver:
             metrics=self.metrics,
             stats=request.stats,
             request_id=request.request_id,
-            chat_format=request.wire,
+            wire=request.wire,
             max_parsed_response_bytes=self.max_parsed_response_bytes,
             search_worker=self.search_worker,
             prepare_again=None if held else exchange.prepare_again,

@@ -25,7 +25,7 @@ from proxy.upstream.headers import relay_response_headers
 RelayedErrorEvent = Callable[[ProxyError, str, bytes], bytes]
 """How an error reaches a client whose relayed stream started: (error, request id, the last bytes
 relayed: at least `TAIL_BYTES` of them when there were that many) -> the event's bytes
-(`ChatFormat.relayed_error_event`)."""
+(`ClientFormat.relayed_error_event`)."""
 TAIL_BYTES = 64 * 1024
 
 WHOLE_BODY_BYTES = 256 * 1024
@@ -74,6 +74,8 @@ async def relayed(
     request_id: str,
     error_event: RelayedErrorEvent,
     observe: Callable[[bytes], None] | None = None,
+    *,
+    encoded: bool = False,
 ) -> Reply:
     """The upstream's answer as it is (status, filtered headers + `extra_headers`, body bytes).
 
@@ -84,13 +86,20 @@ async def relayed(
     edge cuts the connection (the client sees an incomplete body, never a body that looks whole).
     `answer` is closed when its body is read or the stream is closed. `observe` sees each chunk
     of a relayed event stream as it passes (unchanged).
+
+    The body is decoded from its content coding, in bounded steps (`UpstreamResponse.chunks`),
+    unless `encoded`: then it goes as it came, with its `Content-Encoding` (a relay the proxy
+    does not read; a compressed event stream that breaks is cut, no event can be added to it).
     """
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
-    if answer.is_event_stream:
+    coding = answer.content_encoding if encoded else ""
+    if coding:
+        headers["Content-Encoding"] = coding
+    if answer.is_event_stream and not coding:
         chunks_out = _chunks(answer, request_id, error_event, observe)
         return Reply(answer.status, headers, stream=ChunkStream(chunks_out, answer.close))
-    chunks = answer.chunks()
+    chunks = answer.encoded_chunks() if encoded else answer.chunks()
     try:
         head, complete = await _read_head(chunks, WHOLE_BODY_BYTES)
     except BaseException:

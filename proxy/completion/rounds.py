@@ -31,7 +31,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.completion.round_fit import Refit, fitted_call
 from proxy.engine.manifest import SyntheticTools
 from proxy.engine.working_set import WorkingSetKey, remember
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
@@ -66,7 +66,7 @@ class SyntheticRounds:
     metrics: Metrics
     stats: RequestStats
     request_id: str
-    chat_format: ChatFormat
+    wire: ClientFormat
     """The client's wire format: how its answers, calls and conversation items look."""
     search_chars_per_round: int = SEARCH_CHARS_PER_ROUND
     max_answer_bytes: int = MAX_PARSED_RESPONSE_BYTES
@@ -95,15 +95,15 @@ class SyntheticRounds:
     """Where the executed rounds start in `messages`."""
 
     def __post_init__(self) -> None:
-        self.body, self.names = self.chat_format.with_unique_tool_names(self.body, self.tools.names)
-        self.messages = self.chat_format.conversation(self.body)
-        self._used_ids = self.chat_format.call_ids(self.messages)
+        self.body, self.names = self.wire.with_unique_tool_names(self.body, self.tools.names)
+        self.messages = self.wire.conversation(self.body)
+        self._used_ids = self.wire.call_ids(self.messages)
         self._sent = self.body
         self._first_round = len(self.messages)
 
     @property
     def multiple_choices(self) -> bool:
-        return self.chat_format.multiple_choices(self.body)
+        return self.wire.multiple_choices(self.body)
 
     @property
     def loop_allowed(self) -> bool:
@@ -113,18 +113,18 @@ class SyntheticRounds:
         return self.rounds < self.tools.max_rounds
 
     def first_body(self, prepared_body: bytes) -> bytes:
-        encode = self.chat_format.encode
+        encode = self.wire.encode
         if not self.loop_allowed:
-            return encode(self.chat_format.without_synthetic_tools(self.body, self.names))
+            return encode(self.wire.without_synthetic_tools(self.body, self.names))
         return encode(self.body) if self.names.renamed else prepared_body
 
     async def next_body(self) -> bytes:
         """The next call's body, within the allowance when `refit` is set (see `round_fit`)."""
         if self.refit is None or self._newest is None:
             self._sent = self._render(self.messages)
-            return self.chat_format.encode(self._sent)
+            return self.wire.encode(self._sent)
         start, content, calls, results = self._newest
-        wire = self.chat_format
+        wire = self.wire
 
         def render(attempt: list[ToolResult]) -> dict[str, Any]:
             items = wire.round_items(content, calls, [r.text for r in attempt])
@@ -140,9 +140,9 @@ class SyntheticRounds:
         return fitted.body
 
     def _render(self, messages: list[Any]) -> dict[str, Any]:
-        body = self.chat_format.render(self.body, messages, ())
+        body = self.wire.render(self.body, messages, ())
         if not self.loop_allowed:
-            body = self.chat_format.without_synthetic_tools(body, self.names)
+            body = self.wire.without_synthetic_tools(body, self.names)
         return body
 
     def _without_round(self, start: int) -> bytes:
@@ -150,15 +150,15 @@ class SyntheticRounds:
         again without the tools: it fitted with them, so it fits without, and it is the last."""
         del self.messages[start:]
         self._withdrawn = True
-        self._sent = self.chat_format.without_synthetic_tools(self._sent, self.names)
-        return self.chat_format.encode(self._sent)
+        self._sent = self.wire.without_synthetic_tools(self._sent, self.names)
+        return self.wire.encode(self._sent)
 
     async def open(self, body: bytes) -> UpstreamResponse:
-        return await self.upstream.chat_completions(
+        return await self.upstream.send(
             headers=self.upstream_headers,
             body=body,
             timer=self.stats,
-            route=self.chat_format.upstream_route,
+            route=self.wire.upstream_route,
         )
 
     async def execute(self, content: Any, calls: list[Any]) -> None:
@@ -166,7 +166,7 @@ class SyntheticRounds:
         calls = self._with_unique_ids(calls)
         budget = RoundBudget(self.search_chars_per_round)
         gate = asyncio.Semaphore(CONCURRENT_CALLS)  # FIFO: calls take the budget in order
-        wire = self.chat_format
+        wire = self.wire
 
         context = CallContext(
             self.store, self.scope, self.tools.max_page_chars, budget, self.search_worker
@@ -196,12 +196,12 @@ class SyntheticRounds:
         """The calls, each with an id no other call of the conversation has (deterministic)."""
         out = []
         for index, call in enumerate(calls):
-            call_id = self.chat_format.call_id(call)
+            call_id = self.wire.call_id(call)
             if not call_id or call_id in self._used_ids:
                 call_id = f"call_ctxproxy_{self.rounds + 1}_{index}"
                 while call_id in self._used_ids:
                     call_id += "_"
-                call = self.chat_format.with_call_id(call, call_id)
+                call = self.wire.with_call_id(call, call_id)
             self._used_ids.add(call_id)
             out.append(call)
         return out

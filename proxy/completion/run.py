@@ -12,7 +12,7 @@ When the upstream's first answer says the prompt is too long and states the mode
 request is prepared once more against that window and sent again, once (`completion.retry`).
 
 Nothing here knows the HTTP server nor a wire format: the caller hands in a `CompletionContext`
-(with the client's `ChatFormat`) and writes the `Reply` it gets back.
+(with the client's `ClientFormat`) and writes the `Reply` it gets back.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from proxy.completion.stream import stream_rounds
 from proxy.completion.usage_tap import CachedTokensTap
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.jsonio import dumps, loads
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
@@ -61,7 +61,7 @@ class CompletionContext:
     stats: RequestStats
     """Filled in as the completion goes: upstream timings, synthetic rounds and reads."""
     request_id: str
-    chat_format: ChatFormat
+    wire: ClientFormat
     """The client's wire format (both sides: request and answer)."""
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     """The most the proxy reads of one upstream answer it must parse (a synthetic round)."""
@@ -98,8 +98,8 @@ async def _relayed_attempt(
     prepare_again: PrepareAgain | None,
 ) -> Reply:
     """Without synthetic tools: the upstream's answer is relayed as it comes."""
-    wire = context.chat_format
-    first = await context.upstream.chat_completions(
+    wire = context.wire
+    first = await context.upstream.send(
         headers=headers, body=prepared.body, timer=context.stats, route=wire.upstream_route
     )
     answer = await checked_first_answer(first, prepare_again)
@@ -136,7 +136,7 @@ async def _rounds_attempt(
             return await _attempt(context, again, None)
         answer = checked
         streaming = (
-            context.chat_format.stream(prepared.parsed)
+            context.wire.stream(prepared.parsed)
             and answer.status == 200
             and answer.is_event_stream
         )
@@ -166,7 +166,7 @@ def _rounds(
         context.metrics,
         context.stats,
         context.request_id,
-        context.chat_format,
+        context.wire,
         max_answer_bytes=context.max_parsed_response_bytes,
         search_worker=context.search_worker,
         refit=context.refit,
@@ -182,7 +182,7 @@ async def complete_json(
 ) -> Reply:
     """The non-streaming loop; `answer` (the first round's response) is always closed.
     `first_round` sees the first round's answer (the prepared request's own usage)."""
-    wire = rounds.chat_format
+    wire = rounds.wire
     usage: dict[str, Any] | None = None
     while True:
         if answer.status != 200:
@@ -214,7 +214,7 @@ async def complete_json(
 
 
 def _report_cached(
-    stats: RequestStats, headers: MutableMapping[str, str], wire: ChatFormat, usage: Any
+    stats: RequestStats, headers: MutableMapping[str, str], wire: ClientFormat, usage: Any
 ) -> None:
     """The upstream's cached prompt tokens: in `x-ctxproxy-cached-tokens` and the stats (for the
     metrics and the access line), when its usage reports them."""
@@ -231,7 +231,7 @@ def _observe_usage(
     manifest = prepared.manifest
     if context.calibration is None or payload is None or not manifest.counting_method:
         return
-    wire = context.chat_format
+    wire = context.wire
     reported = wire.prompt_tokens(wire.answer_usage(payload))
     context.calibration.observe(manifest.model, manifest.tokens_after, reported)
 

@@ -1,7 +1,7 @@
 """The streaming synthetic-tool loop: several upstream rounds, one client stream.
 
 Each upstream round is parsed incrementally (`proxy.formats.sse.SSEParser`) and rewritten by the
-format's one `AnswerStream` (`ChatFormat.stream_filter`): text is yielded to the client as soon as
+format's one `AnswerStream` (`ClientFormat.stream_filter`): text is yielded to the client as soon as
 its TCP chunk arrives, synthetic tool calls are held back, client calls pass. A round that ends
 with synthetic calls only (and may loop) is executed and the upstream called again, streaming; its
 events continue the same client stream, which ends once (`AnswerStream.closing`: the summed usage,
@@ -10,7 +10,7 @@ the done marker).
 The response headers go out before the first round is read, so a stream cannot carry
 `x-ctxproxy-synthetic-rounds` / `x-ctxproxy-artifact-reads`; the counts are logged (one INFO line
 per request, `ctxproxy.synthetic`) when the stream is closed. Once the stream has started, an
-upstream error or a broken upstream stream becomes one error event (`ChatFormat.error_event`,
+upstream error or a broken upstream stream becomes one error event (`ClientFormat.error_event`,
 numbered by `AnswerStream.error`), and the stream ends without its done marker; so does a stream
 whose upstream ended it before its final event (`AnswerStream.missing_end`). When the client
 goes away the writer closes the stream: the current upstream response is closed and nothing else
@@ -48,7 +48,7 @@ def stream_rounds(
 async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGenerator[bytes, None]:
     """One client write per upstream TCP chunk (none when a chunk holds nothing for the client)."""
     answer: UpstreamResponse | None = first
-    wire = rounds.chat_format
+    wire = rounds.wire
     stream = wire.stream_filter(rounds.names)
     tap = CachedTokensTap(wire, rounds.stats)
     try:
@@ -100,7 +100,7 @@ async def _open_next(rounds: SyntheticRounds) -> tuple[UpstreamResponse | None, 
     try:
         answer = await rounds.open(await rounds.next_body())
     except ProxyError as exc:
-        return None, rounds.chat_format.error_event(exc, rounds.request_id)
+        return None, rounds.wire.error_event(exc, rounds.request_id)
     if answer.status == 200 and answer.is_event_stream:
         return answer, b""
     try:
@@ -119,7 +119,7 @@ def _cut_short(rounds: SyntheticRounds) -> ProxyError:
 
 def _answer_error(rounds: SyntheticRounds, status: int, body: bytes) -> bytes:
     """An upstream error answer as an error event: its own envelope when it sent one."""
-    own = rounds.chat_format.upstream_error_event(body)
+    own = rounds.wire.upstream_error_event(body)
     if own is not None:
         return own
     name = rounds.upstream.name
@@ -132,4 +132,4 @@ def _answer_error(rounds: SyntheticRounds, status: int, body: bytes) -> bytes:
         error = ProxyError(
             ErrorCode.upstream_unavailable, f"Upstream {name!r} answered HTTP {status}"
         )
-    return rounds.chat_format.error_event(error, rounds.request_id)
+    return rounds.wire.error_event(error, rounds.request_id)

@@ -4,7 +4,7 @@ Built per request by the driver: by default the upstream that serves the request
 (the tenant's credentials) its completion gets, and the request's model; a policy may name another
 model, or another upstream by name (whose credentials are then the tenant's for that upstream). The
 call is made in the format the upstream speaks natively (`Upstream.native_format`), which writes its
-bodies and reads its answer (`ChatFormat.summary_bodies` / `summary_answer`): in Chat Completions
+bodies and reads its answer (`ClientFormat.summary_bodies` / `summary_answer`): in Chat Completions
 the answer is asked for as structured output in `SummaryShape`'s JSON schema, and an upstream that
 refuses a body (400, 422, or 500: llama-cpp-python's server answers an unknown `response_format`
 with a 500) is asked again with the next one, for this call only (nothing is remembered); in
@@ -23,7 +23,7 @@ from proxy.engine.steps.summarize.summarizer import SummarizerError, SummaryCall
 from proxy.errors import ProxyError
 from proxy.formats import FORMATS
 from proxy.jsonio import dumps, loads
-from proxy.upstream.base import Upstream
+from proxy.upstream.base import Upstream, read_at_most
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 REFUSED = frozenset({400, 422, 500})
@@ -76,9 +76,9 @@ async def _post(
 ) -> tuple[int, bytes]:
     """The status and body of one call (a transport error or timeout is a failure)."""
     try:
-        response = await upstream.chat_completions(headers=headers, body=body, route=route)
+        response = await upstream.send(headers=headers, body=body, route=route)
         try:
-            return response.status, await response.read()
+            return response.status, await read_at_most(response, MAX_ANSWER_BYTES)
         finally:
             response.close()
     except ProxyError as error:  # UpstreamError: transport, timeouts

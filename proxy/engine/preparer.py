@@ -47,7 +47,12 @@ from proxy.engine.threads import (
 )
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import WorkingSetKey, history_digests, reinsert, working_set_notes
+from proxy.engine.working_set import (
+    WorkingSetKey,
+    reinsert,
+    working_set_notes,
+    working_set_place,
+)
 from proxy.errors import ProxyError, RefusalReason
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
@@ -170,22 +175,18 @@ class Preparer:
         return prepared
 
     def _working_set(
-        self,
-        wire: WireFormat,
-        body: dict[str, Any],
-        policy: Policy,
-        tenant: Requester,
+        self, wire: WireFormat, body: dict[str, Any], policy: Policy, tenant: Requester,
         call: CallOptions,
     ) -> tuple[WorkingSetKey | None, dict[int, str]]:
         """Where this request's read rounds are kept, when the policy keeps them, and where
-        earlier ones may go back (`working_set.answer_anchors`)."""
+        earlier ones may go back."""
         read = policy.read_tool
         if not (call.offer_tools and policy.reduces and read.enabled and read.working_set):
             return None, {}
-        anchors, digest = history_digests(wire, wire.items(body))
         limits = policy.artifacts
-        key = WorkingSetKey(tenant.scope, digest, limits.ttl_seconds, limits.max_per_scope)
-        return key, anchors
+        return working_set_place(
+            wire, wire.items(body), tenant.scope, limits.ttl_seconds, limits.max_per_scope
+        )
 
     async def _decide(
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
@@ -304,16 +305,9 @@ class Preparer:
 
         async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
-                wire,
-                request.messages,
-                conversation,
-                policy,
-                counter,
-                request.costs,
-                artifact_id,
-                own_text_mac,
-                request.budget.allowance,
-            )
+                wire, request.messages, conversation, policy, counter, request.costs,
+                artifact_id, own_text_mac, request.budget.allowance,
+            )  # fmt: skip
             return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
 
         ctx, planned = await plan(policy)
@@ -393,11 +387,5 @@ async def _last_resort(
 def _refusal(
     request: PreparingRequest, final: int, protected: int, *, store_failed: bool = False
 ) -> ProxyError:
-    return refusal(
-        request.budget,
-        request.policy,
-        request.wire.items_param,
-        final,
-        protected,
-        store_failed=store_failed,
-    )
+    budget, policy, param = request.budget, request.policy, request.wire.items_param
+    return refusal(budget, policy, param, final, protected, store_failed=store_failed)

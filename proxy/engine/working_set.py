@@ -69,6 +69,15 @@ def _add(digest: Any, data: bytes) -> None:
     digest.update(data)
 
 
+def working_set_place(
+    wire: WireFormat, items: Sequence[Any], scope: str, ttl_seconds: int, max_per_scope: int
+) -> tuple[WorkingSetKey, dict[int, str]]:
+    """Where a request's read rounds are kept (its history's key) and where earlier ones may go
+    back (`answer_anchors`), in one pass over its items."""
+    anchors, digest = history_digests(wire, items)
+    return WorkingSetKey(scope, digest, ttl_seconds, max_per_scope), anchors
+
+
 def answer_anchors(wire: WireFormat, items: Sequence[Any]) -> dict[int, str]:
     """Index of each recent answer -> the digest of the history before it."""
     return history_digests(wire, items)[0]

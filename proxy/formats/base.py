@@ -1,4 +1,4 @@
-"""The response side of a wire format, and `ChatFormat`: both sides, what `proxy.completion` takes.
+"""The response side of a wire format, and `ClientFormat`: both sides, what completion takes.
 
 The request side is the engine's `proxy.engine.wire.WireFormat`. The answer side below is what
 the synthetic-tool loop asks of a format: which tools to offer (renamed away from the client's,
@@ -52,7 +52,7 @@ class AnswerStream(Protocol):
         proxy's own `closing`)."""
 
     def error(self, event: bytes) -> bytes:
-        """The proxy's error event (`ChatFormat.error_event` / `upstream_error_event`) as this
+        """The proxy's error event (`ClientFormat.error_event` / `upstream_error_event`) as this
         stream sends it, after the events it sent (a Responses stream numbers it next)."""
 
 
@@ -61,7 +61,7 @@ class AnswerFormat(Protocol):
 
     @property
     def upstream_route(self) -> str:
-        """The endpoint its requests go to, relative to the API root (`Upstream.chat_completions`
+        """The endpoint its requests go to, relative to the API root (`Upstream.send`
         `route`), e.g. `/chat/completions`."""
 
     def summary_bodies(
@@ -74,6 +74,9 @@ class AnswerFormat(Protocol):
     def summary_answer(self, data: Any) -> tuple[str, str, dict[str, int]] | None:
         """(the summary's text, the answering model, usage as prompt/completion tokens) of a
         summarizer's answer in this format, or None when it has no text."""
+
+    def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
+        """The body of an error answer (before any response started) in this format's shape."""
 
     def provider_history(self, body: dict[str, Any]) -> str | None:
         """The field by which the request continues history the provider holds (a Responses
@@ -166,5 +169,5 @@ class AnswerFormat(Protocol):
         """An upstream's error answer as a stream event, when it is in this format's envelope."""
 
 
-class ChatFormat(WireFormat, AnswerFormat, Protocol):
+class ClientFormat(WireFormat, AnswerFormat, Protocol):
     """Both sides of one wire format: what a completion takes."""

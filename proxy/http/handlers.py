@@ -14,12 +14,18 @@ from proxy.completion.reply import relayed
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import FORMATS
-from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
-from proxy.formats.base import ChatFormat
-from proxy.formats.openai_chat import OPENAI_CHAT, request_model
-from proxy.formats.openai_responses import OPENAI_RESPONSES
+from proxy.formats.base import ClientFormat
 from proxy.http.auth import Tenant
+from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.relay import respond
+from proxy.http.routes import (
+    CHAT_ROUTE,
+    COUNT_TOKENS_ROUTE,
+    DEFAULT_FORMAT,
+    MESSAGES_ROUTE,
+    RESPONSES_ROUTE,
+    format_of,
+)
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object
 from proxy.metrics import CONTENT_TYPE_LATEST
@@ -27,70 +33,28 @@ from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, read_result
 from proxy.upstream.base import Upstream
 from proxy.upstream.headers import forward_request_headers
 
-_JSON_TYPES = ("application/json", "text/json")
 _MAX_QUERY_DIGITS = 15
-_LARGE_BODY_BYTES = 1024 * 1024
-"""From this size a body is parsed, and a dry run answered, in a worker thread (the default
-executor: a few threads), not on the event loop."""
-
-
-async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    """The raw bytes (forwarded as they are when nothing changes) and the parsed object."""
-    content_type = request.headers.get("Content-Type", "")
-    media = content_type.split(";", 1)[0].strip().lower()
-    if media and media not in _JSON_TYPES and not media.endswith("+json"):
-        raise ProxyError(
-            ErrorCode.unsupported_media_type,
-            f"Content-Type {media!r} is not supported; send application/json",
-        )
-    raw = await read_body(request)
-    if not raw:
-        raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
-    large = len(raw) >= _LARGE_BODY_BYTES
-    body = await asyncio.to_thread(loads_object, raw) if large else loads_object(raw)
-    _check_stream_flag(body)
-    return raw, body
-
-
-def _check_stream_flag(body: dict[str, Any]) -> None:
-    """`stream` is a boolean or null, as OpenAI requires: the proxy and the upstream must agree
-    on whether the answer streams (1 or "true" would stream upstream but not for the proxy)."""
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise ProxyError(
-            ErrorCode.invalid_request,
-            f"Invalid type for 'stream': expected a boolean, but got {type(stream).__name__}",
-            param="stream",
-        )
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The whole request body, within `server.body_timeout_s` (a slow client gets 408)."""
-    if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
-        return await request.read()
-    limit = request.app[SERVICES].settings.server.body_timeout_s
-    try:
-        async with asyncio.timeout(limit):
-            return await request.read()
-    except TimeoutError:
-        raise ProxyError(
-            ErrorCode.request_timeout, f"The request body did not arrive within {limit:g}s"
-        ) from None
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _complete(request, OPENAI_CHAT)
+    return await _complete(request, format_of(CHAT_ROUTE))
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     """`POST /v1/messages`: Anthropic Messages through the same engine."""
-    return await _complete(request, ANTHROPIC_MESSAGES)
+    return await _complete(request, format_of(MESSAGES_ROUTE))
 
 
 async def count_tokens(request: web.Request) -> web.Response:
     """`POST /v1/messages/count_tokens`: the proxy's count of the request as it would go upstream
-    (prepared under the tenant's policy; a request that could not fit counts as refused)."""
-    client = await _client_request(request, ANTHROPIC_MESSAGES)
+    (prepared under the tenant's policy; a request that could not fit counts as refused).
+
+    The count depends on the output the call reserves: with the body's `max_tokens` it is what
+    `messages.create` with that `max_tokens` sends; without (Anthropic's counting takes none) the
+    policy's default reserve is assumed. `ctxproxy` says which, and the tokens before preparation.
+    """
+    client = await _client_request(request, format_of(COUNT_TOKENS_ROUTE))
+    assumed = "max_tokens" if client.wire.output_limit(client.body) is not None else "default"
     try:
         prepared = await request.app[SERVICES].started_driver().prepare(client)
     except ProxyError as exc:
@@ -98,30 +62,37 @@ async def count_tokens(request: web.Request) -> web.Response:
         if exc.code is not ErrorCode.context_length_exceeded or not isinstance(final, int):
             raise
         return web.json_response({"input_tokens": final})
-    tokens = prepared.manifest.tokens_after or prepared.manifest.tokens_before
-    return web.json_response({"input_tokens": tokens})
+    manifest = prepared.manifest
+    details = {
+        "tokens_before": manifest.tokens_before,
+        "outcome": manifest.outcome.value,
+        "reserved_output": manifest.reserved_output,
+        "reserved_output_from": assumed,
+    }
+    tokens = manifest.tokens_after or manifest.tokens_before
+    return web.json_response({"input_tokens": tokens, "ctxproxy": details})
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
     """`POST /v1/responses`: prepared like a chat completion, unless the request continues
     history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
     came, the manifest saying it was not prepared."""
-    return await _complete(request, OPENAI_RESPONSES)
+    return await _complete(request, format_of(RESPONSES_ROUTE))
 
 
-async def _complete(request: web.Request, wire: ChatFormat) -> web.StreamResponse:
+async def _complete(request: web.Request, wire: ClientFormat) -> web.StreamResponse:
     client = await _client_request(request, wire)
     reply = await request.app[SERVICES].started_driver().complete(client)
     return await respond(request, reply)
 
 
-async def _client_request(request: web.Request, wire: ChatFormat) -> ClientRequest:
+async def _client_request(request: web.Request, wire: ClientFormat) -> ClientRequest:
     raw, body = await read_json_body(request)
     return _client_request_of(request, wire, raw, body)
 
 
 def _client_request_of(
-    request: web.Request, wire: ChatFormat, raw: bytes, body: dict[str, Any]
+    request: web.Request, wire: ClientFormat, raw: bytes, body: dict[str, Any]
 ) -> ClientRequest:
     """The request as the driver takes it: its body, its tenant, its upstream and credentials."""
     services = request.app[SERVICES]
@@ -130,9 +101,9 @@ def _client_request_of(
     windows = services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
     def headers_for(other: Upstream) -> CIMultiDict[str]:
-        """A summarizer's upstream named by the policy: the tenant's credentials for it."""
-        authorization = tenant.upstream_authorization(other.settings)
-        return forward_request_headers(request.headers, authorization)
+        """A summarizer's upstream named by the policy: the tenant's credentials for it, in
+        that upstream's style."""
+        return _upstream_headers(request, tenant, other)
 
     return ClientRequest(
         wire, body, raw, tenant, windows, headers_for, request[STATS], request[REQUEST_ID]
@@ -144,7 +115,8 @@ def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) 
     return forward_request_headers(
         request.headers,
         tenant.upstream_authorization(upstream.settings),
-        api_key_header=upstream.settings.kind == "anthropic",
+        api_key_header=upstream.api_key_header,
+        pass_forwarding=upstream.settings.forwarded_headers == "pass",
     )
 
 
@@ -154,16 +126,16 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     raw, body = await read_json_body(request)
     client = _client_request_of(request, _dry_run_format(request), raw, body)
     prepared = await request.app[SERVICES].started_driver().prepare(client)
-    large = len(client.raw) >= _LARGE_BODY_BYTES
+    large = len(client.raw) >= LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
     )
     return web.Response(body=answer, content_type="application/json")
 
 
-def _dry_run_format(request: web.Request) -> ChatFormat:
+def _dry_run_format(request: web.Request) -> ClientFormat:
     """The body's format: `?format=` names one of `FORMATS` (a chat completion by default)."""
-    name = request.query.get("format", OPENAI_CHAT.name)
+    name = request.query.get("format", DEFAULT_FORMAT)
     wire = FORMATS.get(name)
     if wire is None:
         known = ", ".join(sorted(FORMATS))
@@ -229,12 +201,14 @@ def _query_int(request: web.Request, name: str, default: int, *, minimum: int) -
 
 
 async def passthrough(request: web.Request) -> web.StreamResponse:
-    """Any other /v1/* route: forwarded as it is to the upstream that serves its model."""
+    """Any other /v1/* route: forwarded to the upstream that serves its model (the body decoded,
+    like every body the proxy sends), its answer relayed in the coding the client accepts."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT]
     body = await read_body(request) if request.body_exists else None
     upstream = services.upstream_for(_model_hint(request, body), tenant.routes)
     headers = _upstream_headers(request, tenant, upstream)
+    headers["Accept-Encoding"] = request.headers.get("Accept-Encoding", "identity")
     answer = await upstream.open(
         request.method,
         request.match_info["tail"],
@@ -243,7 +217,9 @@ async def passthrough(request: web.Request) -> web.StreamResponse:
         query=request.rel_url.raw_query_string,
         timer=request[STATS],
     )
-    reply = await relayed(answer, {}, request[REQUEST_ID], OPENAI_CHAT.relayed_error_event)
+    reply = await relayed(
+        answer, {}, request[REQUEST_ID], format_of(request.path).relayed_error_event, encoded=True
+    )
     return await respond(request, reply)
 
 
@@ -251,7 +227,7 @@ def _model_hint(request: web.Request, body: bytes | None) -> str:
     if not body or not request.content_type.endswith("json"):
         return ""
     try:
-        return request_model(loads_object(body))
+        return format_of(request.path).model(loads_object(body))
     except ProxyError:
         return ""
 
@@ -274,23 +250,30 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Ready when the store answers and policies are loaded. A policy edit that failed to load
+    leaves the previous policies in use: still ready (the service works), but `degraded`, with
+    the problems, so that it is seen beyond the log line."""
     services = request.app[SERVICES]
     store_ok = bool(await services.store.ping()) if services.store is not None else True
     policies_ok = services.policies is not None
     status = 200 if store_ok and policies_ok else 503
-    body = {
-        "status": "ready" if status == 200 else "not_ready",
+    failure = services.policies.reload_failure if services.policies is not None else None
+    state = "ready" if failure is None else "degraded"
+    body: dict[str, Any] = {
+        "status": state if status == 200 else "not_ready",
         "store": store_ok,
         "policies": policies_ok,
     }
+    if failure is not None:
+        body["policy_reload_failure"] = failure
     return web.json_response(body, status=status)
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/messages", messages)
-    app.router.add_post("/v1/messages/count_tokens", count_tokens)
-    app.router.add_post("/v1/responses", responses)
+    app.router.add_post(CHAT_ROUTE, chat_completions)
+    app.router.add_post(MESSAGES_ROUTE, messages)
+    app.router.add_post(COUNT_TOKENS_ROUTE, count_tokens)
+    app.router.add_post(RESPONSES_ROUTE, responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/", root)

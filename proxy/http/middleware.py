@@ -1,8 +1,9 @@
 """The edge: request ids, auth -> tenant, the store lease around the handler, and the one place
 errors become HTTP responses.
 
-Errors after a stream has started are SSE events of the client's format
-(`proxy.formats.openai_chat.errors`), written by whoever produces the stream.
+Errors before a response starts are answered in the envelope of the route's format
+(`routes.format_of`); errors after a stream has started are SSE events of the client's format,
+written by whoever produces the stream.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats.anthropic_messages.errors import error_body as anthropic_error_body
+from proxy.http.body import ACCEPTED_CODINGS
+from proxy.http.routes import COMPLETION_ROUTES, format_of
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
@@ -28,27 +30,21 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUEST_ID_HEADER = "x-ctxproxy-request-id"
 _UNAUTHENTICATED = frozenset({"/", "/healthz", "/readyz"})
 METRICS_ROUTE = "/metrics"
-CHAT_ROUTE = "/v1/chat/completions"
-MESSAGES_ROUTE = "/v1/messages"
-COMPLETION_ROUTES = frozenset({CHAT_ROUTE, MESSAGES_ROUTE})
-ANTHROPIC_ROUTES = frozenset({MESSAGES_ROUTE, "/v1/messages/count_tokens"})
-"""Routes whose errors use Anthropic's envelope (`formats.anthropic_messages.errors`)."""
 CLIENT_CLOSED = 499
 """The status recorded when the client went away (or the handler was cancelled) mid-request."""
 
 
 def json_error(error: ProxyError, request_id: str, path: str = "") -> web.Response:
-    """The error answer, in the envelope of the route's format (OpenAI's unless Anthropic's)."""
-    envelope = (
-        anthropic_error_body(error, request_id)
-        if path in ANTHROPIC_ROUTES
-        else error.envelope(request_id)
-    )
+    """The error answer, in the envelope of the route's format."""
+    envelope = format_of(path).error_envelope(error, request_id)
+    headers = {REQUEST_ID_HEADER: request_id}
+    if error.code is ErrorCode.unsupported_content_encoding:  # RFC 9110 15.5.16
+        headers["Accept-Encoding"] = ACCEPTED_CODINGS
     return web.Response(
         body=dumps(envelope),
         status=error.code.status,
         content_type="application/json",
-        headers={REQUEST_ID_HEADER: request_id},
+        headers=headers,
     )
 
 

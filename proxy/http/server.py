@@ -6,7 +6,8 @@ connection, and a file descriptor, for as long as it liked, and a few hundred su
 exhausted the process's descriptors. `EdgeRequestHandler` closes a connection whose request
 headers are not complete `header_timeout_s` after the connection opened or after the first byte
 of a later request on it, answering 408 first. The body's time is bounded by the handlers
-(`proxy.http.handlers.read_body`, `server.body_timeout_s`).
+(`proxy.http.body.read_body`, `server.body_timeout_s`), which also undo its content coding:
+aiohttp's own decompression is off here.
 
 When aiohttp cannot parse a request (a malformed request line or header, a line too long) it
 answers before any handler or middleware runs, in plain text that quotes the offending line, a
@@ -177,6 +178,9 @@ class EdgeRunner(web.AppRunner):
         self._handler_kwargs: dict[str, Any] = {
             "keepalive_timeout": KEEPALIVE_TIMEOUT_S,
             "access_log": None,
+            # aiohttp would inflate a compressed body on the loop as it arrives, before any
+            # authentication; bodies are decoded by the handlers that read them (`http.body`)
+            "auto_decompress": False,
         }
         super().__init__(
             app,

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TextIO
 
 from proxy.policy.files import read_policy_file
+from proxy.policy.schema import export_schema
 from proxy.policy.store import (
     POLICY_SUFFIXES,
     PolicyLoadError,
     PolicyStore,
-    export_schema,
 )
 
 EXIT_OK = 0

@@ -71,20 +71,6 @@ def bundled_policies_dir() -> Path:
     return Path(str(resources.files("proxy").joinpath("policies")))
 
 
-def export_schema() -> dict[str, Any]:
-    """JSON schema of a policy *file*: `Policy` without `name`, which comes from the file name."""
-    schema = Policy.model_json_schema()
-    schema.get("properties", {}).pop("name", None)
-    if "name" in schema.get("required", []):
-        schema["required"].remove("name")
-    schema["title"] = "ctxproxy policy"
-    schema["description"] = (
-        "One ctxproxy policy file (policies/<name>.yaml). Generated from proxy/engine/policy.py "
-        "by `ctxproxy policy schema`; do not edit by hand."
-    )
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
 @dataclass(frozen=True)
 class _Source:
     name: str
@@ -304,6 +290,7 @@ class PolicyStore:
         self._directories = tuple(directories)
         self._snapshot = snapshot
         self._failed: Fingerprint | None = None
+        self._failure: str | None = None
         self._required = frozenset(required)
         """Names a reload must keep (the configured tenants' policies)."""
 
@@ -323,6 +310,12 @@ class PolicyStore:
         policies) is refused like a broken edit. Raises `PolicyLoadError` if one is missing now."""
         _check_required(self._snapshot, names)
         self._required = frozenset(names)
+
+    @property
+    def reload_failure(self) -> str | None:
+        """The problems of the files on disk when their last reload failed (the previous set is
+        still the one in use), else None."""
+        return self._failure
 
     @property
     def directories(self) -> tuple[Path, ...]:
@@ -363,11 +356,11 @@ class PolicyStore:
             snapshot = _build(self._directories)
             _check_required(snapshot, self._required)
         except PolicyLoadError as exc:
-            self._failed = fingerprint
+            self._failed, self._failure = fingerprint, str(exc)
             logger.error("policy reload failed, keeping the previous policies:\n%s", exc)
             return False
         self._snapshot = snapshot
-        self._failed = None
+        self._failed = self._failure = None
         logger.info("policies reloaded: %s", ", ".join(self.names()))
         _log_warnings(snapshot.warnings)
         return True
@@ -389,7 +382,6 @@ __all__ = [
     "UnknownPolicy",
     "bundled_policies_dir",
     "deep_merge",
-    "export_schema",
     "format_validation_error",
     "merge_policy_data",
 ]

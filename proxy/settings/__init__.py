@@ -35,11 +35,16 @@ class _Strict(BaseModel):
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = DEFAULT_PORT
-    max_body_bytes: Annotated[int, Field(gt=0)] = 32 * 1024 * 1024
+    max_body_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=32 * 1024 * 1024,
+        description="Largest request body (else 413 request_too_large), as sent and, for a "
+        "compressed one, once decoded.",
+    )
     max_parsed_response_bytes: Annotated[int, Field(gt=0)] = Field(
         default=MAX_PARSED_RESPONSE_BYTES,
         description="Largest upstream answer the proxy reads whole to run its tools (else 502 "
-        "upstream_response_too_large); relayed answers stream and have no cap.",
+        "upstream_response_too_large), counted once decoded; relayed answers stream and have "
+        "no cap.",
     )
     header_timeout_s: Annotated[float, Field(gt=0)] = Field(
         default=10.0, description="A request's headers must arrive within this (else 408)."
@@ -119,6 +124,12 @@ class UpstreamSettings(_Strict):
     )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
+    forwarded_headers: Literal["drop", "pass"] = Field(
+        default="drop",
+        description="The client's Forwarded, Via, X-Real-IP and X-Forwarded-* headers: 'drop' "
+        "(a client could claim any address to this upstream) or 'pass' (the proxy sits behind "
+        "one of the operator's, which sets them).",
+    )
 
     @model_validator(mode="after")
     def _needs_a_base_url(self) -> UpstreamSettings:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings, UpstreamSettings
+from proxy.settings.suggest import unknown_key
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -104,7 +105,7 @@ def _format_validation(path: Path, exc: ValidationError) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            problems = ["unknown key"]
+            problems = [unknown_key(Settings, err["loc"])]
         else:
             problems = str(err["msg"]).removeprefix("Value error, ").splitlines()
         lines += [f"{path}: {key}: {p}" if key else f"{path}: {p}" for p in problems]

@@ -1,24 +1,27 @@
-"""Upstream kinds: one module each, registered here by the name `upstreams[].kind` uses."""
+"""Upstream kinds, registered by the name `upstreams[].kind` uses. The HTTP kinds are one class told
+apart by data (`http_upstream.HttpStyle`): a new one is a style and a line here; another transport
+(litellm) is a module of its own."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import MappingProxyType
 
 import aiohttp
 
 from proxy.settings import UpstreamSettings
-from proxy.upstream.anthropic_http import AnthropicHttpUpstream
+from proxy.upstream.anthropic_http import ANTHROPIC_STYLE
 from proxy.upstream.base import Upstream
+from proxy.upstream.http_upstream import HttpUpstream
 from proxy.upstream.litellm_adapter import LitellmUpstream
-from proxy.upstream.openai_http import OpenAIHttpUpstream
 
 UpstreamFactory = Callable[[UpstreamSettings, aiohttp.ClientSession], Upstream]
 
 UPSTREAM_KINDS: Mapping[str, UpstreamFactory] = MappingProxyType(
     {
-        "openai": OpenAIHttpUpstream,
-        "anthropic": AnthropicHttpUpstream,
+        "openai": HttpUpstream,
+        "anthropic": partial(HttpUpstream, style=ANTHROPIC_STYLE),
         "litellm": LitellmUpstream,
     }
 )

@@ -41,6 +41,19 @@ def upstream_read_error(exc: BaseException, name: str) -> UpstreamError:
     )
 
 
+async def read_at_most(answer: UpstreamResponse, limit: int) -> bytes:
+    """The decoded body, or only its first bytes, a little over `limit` of them, when it is
+    longer (reading stops there: the caller sees `len() > limit`)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in answer.chunks():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(parts)
+
+
 class CallTimer(Protocol):
     """Told when a request is sent and when its response headers arrived (`RequestStats`)."""
 
@@ -71,11 +84,23 @@ class UpstreamResponse(ABC):
 
     @abstractmethod
     async def read(self) -> bytes:
-        """The whole body; raises `UpstreamError` when it stops arriving."""
+        """The whole body, decoded; raises `UpstreamError` when it stops arriving. Unbounded:
+        where the upstream decides the size, read with `read_at_most`."""
 
     @abstractmethod
     def chunks(self) -> AsyncIterator[bytes]:
-        """The body as it arrives, one item per transport chunk; raises `UpstreamError`."""
+        """The body as it arrives, its content coding undone in bounded pieces (`codings`);
+        raises `UpstreamError` (`upstream_invalid_response` for a body that does not decode)."""
+
+    @property
+    def content_encoding(self) -> str:
+        """The `Content-Encoding` of `encoded_chunks()` ("" when it has none)."""
+        return ""
+
+    def encoded_chunks(self) -> AsyncIterator[bytes]:
+        """The body as it came, still in its `content_encoding`: for a relay the proxy does not
+        read, which passes it on compressed instead of inflating it."""
+        return self.chunks()
 
     @abstractmethod
     def close(self) -> None:
@@ -94,6 +119,12 @@ class Upstream(Protocol):
 
     @property
     def settings(self) -> UpstreamSettings: ...
+
+    @property
+    def api_key_header(self) -> bool:
+        """Whether the key the proxy sends goes as `x-api-key` (Anthropic's style) rather than
+        as `Authorization: Bearer` (`headers.forward_request_headers`)."""
+        ...
 
     @property
     def native_format(self) -> str:
@@ -120,7 +151,7 @@ class Upstream(Protocol):
         """
         ...
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],
@@ -130,5 +161,5 @@ class Upstream(Protocol):
     ) -> UpstreamResponse:
         """Send one prepared completion (JSON `body`) wherever this upstream serves them.
         `route`: the client format's endpoint, relative to the API root (`/chat/completions`,
-        `/responses`: `ChatFormat.upstream_route`); an upstream maps it to its own path."""
+        `/responses`: `ClientFormat.upstream_route`); an upstream maps it to its own path."""
         ...

@@ -55,6 +55,7 @@ _STATUS_TYPES = {
 class LitellmUpstream:
     """Calls litellm's async API for one configured upstream (`upstreams[].provider`)."""
 
+    api_key_header = False
     native_format = "openai_chat"
 
     def __init__(self, settings: UpstreamSettings, session: object = None) -> None:
@@ -77,7 +78,7 @@ class LitellmUpstream:
         message = f"{method} {path} is not served by the litellm upstream {self.name!r}"
         return BufferedResponse(404, _JSON, _error_body(message, "not_found_error", None))
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],

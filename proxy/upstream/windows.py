@@ -28,7 +28,7 @@ from multidict import CIMultiDict
 
 from proxy.errors import ProxyError
 from proxy.jsonio import loads
-from proxy.upstream.base import Upstream
+from proxy.upstream.base import Upstream, read_at_most
 
 log = logging.getLogger("ctxproxy.upstream")
 
@@ -153,7 +153,7 @@ async def _get_json(upstream: Upstream, path: str, at_root: bool, headers: CIMul
         try:
             if answer.status != 200:
                 return None
-            raw = await answer.read()
+            raw = await read_at_most(answer, MAX_PROBE_BYTES)
         finally:
             answer.close()
     except ProxyError:  # UpstreamError: unreachable, broken

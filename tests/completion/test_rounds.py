@@ -65,7 +65,7 @@ def make_rounds(
         metrics=Metrics(),
         stats=RequestStats(),
         request_id="req-1",
-        chat_format=OPENAI_CHAT,
+        wire=OPENAI_CHAT,
     )
 
 

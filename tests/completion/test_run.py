@@ -147,7 +147,7 @@ async def test_an_unreachable_upstream_is_raised(max_rounds: int | None) -> None
 
 async def test_relayed_closes_a_stream_that_never_started() -> None:
     upstream = FakeUpstream(sse_answer([chunk({"content": "Hi"})]))
-    answer_ = await upstream.chat_completions(headers=make_context(upstream).headers, body=b"{}")
+    answer_ = await upstream.send(headers=make_context(upstream).headers, body=b"{}")
     reply = await relayed(answer_, {}, REQUEST_ID, OPENAI_CHAT.relayed_error_event)
     assert reply.stream is not None
     await reply.stream.aclose()

@@ -52,7 +52,7 @@ def response(*output: Any, input_tokens: int = 10) -> dict[str, Any]:
 async def test_a_plain_answer_goes_to_the_responses_route_and_back_byte_for_byte() -> None:
     raw = b'{"id": "resp_1",  "object": "response", "output": []}'
     upstream = FakeUpstream(json_answer(raw))
-    context = replace(make_context(upstream), chat_format=OPENAI_RESPONSES)
+    context = replace(make_context(upstream), wire=OPENAI_RESPONSES)
     request = prepared(synthetic=False)
     reply = await run_completion(context, request)
     assert (reply.status, reply.body) == (200, raw)
@@ -74,7 +74,7 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
         json_answer(response(REASONING, call, input_tokens=10)),
         json_answer(response(ANSWER, input_tokens=30)),
     )
-    context = replace(make_context(upstream, store), chat_format=OPENAI_RESPONSES)
+    context = replace(make_context(upstream, store), wire=OPENAI_RESPONSES)
     reply = await run_completion(context, prepared(synthetic=True))
     assert reply.body is not None
     payload = loads(reply.body)
@@ -92,7 +92,7 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
 async def test_the_input_tokens_of_a_json_answer_feed_the_calibration() -> None:
     upstream = FakeUpstream(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
     calibration = CountCalibration(min_counted_tokens=1, min_samples=3)
-    context = replace(make_context(upstream), chat_format=OPENAI_RESPONSES, calibration=calibration)
+    context = replace(make_context(upstream), wire=OPENAI_RESPONSES, calibration=calibration)
     request = prepared(synthetic=False)
     request.manifest.counting_method = "tiktoken:o200k_base"
     request.manifest.tokens_after = 1000

@@ -188,3 +188,14 @@ def test_llama_cpp_pythons_500_for_an_unknown_form_leads_to_the_json_object_form
     assert [c.json()["response_format"]["type"] for c in route.calls] == [
         "json_schema", "json_object"
     ]
+
+
+def test_an_answer_over_its_cap_is_not_read_to_its_end() -> None:
+    chunks = [b" " * 65536] * (4 * MAX_ANSWER_BYTES // 65536)
+    route = FakeUpstream(Answer(chunks=chunks))
+    with pytest.raises(SummarizerError) as caught:
+        asyncio.run(summarizer(route).summarize(CALL))
+    assert caught.value.failure == "invalid"
+    delivered = route.responses[0].delivered
+    assert MAX_ANSWER_BYTES < sum(map(len, delivered)) <= MAX_ANSWER_BYTES + 65536
+    assert route.all_closed

@@ -17,7 +17,7 @@ import pytest
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
 from proxy.formats import FORMATS
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.jsonio import dumps
 from proxy.tokens.counters import TokenCounter, TokenCounters
 
@@ -26,7 +26,7 @@ LARGE_RESULT_CHARS = 8_000
 """The default policy's `offload_tool_results.threshold_chars`."""
 
 
-def fixture(path: Path) -> tuple[ChatFormat, dict[str, Any]]:
+def fixture(path: Path) -> tuple[ClientFormat, dict[str, Any]]:
     data = json.loads(path.read_text())
     name = "anthropic_messages" if data["meta"]["cli"] == "claude" else "openai_responses"
     return FORMATS[name], data["body"]
@@ -47,7 +47,7 @@ def proxy() -> Iterator[tuple[asyncio.AbstractEventLoop, RunningProxy]]:
     loop.close()
 
 
-async def _dry_run(proxy: RunningProxy, wire: ChatFormat, raw: bytes) -> dict[str, Any]:
+async def _dry_run(proxy: RunningProxy, wire: ClientFormat, raw: bytes) -> dict[str, Any]:
     url = f"{proxy.url}/v1/context/prepare?format={wire.name}"
     headers = {"Content-Type": "application/json", "Authorization": "Bearer sk-test"}
     async with (
@@ -60,18 +60,18 @@ async def _dry_run(proxy: RunningProxy, wire: ChatFormat, raw: bytes) -> dict[st
 
 
 def dry_run(
-    proxy: tuple[asyncio.AbstractEventLoop, RunningProxy], wire: ChatFormat, body: dict[str, Any]
+    proxy: tuple[asyncio.AbstractEventLoop, RunningProxy], wire: ClientFormat, body: dict[str, Any]
 ) -> dict[str, Any]:
     loop, running = proxy
     return loop.run_until_complete(_dry_run(running, wire, dumps(body)))
 
 
-def tool_result_texts(wire: ChatFormat, body: dict[str, Any]) -> list[str]:
+def tool_result_texts(wire: ClientFormat, body: dict[str, Any]) -> list[str]:
     items = wire.items(body)
     return [t for item in items if wire.is_tool_result(item) and (t := wire.result_text(item))]
 
 
-def instructions(wire: ChatFormat, body: dict[str, Any]) -> list[Any]:
+def instructions(wire: ClientFormat, body: dict[str, Any]) -> list[Any]:
     """The system/developer items among the items (Claude Code's `system` message, Codex's
     developer messages and its `additional_tools` item)."""
     items = wire.items(body)

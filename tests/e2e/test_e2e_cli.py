@@ -88,7 +88,7 @@ async def test_serve_refuses_a_broken_config(tmp_path: object) -> None:
     )
     _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 2
-    assert f"{config}: server.prot: unknown key" in err.decode()
+    assert f"{config}: server.prot: unknown key (did you mean 'port'?)" in err.decode()
 
 
 async def run_serve(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

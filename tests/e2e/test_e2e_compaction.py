@@ -109,7 +109,7 @@ async def test_the_summary_replaces_the_span_names_the_archive_and_is_reused(
         assert await _artifact(compact_proxy, result_id) in results
     # the digest carries the span's details: lines of its tool results, labelled by call
     by_call = {m["tool_call_id"]: m["content"] for m in archived if m["role"] == "tool"}
-    quoted = re.findall(r"^- \[(call_[0-9_]+)\] (.+)$", summary["content"], re.MULTILINE)
+    quoted = re.findall(r"^> - \[(call_[0-9_]+)\] (.+)$", summary["content"], re.MULTILINE)
     assert len(quoted) >= 3, summary["content"]
     assert all(line in by_call[call] for call, line in quoted)
     # the same history again: the same bytes upstream (the summary frozen under the span)

@@ -1,6 +1,6 @@
 """Architecture: the engine and the completion loop name no wire field of any client format (the
 adapters in `proxy/formats/` do; the engine asks them through `proxy.engine.wire.WireFormat`, the
-completion loop through `proxy.formats.base.ChatFormat`).
+completion loop through `proxy.formats.base.ClientFormat`).
 
 Every string (or bytes) literal in `proxy/engine/**/*.py` and `proxy/completion/**/*.py`
 (docstrings aside) is checked against the field names below. Role values the policy itself speaks

@@ -19,7 +19,8 @@ from proxy.engine.steps.drop_turns import DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
 from proxy.engine.steps.summarize import SummarizeConfig
 from proxy.policy.cli import render_schema
-from proxy.policy.store import PolicyStore, bundled_policies_dir, export_schema
+from proxy.policy.schema import export_schema
+from proxy.policy.store import PolicyStore, bundled_policies_dir
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "policies"

@@ -21,7 +21,7 @@ from chat_bodies import (
 )
 
 from proxy.formats import FORMATS
-from proxy.formats.base import ChatFormat
+from proxy.formats.base import ClientFormat
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.answers import (
     call_arguments,
@@ -192,8 +192,8 @@ def test_synthetic_calls_are_none_unless_one_choice_mixes_both(payload: dict[str
 
 
 def test_the_openai_chat_adapter_is_a_chat_format_in_the_registry() -> None:
-    chat_format: ChatFormat = OPENAI_CHAT  # mypy checks it in `FORMATS` and the handlers
-    assert FORMATS["openai_chat"] is chat_format
+    wire: ClientFormat = OPENAI_CHAT  # mypy checks it in `FORMATS` and the handlers
+    assert FORMATS["openai_chat"] is wire
     assert OPENAI_CHAT.synthetic_only is synthetic_only
     assert OPENAI_CHAT.round_items is round_items
 

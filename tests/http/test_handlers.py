@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -126,6 +127,36 @@ async def test_not_ready_when_the_store_ping_fails(
     assert pings == [1]
     monkeypatch.undo()
     assert (await ready(proxy))[0] == 200
+
+
+async def test_a_broken_policy_edit_is_degraded_not_hidden(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """The previous policies stay in use (still ready), and /readyz and /metrics say the files
+    on disk did not load, until they are mended."""
+    (tmp_path / "acme.yaml").write_text("mode: window\n")
+    proxy = await start_proxy(make_settings(fake_upstream.base_url, policies_dir=str(tmp_path)))
+    try:
+        policies = proxy.services.policies
+        assert policies is not None
+        (tmp_path / "acme.yaml").write_text("mode: windw\n")
+        assert not policies.reload_if_changed()
+        status, body = await ready(proxy)
+        assert (status, body["status"], body["policies"]) == (200, "degraded", True)
+        failure = body["policy_reload_failure"]
+        assert "acme.yaml" in failure and "mode" in failure
+        assert "ctxproxy_policy_reload_failed 1.0" in await metrics(proxy)
+        (tmp_path / "acme.yaml").write_text("mode: inspect\n")
+        assert policies.reload_if_changed()
+        assert await ready(proxy) == (200, {"status": "ready", "store": True, "policies": True})
+        assert "ctxproxy_policy_reload_failed 0.0" in await metrics(proxy)
+    finally:
+        await proxy.stop()
+
+
+async def metrics(proxy: RunningProxy) -> str:
+    async with aiohttp.ClientSession() as session, session.get(f"{proxy.url}/metrics") as response:
+        return await response.text()
 
 
 async def test_not_ready_without_policies(

@@ -22,7 +22,7 @@ from proxy.http.relay import respond
 from proxy.http.services import REQUEST_ID
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import UpstreamResponse
-from proxy.upstream.openai_http import OpenAIHttpUpstream
+from proxy.upstream.http_upstream import HttpUpstream
 
 EXTRA = {"x-ctxproxy-policy": "default", "x-ctxproxy-actions": "none"}
 EVENTS = [{"id": "c1", "choices": [{"index": 0, "delta": {"content": f"w{i}"}}]} for i in range(3)]
@@ -44,7 +44,7 @@ async def rig(fake_upstream: FakeUpstream) -> AsyncIterator[Rig]:
         app = web.Application()
         holder: list[Rig] = []
         settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)
-        upstream = OpenAIHttpUpstream(settings, session)
+        upstream = HttpUpstream(settings, session)
 
         async def handler(request: web.Request) -> web.StreamResponse:
             state = holder[0]

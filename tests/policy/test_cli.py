@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from proxy.policy.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, check, write_schema
-from proxy.policy.store import export_schema
+from proxy.policy.schema import export_schema
 
 REPO = Path(__file__).resolve().parents[2]
 

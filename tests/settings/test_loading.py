@@ -37,7 +37,24 @@ def test_unknown_key_names_file_and_key(tmp_path: Path) -> None:
     path.write_text("server:\n  prot: 1\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, {})
-    assert str(caught.value) == f"{path}: server.prot: unknown key"
+    assert str(caught.value) == f"{path}: server.prot: unknown key (did you mean 'port'?)"
+
+
+def test_every_unknown_key_is_named_with_the_closest_known_one(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "stor: {kind: memory}\n"
+        "upstreams: [{name: a, base_url: 'http://x', kindd: openai}]\n"
+        "tenants: [{name: t, session: {sorce: header}, zzz: 1}]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {})
+    assert sorted(str(caught.value).splitlines()) == sorted([
+        f"{path}: stor: unknown key (did you mean 'store'?)",
+        f"{path}: upstreams.0.kindd: unknown key (did you mean 'kind'?)",
+        f"{path}: tenants.0.session.sorce: unknown key (did you mean 'source'?)",
+        f"{path}: tenants.0.zzz: unknown key",
+    ])
 
 
 def test_wrong_type_names_file_and_key(tmp_path: Path) -> None:
@@ -369,3 +386,16 @@ def test_bad_session_settings_name_the_key(
 def test_a_tenant_name_cannot_look_like_a_session_scope(tmp_path: Path) -> None:
     path = write(tmp_path, "tenants: [{name: 'acme#session:0123'}]\n")
     assert one_line_error(path).startswith(f"{path}: tenants.0.name: must not contain")
+
+
+def test_forwarding_headers_are_dropped_unless_an_upstream_passes_them(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "upstreams:\n"
+        "  - {name: a, base_url: 'http://a/v1'}\n"
+        "  - {name: b, base_url: 'http://b/v1', forwarded_headers: pass}\n",
+    )
+    first, second = load_settings(path, {}).upstreams
+    assert (first.forwarded_headers, second.forwarded_headers) == ("drop", "pass")
+    path = write(tmp_path, "upstreams: [{name: a, base_url: 'http://a', forwarded_headers: yes}]")
+    assert one_line_error(path).startswith(f"{path}: upstreams.0.forwarded_headers: ")

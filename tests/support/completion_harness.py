@@ -48,7 +48,7 @@ def make_context(upstream: FakeUpstream, store: MemoryStore | None = None) -> Co
         metrics=Metrics(),
         stats=RequestStats(),
         request_id=REQUEST_ID,
-        chat_format=OPENAI_CHAT,
+        wire=OPENAI_CHAT,
     )
 
 

@@ -19,7 +19,7 @@ def as_upstream(fake: FakeUpstream) -> Upstream:
 async def test_calls_are_recorded_and_answers_given_in_order() -> None:
     fake = FakeUpstream(json_answer({"n": 1}), json_answer(b"raw", status=201))
     stats = RequestStats()
-    first = await as_upstream(fake).chat_completions(headers=HEADERS, body=b'{"a": 1}', timer=stats)
+    first = await as_upstream(fake).send(headers=HEADERS, body=b'{"a": 1}', timer=stats)
     second = await fake.open("GET", "/models", headers=HEADERS, body=None, query="x=1")
     assert fake.calls == [
         Call("POST", "/chat/completions", HEADERS, b'{"a": 1}'),
@@ -38,7 +38,7 @@ async def test_calls_are_recorded_and_answers_given_in_order() -> None:
 
 async def test_chunks_then_the_scripted_break() -> None:
     fake = FakeUpstream(sse_answer([{"n": 1}, b"data: x\n\n"], done=False, error=broken()))
-    response = await fake.chat_completions(headers=HEADERS, body=b"{}")
+    response = await fake.send(headers=HEADERS, body=b"{}")
     assert response.is_event_stream
     received = []
     with pytest.raises(UpstreamError):
@@ -49,14 +49,14 @@ async def test_chunks_then_the_scripted_break() -> None:
 
 async def test_a_whole_body_can_break_too() -> None:
     fake = FakeUpstream(Answer(body=b"{", error=broken()))
-    response = await fake.chat_completions(headers=HEADERS, body=b"{}")
+    response = await fake.send(headers=HEADERS, body=b"{}")
     with pytest.raises(UpstreamError):
         await response.read()
 
 
 async def test_reading_after_close_is_a_test_failure() -> None:
     fake = FakeUpstream(json_answer({}))
-    response = await fake.chat_completions(headers=HEADERS, body=b"{}")
+    response = await fake.send(headers=HEADERS, body=b"{}")
     response.close()
     with pytest.raises(AssertionError):
         await response.read()
@@ -67,7 +67,7 @@ async def test_a_scripted_error_is_raised_by_the_call() -> None:
     fake = FakeUpstream(error)
     stats = RequestStats()
     with pytest.raises(UpstreamError) as caught:
-        await fake.chat_completions(headers=HEADERS, body=b"{}", timer=stats)
+        await fake.send(headers=HEADERS, body=b"{}", timer=stats)
     assert caught.value is error
     assert stats.upstream_sent is not None and stats.upstream_calls == []
     assert len(fake.calls) == 1 and fake.responses == []
@@ -76,7 +76,7 @@ async def test_a_scripted_error_is_raised_by_the_call() -> None:
 async def test_a_handler_answers_every_call() -> None:
     fake = FakeUpstream(handler=lambda call: json_answer(call.body or b"empty"))
     for body in (b'{"a": 1}', b'{"b": 2}'):
-        response = await fake.chat_completions(headers=HEADERS, body=body)
+        response = await fake.send(headers=HEADERS, body=body)
         assert await response.read() == body
     assert len(fake.calls) == 2
 
@@ -84,4 +84,4 @@ async def test_a_handler_answers_every_call() -> None:
 async def test_running_out_of_script_fails_the_test() -> None:
     fake = FakeUpstream()
     with pytest.raises(AssertionError, match="no answer scripted"):
-        await fake.chat_completions(headers=HEADERS, body=b"{}")
+        await fake.send(headers=HEADERS, body=b"{}")

@@ -162,6 +162,7 @@ class FakeUpstream:
     ) -> None:
         self.name = name
         self.native_format = native_format
+        self.api_key_header = native_format == "anthropic_messages"
         self.settings = UpstreamSettings(name=name, base_url="http://upstream.invalid/v1")
         self.calls: list[Call] = []
         self.responses: list[FakeResponse] = []
@@ -191,7 +192,7 @@ class FakeUpstream:
         self.responses.append(response)
         return response
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],

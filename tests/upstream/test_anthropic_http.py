@@ -1,4 +1,4 @@
-"""`upstream.anthropic_http`: native Messages HTTP against the fake Anthropic server."""
+"""`upstream.anthropic_http`: the HTTP upstream in Anthropic's style, against the fake server."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from fakes.anthropic import fake_anthropic
 from multidict import CIMultiDict
 
 from proxy.settings import UpstreamSettings
-from proxy.upstream.anthropic_http import DEFAULT_VERSION, AnthropicHttpUpstream, api_root
+from proxy.upstream.anthropic_http import ANTHROPIC_STYLE, DEFAULT_VERSION, api_root
 from proxy.upstream.base import MESSAGES_ROUTE
+from proxy.upstream.http_upstream import HttpUpstream
 
 
 @pytest.mark.parametrize(
@@ -23,14 +24,14 @@ def test_the_api_root_ends_with_v1_once(base: str) -> None:
 async def test_a_completion_goes_to_v1_messages_with_its_bytes_and_headers() -> None:
     async with fake_anthropic() as fake, aiohttp.ClientSession() as session:
         settings = UpstreamSettings(name="claude", kind="anthropic", base_url=fake.origin)
-        upstream = AnthropicHttpUpstream(settings, session)
+        upstream = HttpUpstream(settings, session, ANTHROPIC_STYLE)
         assert upstream.settings.base_url == fake.origin and upstream.name == "claude"
         body = (
             b'{"model":"claude-haiku-4-5","max_tokens":5,'
             b'"messages":[{"role":"user","content":"hi"}]}'
         )
         headers = CIMultiDict({"x-api-key": "k", "anthropic-beta": "b1,b2"})
-        answer = await upstream.chat_completions(headers=headers, body=body, route=MESSAGES_ROUTE)
+        answer = await upstream.send(headers=headers, body=body, route=MESSAGES_ROUTE)
         try:
             assert answer.status == 200
             assert b"echo: hi" in await answer.read()
@@ -46,6 +47,6 @@ async def test_a_completion_goes_to_v1_messages_with_its_bytes_and_headers() -> 
         count.close()
         assert fake.last.path == "/v1/messages/count_tokens"
         assert fake.last.headers["anthropic-version"] == "2099-01-01"
-        chat = await upstream.chat_completions(headers=CIMultiDict(), body=b"{}")
+        chat = await upstream.send(headers=CIMultiDict(), body=b"{}")
         chat.close()
         assert fake.last.path == "/v1/chat/completions"  # Anthropic's OpenAI-compatible route

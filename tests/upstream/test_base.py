@@ -8,9 +8,15 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
+from upstream_double import Answer, FakeUpstream
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.upstream.base import UpstreamError, UpstreamResponse, upstream_read_error
+from proxy.upstream.base import (
+    UpstreamError,
+    UpstreamResponse,
+    read_at_most,
+    upstream_read_error,
+)
 
 
 class Headers(UpstreamResponse):
@@ -97,3 +103,16 @@ def test_upstream_read_error(exc: BaseException, code: ErrorCode, text: str) -> 
 def test_upstream_read_error_does_not_leak_the_exception_text() -> None:
     error = upstream_read_error(aiohttp.ClientPayloadError("token sk-secret in body"), "up")
     assert "sk-secret" not in error.message
+
+
+async def test_read_at_most_stops_reading_soon_after_the_limit() -> None:
+    chunks = [bytes(1000)] * 50
+    upstream = FakeUpstream(Answer(chunks=chunks))
+    answer = await upstream.open("GET", "/x", headers=CIMultiDict(), body=None)
+    head = await read_at_most(answer, 2500)
+    assert len(head) == 3000  # a little over the limit: the caller sees it is too long
+    assert len(upstream.responses[0].delivered) == 3  # and the rest was never read
+    answer = await FakeUpstream(Answer(chunks=chunks)).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    assert await read_at_most(answer, 50_000) == bytes(50_000)

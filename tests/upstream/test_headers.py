@@ -11,6 +11,7 @@ from proxy.upstream.headers import (
     CREDENTIAL_HEADERS,
     HOP_BY_HOP,
     forward_request_headers,
+    is_forwarding_header,
     relay_response_headers,
 )
 
@@ -181,3 +182,37 @@ def test_a_proxy_key_for_an_anthropic_upstream_goes_as_x_api_key() -> None:
     assert out["anthropic-beta"] == "b"
     kept = forward_request_headers(incoming, None, api_key_header=True)
     assert kept["x-api-key"] == "client" and kept["Authorization"] == "Bearer client"
+
+
+FORWARDING = CIMultiDict(
+    [
+        ("X-Forwarded-For", "203.0.113.9"),
+        ("x-forwarded-for", "10.0.0.1"),
+        ("X-Forwarded-Host", "admin.internal"),
+        ("X-Forwarded-Proto", "https"),
+        ("X-Forwarded-Prefix", "/admin"),
+        ("Forwarded", "for=203.0.113.9"),
+        ("Via", "1.1 attacker"),
+        ("X-Real-IP", "203.0.113.9"),
+    ]
+)
+
+
+def test_the_clients_forwarding_headers_are_dropped() -> None:
+    out = forward_request_headers(CIMultiDict([*FORWARDING.items(), ("X-Other", "1")]), None)
+    assert list(out.items()) == [("X-Other", "1")]
+    assert all(is_forwarding_header(name.lower()) for name in FORWARDING)
+    assert not is_forwarding_header("x-forward") and not is_forwarding_header("x-request-id")
+
+
+def test_forwarding_headers_cross_when_the_upstream_passes_them() -> None:
+    out = forward_request_headers(FORWARDING, None, pass_forwarding=True)
+    assert list(out.items()) == list(FORWARDING.items())
+
+
+def test_the_clients_content_encoding_never_crosses() -> None:
+    """The proxy sends the body it decoded: the client's coding would mislabel it."""
+    incoming = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+    for pass_forwarding in (False, True):
+        out = forward_request_headers(incoming, None, pass_forwarding=pass_forwarding)
+        assert dict(out) == {"Content-Type": "application/json"}

@@ -39,7 +39,7 @@ def bearer(key: str = "sk-tenant") -> CIMultiDict[str]:
 
 async def test_a_json_answer_comes_back_in_the_openai_format(fake_upstream: FakeUpstream) -> None:
     fake_upstream.enqueue(completion("from the provider"), path=CHAT)
-    answer = await upstream(fake_upstream.base_url).chat_completions(
+    answer = await upstream(fake_upstream.base_url).send(
         headers=bearer(), body=request(temperature=0.5)
     )
     assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
@@ -57,7 +57,7 @@ async def test_a_stream_is_translated_chunk_by_chunk_and_ends_with_done(
     fake_upstream: FakeUpstream,
 ) -> None:
     fake_upstream.enqueue(stream_completion(["Hel", "lo", "!"]), path=CHAT)
-    answer = await upstream(fake_upstream.base_url).chat_completions(
+    answer = await upstream(fake_upstream.base_url).send(
         headers=bearer(), body=request(stream=True)
     )
     assert answer.is_event_stream
@@ -75,7 +75,7 @@ async def test_tool_calls_pass_both_ways(fake_upstream: FakeUpstream) -> None:
     call = {"id": "call_1", "name": "lookup", "arguments": '{"q": "x"}'}
     fake_upstream.enqueue(completion(None, tool_calls=[call]), path=CHAT)
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
-    answer = await upstream(fake_upstream.base_url).chat_completions(
+    answer = await upstream(fake_upstream.base_url).send(
         headers=bearer(), body=request(tools=tools)
     )
     [call] = orjson.loads(await answer.read())["choices"][0]["message"]["tool_calls"]
@@ -97,7 +97,7 @@ async def test_a_context_window_error_reaches_the_client_as_context_length_excee
         }
     }
     fake_upstream.enqueue(error_reply(400, overflow), path=CHAT)
-    answer = await upstream(fake_upstream.base_url, timeouts={"total_s": 5}).chat_completions(
+    answer = await upstream(fake_upstream.base_url, timeouts={"total_s": 5}).send(
         headers=bearer(), body=request()
     )
     error = orjson.loads(await answer.read())["error"]
@@ -110,7 +110,7 @@ async def test_a_provider_error_keeps_its_status_in_the_openai_envelope(
     fake_upstream: FakeUpstream,
 ) -> None:
     fake_upstream.enqueue(error_reply(401), path=CHAT)
-    answer = await upstream(fake_upstream.base_url).chat_completions(
+    answer = await upstream(fake_upstream.base_url).send(
         headers=bearer(), body=request()
     )
     assert answer.status == 401
@@ -120,7 +120,7 @@ async def test_a_provider_error_keeps_its_status_in_the_openai_envelope(
 async def test_an_unreachable_provider_is_an_upstream_error() -> None:
     down = upstream("http://127.0.0.1:1/v1", timeouts={"total_s": 5})
     with pytest.raises(UpstreamError) as raised:
-        await down.chat_completions(headers=bearer(), body=request())
+        await down.send(headers=bearer(), body=request())
     assert raised.value.code is ErrorCode.upstream_unavailable
 
 
@@ -130,7 +130,7 @@ async def test_other_routes_are_not_served() -> None:
     )
     assert answer.status == 404
     assert orjson.loads(await answer.read())["error"]["type"] == "not_found_error"
-    responses = await upstream("http://127.0.0.1:1/v1").chat_completions(
+    responses = await upstream("http://127.0.0.1:1/v1").send(
         headers=bearer(), body=request(), route="/responses"
     )
     assert responses.status == 404  # another format's completions are not translated

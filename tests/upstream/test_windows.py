@@ -10,7 +10,7 @@ from multidict import CIMultiDict
 from upstream_double import Answer, FakeUpstream, broken, json_answer
 
 from proxy.upstream.base import CallTimer, UpstreamResponse
-from proxy.upstream.windows import KnownWindow, ModelWindows
+from proxy.upstream.windows import MAX_PROBE_BYTES, KnownWindow, ModelWindows
 
 VLLM = {
     "object": "list",
@@ -145,3 +145,13 @@ class FailingUpstream(FakeUpstream):
 
 async def test_any_failure_of_a_probe_falls_back_softly() -> None:
     assert await ask(ModelWindows(), FailingUpstream(), "qwen") is None
+
+
+async def test_a_listing_over_its_cap_is_not_read_to_its_end() -> None:
+    """The bytes of a listing (decoded from whatever coding the upstream used) stop being read
+    once past `MAX_PROBE_BYTES`: a bomb never makes the proxy read all of it."""
+    chunks = [b" " * 65536] * (4 * MAX_PROBE_BYTES // 65536)
+    upstream = FakeUpstream(Answer(chunks=chunks), NOT_FOUND)
+    assert await ask(ModelWindows(), upstream, "qwen") is None
+    delivered = upstream.responses[0].delivered
+    assert MAX_PROBE_BYTES < sum(map(len, delivered)) <= MAX_PROBE_BYTES + 65536

@@ -94,6 +94,9 @@ class AnthropicMessages:
     stream_cached_tokens = staticmethod(usage.stream_cached_tokens)
     with_usage = staticmethod(usage.with_usage)
 
+    def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
+        return errors.error_body(error, request_id)
+
     def provider_history(self, body: dict[str, Any]) -> str | None:
         """Never: the request carries its whole history."""
         return None

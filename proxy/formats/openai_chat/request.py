@@ -88,6 +88,9 @@ class OpenAIChat:
     error_event = staticmethod(error_event)
     relayed_error_event = staticmethod(relayed_error_event)
 
+    def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
+        return error.envelope(request_id)
+
     def provider_history(self, body: dict[str, Any]) -> str | None:
         """Never: the request carries its whole history."""
         return None

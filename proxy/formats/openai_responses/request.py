@@ -66,6 +66,10 @@ class OpenAIResponses:
     output_limit = staticmethod(output_limit)
     parse = staticmethod(parse_conversation)
     provider_history = staticmethod(provider_history)
+
+    def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
+        return error.envelope(request_id)
+
     result_text = staticmethod(output_text)
     with_result_text = staticmethod(with_output)
     item_text = staticmethod(content_text)

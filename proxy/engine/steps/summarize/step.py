@@ -308,7 +308,7 @@ class Summarize(Step[SummarizeConfig]):
         if obtained.summary is not None:
             by = obtained.summary.by
             left = budget - ctx.counter.count_text(results)
-            body = summary_parts.trimmed(ctx, obtained.summary.body, left)
+            body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
         turns = len({ctx.unit_turn[u] for u in span})
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
         stand_in(ctx, indices, archive_id, tokens, item, out)

@@ -1,4 +1,4 @@
-"""`proxy.upstream.openai_http`: the URL, opening requests, and the typed response it returns."""
+"""`proxy.upstream.http_upstream`: the URL, opening requests, and the typed response it returns."""
 
 from __future__ import annotations
 
@@ -7,22 +7,24 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from bombs import MIB, bomb, encode
 from fakes import FakeUpstream, json_reply, never_reply, reset_reply, sse_reply
 from multidict import CIMultiDict
 from yarl import URL
 
+from proxy.codings import SLICE_BYTES
 from proxy.errors import ErrorCode, ProxyError
 from proxy.settings import UpstreamSettings
 from proxy.stats import RequestStats
 from proxy.upstream.base import MESSAGES_ROUTE, Upstream, UpstreamError, UpstreamResponse
-from proxy.upstream.openai_http import OpenAIHttpUpstream
+from proxy.upstream.http_upstream import HttpUpstream
 
 # -- the URL -----------------------------------------------------------------------------------
 
 
-def upstream_at(base_url: str, **timeouts: float) -> OpenAIHttpUpstream:
+def upstream_at(base_url: str, **timeouts: float) -> HttpUpstream:
     settings = UpstreamSettings(name="up", base_url=base_url, timeouts=timeouts)
-    return OpenAIHttpUpstream(settings, session=None)  # type: ignore[arg-type]
+    return HttpUpstream(settings, session=None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -80,7 +82,7 @@ def test_urls_are_remembered_within_a_bound() -> None:
 async def test_open_sends_the_encoded_url_literally(fake_upstream: FakeUpstream) -> None:
     async with aiohttp.ClientSession() as session:
         settings = UpstreamSettings(name="up", base_url=fake_upstream.base_url)
-        up = OpenAIHttpUpstream(settings, session)
+        up = HttpUpstream(settings, session)
         answer = await up.open(
             "GET",
             "../%2e%2e/models",
@@ -103,7 +105,7 @@ async def test_open_maps_a_missing_first_byte_to_upstream_timeout(
             name="slow", base_url=fake_upstream.base_url, timeouts={"first_byte_s": 0.05}
         )
         with pytest.raises(ProxyError) as caught:
-            await OpenAIHttpUpstream(settings, session).open(
+            await HttpUpstream(settings, session).open(
                 "POST",
                 "/chat/completions",
                 headers=CIMultiDict(),
@@ -125,7 +127,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 
 def fake_at(fake: FakeUpstream, session: aiohttp.ClientSession, **timeouts: float) -> Upstream:
     settings = UpstreamSettings(name="up", base_url=fake.base_url, timeouts=timeouts)
-    return OpenAIHttpUpstream(settings, session)
+    return HttpUpstream(settings, session)
 
 
 async def test_chat_completions_posts_the_body_to_its_own_path(
@@ -134,7 +136,7 @@ async def test_chat_completions_posts_the_body_to_its_own_path(
     fake_upstream.enqueue(json_reply(b'{"id": "x"}', headers={"x-request-id": "r1"}))
     stats = RequestStats()
     headers = CIMultiDict({"Content-Type": "application/json", "X-Tag": "t"})
-    answer = await fake_at(fake_upstream, session).chat_completions(
+    answer = await fake_at(fake_upstream, session).send(
         headers=headers, body=b'{"model": "m"}', timer=stats
     )
     assert isinstance(answer, UpstreamResponse)
@@ -160,7 +162,7 @@ async def test_a_route_names_the_client_formats_endpoint(
 ) -> None:
     fake_upstream.enqueue(json_reply(b'{"id": "resp_1"}'))
     headers = CIMultiDict({"Content-Type": "application/json"})
-    answer = await fake_at(fake_upstream, session).chat_completions(
+    answer = await fake_at(fake_upstream, session).send(
         headers=headers, body=b'{"model": "m"}', route="/responses"
     )
     assert await answer.read() == b'{"id": "resp_1"}'
@@ -238,7 +240,7 @@ async def test_an_unreachable_upstream_is_an_upstream_error(
     settings = UpstreamSettings(name="gone", base_url=f"http://127.0.0.1:{port}/v1")
     stats = RequestStats()
     with pytest.raises(UpstreamError) as caught:
-        await OpenAIHttpUpstream(settings, session).chat_completions(
+        await HttpUpstream(settings, session).send(
             headers=CIMultiDict(), body=b"{}", timer=stats
         )
     assert caught.value.code is ErrorCode.upstream_unavailable
@@ -259,8 +261,81 @@ async def test_a_messages_completion_goes_to_the_servers_messages_route(
 ) -> None:
     """vLLM and llama.cpp serve Anthropic's `/v1/messages` beside chat completions."""
     async with aiohttp.ClientSession() as session:
-        answer = await fake_at(fake_upstream, session).chat_completions(
+        answer = await fake_at(fake_upstream, session).send(
             headers=CIMultiDict(), body=b"{}", route=MESSAGES_ROUTE
         )
         answer.close()
     assert fake_upstream.last.path == "/v1/messages"
+
+
+# -- content codings ---------------------------------------------------------------------------
+
+
+async def test_the_upstream_is_asked_for_the_codings_the_proxy_decodes(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    up = fake_at(fake_upstream, session)
+    headers: CIMultiDict[str] = CIMultiDict()
+    (await up.open("GET", "/models", headers=headers, body=None)).close()
+    assert fake_upstream.last.headers.getall("Accept-Encoding") == ["gzip, deflate, br"]
+    assert headers == {}  # the caller's headers are left as they were
+    asked = CIMultiDict({"accept-encoding": "identity"})  # a relay passes the client's own
+    (await up.open("GET", "/models", headers=asked, body=None)).close()
+    assert fake_upstream.last.headers.getall("Accept-Encoding") == ["identity"]
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "br"])
+async def test_an_answer_is_decoded_in_bounded_pieces_or_kept_as_it_came(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession, coding: str
+) -> None:
+    compressed = bomb(coding, 8 * MIB)
+    for _ in range(2):
+        fake_upstream.enqueue(json_reply(compressed, headers={"Content-Encoding": coding}))
+    up = fake_at(fake_upstream, session)
+    answer = await up.open("GET", "/x", headers=CIMultiDict(), body=None)
+    assert answer.content_encoding == coding
+    pieces = [piece async for piece in answer.chunks()]
+    answer.close()
+    assert sum(map(len, pieces)) == 8 * MIB and set(b"".join(pieces)) == {0}
+    assert max(map(len, pieces)) <= 2 * SLICE_BYTES
+    answer = await up.open("GET", "/x", headers=CIMultiDict(), body=None)
+    assert b"".join([chunk async for chunk in answer.encoded_chunks()]) == compressed
+    answer.close()
+
+
+async def test_an_answer_without_a_coding_is_read_as_it_is(
+    fake_upstream: FakeUpstream, session: aiohttp.ClientSession
+) -> None:
+    fake_upstream.enqueue(json_reply(b'{"id": "x"}', headers={"Content-Encoding": "identity"}))
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    assert answer.content_encoding == "identity"
+    assert await answer.read() == b'{"id": "x"}'
+    answer.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "coding", "problem"),
+    [
+        (b"not gzip", "gzip", "not valid gzip data"),
+        (encode(b'{"id": "x"}', "br")[:-2], "br", "the br data ends before its end"),
+        (b"{}", "zstd", "Content-Encoding 'zstd' is not supported"),
+    ],
+)
+async def test_an_answer_that_does_not_decode_is_an_invalid_response(
+    fake_upstream: FakeUpstream,
+    session: aiohttp.ClientSession,
+    body: bytes,
+    coding: str,
+    problem: str,
+) -> None:
+    fake_upstream.enqueue(json_reply(body, headers={"Content-Encoding": coding}))
+    answer = await fake_at(fake_upstream, session).open(
+        "GET", "/x", headers=CIMultiDict(), body=None
+    )
+    with pytest.raises(UpstreamError) as caught:
+        await answer.read()
+    answer.close()
+    assert caught.value.code is ErrorCode.upstream_invalid_response
+    assert caught.value.message == f"Upstream 'up' sent a body the proxy cannot decode: {problem}"

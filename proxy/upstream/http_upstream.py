@@ -1,20 +1,30 @@
-"""The OpenAI-compatible upstream: raw aiohttp against a configured base URL.
+"""The HTTP upstream kinds: raw aiohttp against a configured base URL, one class for every kind,
+the kinds told apart by data (`HttpStyle`: where the API root is, which headers a request gets by
+default, how the proxy's key goes, the format the upstream speaks natively).
 
 One pooled `ClientSession` per app (owned by app.py); this module only opens requests on it and
 turns every transport failure into an `UpstreamError`. Relaying the answer is the caller's job,
 chunk by chunk, through the `UpstreamResponse` it gets back.
+
+aiohttp's own decompression is off: it inflates a body whole on the event loop (2 MB of gzip
+inflating to 2 GB held the loop for seconds). A request says `Accept-Encoding:
+codings.ACCEPT_ENCODING` unless its headers name one (a relay passes the client's); the answer's
+`chunks()` are decoded in bounded steps (`proxy.codings`), its `encoded_chunks()` are the bytes
+as they came.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from proxy.codings import ACCEPT_ENCODING, CodingError, decoded, parse_content_encoding
 from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import (
@@ -34,16 +44,40 @@ _URL_MEMO_ENTRIES = 256
 _READ_ERRORS = (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError)
 
 
-class OpenAIHttpUpstream:
+@dataclass(frozen=True)
+class HttpStyle:
+    """What one HTTP upstream kind is, as data."""
+
+    native_format: str
+    """The client format it speaks natively (`Upstream.native_format`)."""
+    api_key_header: bool = False
+    """The proxy's key goes as `x-api-key` (`Upstream.api_key_header`)."""
+    default_headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers a request gets when it has none of that name."""
+    api_root: Callable[[str], str] = str
+    """The API root of a configured `base_url`."""
+
+
+OPENAI_STYLE = HttpStyle(native_format="openai_chat")
+"""OpenAI-compatible HTTP (kind `openai`): `base_url` is the API root, a Bearer key."""
+
+
+class HttpUpstream:
     """Sends requests to one configured upstream; the URL never comes from the request."""
 
-    native_format = "openai_chat"
-
-    def __init__(self, settings: UpstreamSettings, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        session: aiohttp.ClientSession,
+        style: HttpStyle = OPENAI_STYLE,
+    ) -> None:
         self.settings = settings
         self.name = settings.name
+        self.native_format = style.native_format
+        self.api_key_header = style.api_key_header
+        self._defaults = style.default_headers
         self._session = session
-        self._base = str(URL(settings.base_url)).rstrip("/")
+        self._base = str(URL(style.api_root(settings.base_url))).rstrip("/")
         self._root = self._base.removesuffix("/v1")
         self._urls: dict[str, str] = {}
         t = settings.timeouts
@@ -68,7 +102,7 @@ class OpenAIHttpUpstream:
             self._urls[path] = url
         return url
 
-    async def chat_completions(
+    async def send(
         self,
         *,
         headers: CIMultiDict[str],
@@ -98,6 +132,13 @@ class OpenAIHttpUpstream:
         if query:
             target += f"?{quote(query, safe=_QUERY_SAFE)}"
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+        missing = {k: v for k, v in self._defaults.items() if k not in headers}
+        if missing:
+            headers = CIMultiDict(headers)
+            headers.update(missing)
+        if "Accept-Encoding" not in headers:
+            headers = CIMultiDict(headers)
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
             async with asyncio.timeout(self.settings.timeouts.first_byte_s):
@@ -108,7 +149,7 @@ class OpenAIHttpUpstream:
                     headers=headers,
                     timeout=self._timeout,
                     allow_redirects=False,
-                    auto_decompress=True,
+                    auto_decompress=False,
                 )
         except TimeoutError as exc:
             raise UpstreamError(
@@ -145,13 +186,20 @@ class _AiohttpResponse(UpstreamResponse):
     def headers(self) -> CIMultiDictProxy[str]:
         return self._response.headers
 
+    @property
+    def content_encoding(self) -> str:
+        return ", ".join(self._response.headers.getall("Content-Encoding", ())).strip()
+
     async def read(self) -> bytes:
-        try:
-            return await self._response.read()
-        except _READ_ERRORS as exc:
-            raise upstream_read_error(exc, self._upstream) from exc
+        return b"".join([chunk async for chunk in self.chunks()])
 
     def chunks(self) -> AsyncIterator[bytes]:
+        encoded = self.encoded_chunks()
+        if not self.content_encoding:
+            return encoded
+        return _DecodedChunks(encoded, self.content_encoding, self._upstream)
+
+    def encoded_chunks(self) -> AsyncIterator[bytes]:
         return _Chunks(self._response.content.iter_any(), self._upstream)
 
     def close(self) -> None:
@@ -178,3 +226,28 @@ class _Chunks:
             return await self._chunks.__anext__()
         except _READ_ERRORS as exc:
             raise upstream_read_error(exc, self._upstream) from exc
+
+
+class _DecodedChunks:
+    """An answer's chunks with its `Content-Encoding` undone (`codings.decoded`); a coding the
+    proxy does not know, or bytes that do not decode, are `upstream_invalid_response`."""
+
+    def __init__(self, encoded: AsyncIterator[bytes], encoding: str, upstream: str) -> None:
+        self._encoded = encoded
+        self._encoding = encoding
+        self._upstream = upstream
+        self._chunks: AsyncIterator[bytes] | None = None
+
+    def __aiter__(self) -> _DecodedChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            if self._chunks is None:
+                self._chunks = decoded(self._encoded, parse_content_encoding(self._encoding))
+            return await self._chunks.__anext__()
+        except CodingError as exc:
+            raise UpstreamError(
+                ErrorCode.upstream_invalid_response,
+                f"Upstream {self._upstream!r} sent a body the proxy cannot decode: {exc}",
+            ) from None
