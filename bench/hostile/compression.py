@@ -1,6 +1,6 @@
 """Compressed bodies both ways: `/healthz` latency while bombs are sent to and through the proxy.
 
-    python bench/hostile_compression.py [--codings gzip,deflate,br] [--repeat 3]
+    python -m bench.hostile.compression [--codings gzip,deflate,br] [--repeat 3]
                                         [--request-mib 1024] [--answer-mib 2048] [--ctxproxy PATH]
 
 Starts `ctxproxy serve` (the console script next to this Python, or `--ctxproxy`) on a free
@@ -43,16 +43,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
 
 import aiohttp
 from bombs import MIB, bomb
 from fakes import FakeUpstream, Recorded, completion, json_reply
 
-from bench.dryrun_snapshot import free_port
-from bench.hostile_proxy import KEYS, proxy_config, running_proxy
+from bench.common.ctxproxy_server import free_port
+from bench.hostile.server import KEYS, proxy_config, running_proxy
 
 PROBE_PAUSE_S = 0.02
 PROBE_TIMEOUT_S = 2.0
