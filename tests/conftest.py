@@ -47,14 +47,14 @@ async def fake_upstream() -> AsyncIterator[FakeUpstream]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under mutmut (bench/mutation.sh), the quickest tests first: a mutant's run stops at its
+    """Under mutmut (bench/mutation/run.sh), the quickest tests first: a mutant's run stops at its
     first failure (`-x`), so most mutants are then killed in a second instead of after the slow
     property and end-to-end tests. mutmut forks each mutant's run from its own process, which
     holds every test's duration from its first, clean run.
 
-    `MUTATION_QUICK_PASS=S` (the quick pass of bench/mutation.sh) leaves out the tests that took
-    longer than S seconds (the quickest one stays when all did); bench/mutation_slow.py runs them
-    on the quick pass's survivors."""
+    `MUTATION_QUICK_PASS=S` (the quick pass of bench/mutation/run.sh) leaves out the tests that
+    took longer than S seconds (the quickest one stays when all did); bench/mutation/slow.py runs
+    them on the quick pass's survivors."""
     if not os.environ.get("MUTANT_UNDER_TEST"):
         return
     try:

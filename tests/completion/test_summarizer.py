@@ -177,7 +177,7 @@ def test_an_anthropic_refusal_is_not_retried_in_other_forms() -> None:
 
 
 def test_llama_cpp_pythons_500_for_an_unknown_form_leads_to_the_json_object_form() -> None:
-    def server(call: Call) -> Answer:  # as seen in bench/real_upstream.sh's llama.log
+    def server(call: Call) -> Answer:  # as seen in bench/real_upstream/run.sh's llama.log
         kind = call.json().get("response_format", {}).get("type")
         if kind == "json_schema":
             return json_answer({"detail": "Input should be 'text' or 'json_object'"}, 500)

@@ -1,5 +1,5 @@
 """Hostile Messages input through the real server to the fake Anthropic server (what the hostile
-run of bench/hostile_run_messages.py found): never a 500, errors in Anthropic's envelope, broken
+run of bench/hostile/run_messages.py found): never a 500, errors in Anthropic's envelope, broken
 input refused or forwarded untouched, thinking messages byte-identical upstream."""
 
 from __future__ import annotations

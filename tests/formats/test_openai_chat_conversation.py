@@ -337,7 +337,7 @@ def _long_conversation(n_turns: int) -> list[dict[str, Any]]:
 
 
 def test_a_long_conversation_parses_into_its_turns_and_exchanges() -> None:
-    # its speed is measured in bench/prepare.py (~500 messages a request), not here
+    # its speed is measured in bench/overhead/prepare.py (~500 messages a request), not here
     msgs = _long_conversation(100)  # 501 messages
     conv = parse_conversation(msgs)
     assert conv.ok and len(conv.turns) == 100 and conv.end == 501

@@ -158,7 +158,7 @@ async def test_nothing_is_decoded_before_authentication(
 ) -> None:
     """Without a key the answer is 401 whatever the body: it is never decoded. (aiohttp decoded
     it as it arrived, before the key was looked at: a coding it did not know was a 400, a bomb
-    held the event loop for seconds, `bench/hostile_compression.py`.)"""
+    held the event loop for seconds, `bench/hostile/compression.py`.)"""
     status, _, answer = await send(proxy, "/v1/chat/completions", data, coding, key=None)
     assert status == 401
     assert answer["error"]["code"] == "invalid_api_key"
