@@ -69,6 +69,7 @@ from typing import Any
 
 from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
 from bench.quality.dryrun_bodies import enc
+from bench.quality.dryrun_formats import other_formats
 from bench.quality.dryrun_requests import follow_up_labels, handmade, quality
 
 SECRET = "ctxproxy-dryrun-snapshot-fixed-secret"
@@ -199,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
     labels = [label for label, _, _ in base + made]
     assert len(labels) == len(set(labels)), "duplicate labels"
     requests = base + made
+    others = other_formats(requests) if args.formats == "all" else []
     follow = follow_up_labels(quality_labels)
     tmp = Path(tempfile.mkdtemp(prefix="ctxproxy-dryrun-"))
     server = None
@@ -246,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
                     if label.startswith("quality:"):
                         allowances.add(allowance_of(status, data))
                 check_allowance(tenant, allowances, problems)
+                for label, path, body in others:
+                    status, _, data = client.request("POST", path, key, body)
+                    record(tenant, label, status, data)
                 ids: list[str] = []
                 for label in follow:
                     answer = answers.get(label)
@@ -356,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctxproxy", help="ctxproxy executable (default: next to this Python)")
     parser.add_argument(
         "--compare", type=Path, help="a reference snapshot: report differing lines, exit 1 if any"
+    )
+    parser.add_argument(
+        "--formats",
+        choices=("all", "chat"),
+        default="all",
+        help="all: the chat requests also as Messages and Responses, plus the captured agent "
+        "requests (default); chat: the chat requests only (the set before 2026-12-04)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="progress per tenant")
     return run(parser.parse_args(argv))
