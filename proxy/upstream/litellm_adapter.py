@@ -21,6 +21,7 @@ that never routes here never imports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 from collections.abc import AsyncIterator
@@ -100,13 +101,16 @@ class LitellmUpstream:
                 )
             else:
                 answer = await litellm.acompletion(**self.arguments(request, headers))
+            # A stream that fails before its first chunk (litellm's MidStreamFallbackError) is
+            # a failed call, answered with its status like a whole one, not a 200 and an event.
+            events = await _Events.started(answer, self.name, raw=messages) if stream else None
         except Exception as exc:
             return self._failed(litellm, exc, messages)
         finally:
             if timer is not None:
                 timer.upstream_answered(self.name, sent)
-        if stream:
-            return StreamResponse(_Events(answer, self.name, raw=messages))
+        if events is not None:
+            return StreamResponse(events)
         return BufferedResponse(200, _JSON, dumps(_plain(answer)))
 
     def messages_arguments(
@@ -237,6 +241,17 @@ class _Events:
         self._done = False
         self._raw = raw
         """litellm's Messages stream: its items are Anthropic events, encoded already."""
+        self._first: list[Any] = []
+        """The first chunk, read ahead by `started` (empty: none read, or the stream ended)."""
+
+    @classmethod
+    async def started(cls, chunks: Any, name: str, *, raw: bool) -> _Events:
+        """The events of a stream whose first chunk has come: raises what the provider raised
+        before it (the call failed), never an `UpstreamError` of a stream that broke."""
+        events = cls(chunks, name, raw=raw)
+        with contextlib.suppress(StopAsyncIteration):
+            events._first.append(await events._chunks.__anext__())
+        return events
 
     def __aiter__(self) -> _Events:
         return self
@@ -245,7 +260,7 @@ class _Events:
         if self._done:
             raise StopAsyncIteration
         try:
-            chunk = await self._chunks.__anext__()
+            chunk = self._first.pop() if self._first else await self._chunks.__anext__()
         except StopAsyncIteration:
             self._done = True
             if self._raw:

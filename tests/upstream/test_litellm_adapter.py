@@ -9,7 +9,7 @@ import textwrap
 
 import orjson
 import pytest
-from fakes import FakeUpstream, completion, error_reply, stream_completion
+from fakes import FakeUpstream, completion, error_reply, reset_reply, stream_completion
 from multidict import CIMultiDict
 
 from proxy.errors import ErrorCode
@@ -169,3 +169,31 @@ def test_litellm_is_imported_only_by_a_call() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+async def test_a_stream_that_fails_before_its_first_chunk_is_a_failed_call(
+    fake_upstream: FakeUpstream,
+) -> None:
+    """Not a 200 and an error event (litellm raises MidStreamFallbackError at the first chunk
+    of a stream whose connection broke before its headers): an `UpstreamError`, which the edge
+    answers 502 like the same call without streaming, so the access line and metrics see it."""
+    for _ in range(5):  # litellm's client tries again
+        fake_upstream.enqueue(reset_reply(0), path=CHAT)
+    down = upstream(fake_upstream.base_url, timeouts={"total_s": 5})
+    with pytest.raises(UpstreamError) as raised:
+        await down.send(headers=bearer(), body=request(stream=True))
+    assert raised.value.code is ErrorCode.upstream_unavailable
+
+
+@pytest.mark.parametrize("status", [401, 500])
+async def test_a_stream_refused_at_once_is_an_error_answer(
+    fake_upstream: FakeUpstream, status: int
+) -> None:
+    """The same status a whole answer gets."""
+    for _ in range(5):  # litellm's client tries a 500 again
+        fake_upstream.enqueue(error_reply(status), path=CHAT)
+    answer = await upstream(fake_upstream.base_url, timeouts={"total_s": 5}).send(
+        headers=bearer(), body=request(stream=True)
+    )
+    assert answer.status == status and not answer.is_event_stream
+    assert orjson.loads(await answer.read())["error"]["message"]
