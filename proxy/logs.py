@@ -72,6 +72,9 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+_JSON_VALUES = (str, int, float, bool, type(None), list, dict)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; `extra` fields become top-level keys."""
 
@@ -83,8 +86,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         for key, value in vars(record).items():
-            if key not in _STANDARD and key not in out:
-                out[key] = value
+            if key not in _STANDARD and key not in out and isinstance(value, _JSON_VALUES):
+                out[key] = value  # a library's own record fields (sentinels, objects) stay out
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

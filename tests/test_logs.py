@@ -241,3 +241,14 @@ def test_the_access_line_carries_the_summary() -> None:
     assert (fields["summarizer_ms"], fields["summarizer_tokens"]) == (500.0, 100)
     stats.manifest = Manifest(policy="p", model="m", mode="window")
     assert "summary" not in access_fields("r2", "POST", "/x", 200, stats, 1.0)
+
+
+def test_a_librarys_own_record_fields_stay_out_of_the_json_line() -> None:
+    """litellm put `litellm_redacted: <object object at 0x...>` on its records."""
+    args = ("LiteLLM", logging.WARNING, __file__, 1, "provider said %s", ("no",), None)
+    record = logging.LogRecord(*args)
+    record.litellm_redacted = object()
+    record.request_id = "r1"
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "provider said no" and line["request_id"] == "r1"
+    assert "litellm_redacted" not in line

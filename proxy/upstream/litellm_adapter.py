@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from types import ModuleType
@@ -195,11 +196,29 @@ def transport_failure(exc: BaseException) -> ErrorCode | None:
     return None
 
 
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router")
+
+
 def import_litellm() -> ModuleType:
     # litellm fetches its model map from the internet at import unless told otherwise; the
     # proxy never reaches out for data of its own (it reads the bundled map).
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    return importlib.import_module("litellm")
+    litellm = importlib.import_module("litellm")
+    quiet_litellm(litellm)
+    return litellm
+
+
+def quiet_litellm(litellm: ModuleType) -> None:
+    """litellm's logging inside ours: its loggers lose their own stderr handlers (plain and
+    ANSI lines between our JSON records) and go through the root handler, warnings and worse
+    only; its printed debug banners ("Give Feedback", "LiteLLM.Info") are off."""
+    setattr(litellm, "suppress_debug_info", True)  # noqa: B010 (a module typed ModuleType)
+    for name in _LITELLM_LOGGERS:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.WARNING)
 
 
 def error_response(litellm: ModuleType, exc: Exception) -> UpstreamResponse:

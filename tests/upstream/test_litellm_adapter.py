@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ from multidict import CIMultiDict
 from proxy.errors import ErrorCode
 from proxy.settings import UpstreamSettings
 from proxy.upstream.base import UpstreamError
-from proxy.upstream.litellm_adapter import LitellmUpstream
+from proxy.upstream.litellm_adapter import LitellmUpstream, import_litellm
 
 CHAT = "/v1/chat/completions"
 
@@ -197,3 +198,11 @@ async def test_a_stream_refused_at_once_is_an_error_answer(
     )
     assert answer.status == status and not answer.is_event_stream
     assert orjson.loads(await answer.read())["error"]["message"]
+
+
+def test_litellms_logging_goes_through_ours_and_its_banners_are_off() -> None:
+    litellm = import_litellm()
+    for name in ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router"):
+        logger = logging.getLogger(name)
+        assert logger.handlers == [] and logger.propagate and logger.level == logging.WARNING
+    assert litellm.suppress_debug_info is True
