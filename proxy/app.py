@@ -119,7 +119,12 @@ def _store_secret(settings: Settings) -> bytes:
     if settings.store.secret:
         return settings.store.secret.encode()
     if settings.store.kind == "redis":
-        log.warning("store.secret is empty: artifact ids will not survive a restart")
+        log.warning(
+            "store.secret is empty: each process draws its own, so after a restart and on every "
+            "other replica the same content gets another artifact id and the proxy's earlier "
+            "notices are no longer recognised as its own (prompts change bytes, caches miss); "
+            "set store.secret to one value for all replicas"
+        )
     return secrets.token_bytes(32)
 
 

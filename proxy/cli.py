@@ -15,10 +15,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.settings import ConfigError, Settings, UpstreamSettings, startup_warnings
+from proxy.settings import ConfigError, Settings, startup_warnings
 from proxy.settings.loading import load_settings
 
 EXIT_CONFIG = 2
@@ -98,22 +97,9 @@ def _quiet(name: str) -> Iterator[None]:
         logger.disabled = was
 
 
-def _shown_url(url: str) -> str:
-    """scheme://host[:port]/path: never the user info or the query (they may hold secrets)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
-
-
-def _shown_upstream(upstream: UpstreamSettings) -> str:
-    """`name(url)`, or `name(litellm:provider)` for a litellm upstream without a base URL."""
-    if upstream.base_url:
-        return f"{upstream.name}({_shown_url(upstream.base_url)})"
-    return f"{upstream.name}({upstream.kind}:{upstream.provider or 'default'})"
-
-
 def startup_summary(settings: Settings, policy_names: Sequence[str], policies_from: str) -> str:
     """One line: store kind, upstreams, policies and auth mode (never a key or a password)."""
-    upstreams = ",".join(_shown_upstream(u) for u in settings.upstreams)
+    upstreams = ",".join(f"{u.name}({u.where()})" for u in settings.upstreams)
     auth = settings.auth
     if auth.mode == "keys":
         who = "tenants=" + ",".join(t.name for t in settings.tenants if t.keys)

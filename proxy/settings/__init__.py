@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -130,6 +131,14 @@ class UpstreamSettings(_Strict):
         "(a client could claim any address to this upstream) or 'pass' (the proxy sits behind "
         "one of the operator's, which sets them).",
     )
+
+    def where(self) -> str:
+        """Where it is, fit for a log line: scheme://host[:port]/path (never the user info or
+        the query: they may hold secrets), or `litellm:<provider>` without a base URL."""
+        if not self.base_url:
+            return f"{self.kind}:{self.provider or 'default'}"
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
     @model_validator(mode="after")
     def _needs_a_base_url(self) -> UpstreamSettings:

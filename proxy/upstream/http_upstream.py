@@ -16,6 +16,7 @@ as they came.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -34,6 +35,8 @@ from proxy.upstream.base import (
     UpstreamResponse,
     upstream_read_error,
 )
+
+_log = logging.getLogger("ctxproxy.upstream")
 
 # RFC 3986 pchar minus "%": a decoded path segment is sent literally (its "%", "?", "#" escaped).
 _SEGMENT_SAFE = "!$&'()*+,;=:@~"
@@ -158,6 +161,8 @@ class HttpUpstream:
                 f"{self.settings.timeouts.first_byte_s:g}s",
             ) from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+            _log.warning("upstream %r at %s is unreachable: %s", self.name,
+                         self.settings.where(), type(exc).__name__)  # fmt: skip
             raise UpstreamError(
                 ErrorCode.upstream_unavailable,
                 f"Upstream {self.name!r} is unreachable: {type(exc).__name__}",

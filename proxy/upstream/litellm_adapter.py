@@ -42,6 +42,8 @@ from proxy.upstream.base import (
     UpstreamResponse,
 )
 
+_log = logging.getLogger("ctxproxy.upstream")
+
 _JSON = "application/json"
 _EVENT_STREAM = "text/event-stream"
 _STATUS_TYPES = {
@@ -156,6 +158,8 @@ class LitellmUpstream:
         if code is ErrorCode.upstream_timeout:
             raise UpstreamError(code, f"Upstream {self.name!r} did not answer in time") from exc
         if code is not None:
+            _log.warning("upstream %r at %s is unreachable: %s: %s", self.name,
+                         self.settings.where(), type(exc).__name__, _first_line(exc))  # fmt: skip
             raise UpstreamError(
                 code, f"Upstream {self.name!r} is unreachable: {type(exc).__name__}"
             ) from exc
@@ -197,6 +201,11 @@ def transport_failure(exc: BaseException) -> ErrorCode | None:
 
 
 _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Proxy", "LiteLLM Router")
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of what litellm says of a failure (its messages run over many lines)."""
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def import_litellm() -> ModuleType:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import AsyncIterator
 
@@ -339,3 +340,18 @@ async def test_an_answer_that_does_not_decode_is_an_invalid_response(
     answer.close()
     assert caught.value.code is ErrorCode.upstream_invalid_response
     assert caught.value.message == f"Upstream 'up' sent a body the proxy cannot decode: {problem}"
+
+
+async def test_an_unreachable_upstream_is_logged_with_where_it_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client's error names the upstream; the operator's log also says where it is (never
+    the user info or the query of its URL)."""
+    settings = UpstreamSettings(name="down", base_url="http://user:pw@127.0.0.1:1/v1?key=s")
+    caplog.set_level(logging.WARNING, logger="ctxproxy.upstream")
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(UpstreamError):
+            await HttpUpstream(settings, session).send(headers=CIMultiDict(), body=b"{}")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "ctxproxy.upstream"]
+    assert "'down' at http://127.0.0.1:1/v1 is unreachable" in line
+    assert "pw" not in line and "key=s" not in line
