@@ -125,7 +125,7 @@ class _PolicyReload(Collector):
 
 
 class Metrics:
-    """The metric objects of one app (see the README's "Metrics and logs" for the list)."""
+    """The metric objects of one app (the list is in docs/operating.md)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
