@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import aiohttp
 import anthropic
 import openai
 import pytest
@@ -149,3 +150,20 @@ async def test_an_anthropic_client_reaches_an_openai_compatible_model_through_li
             assert fake.requests("/v1/chat/completions")[1].json()["stream"] is True
         finally:
             await client.close()
+
+
+async def test_an_anthropic_stream_through_litellm_ends_with_message_stop_not_done() -> None:
+    """On the raw bytes: Anthropic's event grammar ends with `message_stop`; OpenAI's
+    `data: [DONE]` marker never follows it (a client parsing Anthropic events would choke)."""
+    async with claude_code_on_vllm() as (_, proxy):
+        body = {"model": "qwen3-coder", "max_tokens": 50, "stream": True,
+                "messages": [{"role": "user", "content": "Stream it"}]}  # fmt: skip
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{proxy.url}/v1/messages", json=body, headers={"x-api-key": "k"}) as r,
+        ):
+            assert r.status == 200
+            raw = await r.read()
+    events = [line for line in raw.split(b"\n") if line.startswith(b"event: ")]
+    assert events[0] == b"event: message_start" and events[-1] == b"event: message_stop"
+    assert b"[DONE]" not in raw

@@ -131,3 +131,15 @@ def test_any_other_role_is_still_a_problem() -> None:
         "messages[0]: 'role' must be 'user', 'assistant' or 'system'"
     ]
     assert not parsed.units[0].instruction
+
+
+def test_a_second_result_for_one_tool_use_is_a_problem_that_says_so() -> None:
+    parsed = parse_conversation(split([
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [call("a")]},
+        {"role": "user", "content": [result("a"), result("a")]},
+    ]))  # fmt: skip
+    assert [p.reason for p in parsed.problems] == [
+        "messages[2]: tool_result for 'a' answers a tool_use that already has a result"
+    ]
+    assert parsed.problems[0].tool_call_id == "a"

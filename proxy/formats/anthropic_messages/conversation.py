@@ -133,6 +133,9 @@ def _tool_exchange(items: Sequence[Any], i: int, where: list[int], problems: lis
         call_id = str_field(result_block(items[j]), "tool_use_id")
         if call_id in pending:
             pending.discard(call_id)
+        elif call_id in ids:
+            text = f"tool_result for '{call_id}' answers a tool_use that already has a result"
+            problems.append(_problem(where, j, call_id, text))
         else:
             text = f"tool_result for '{call_id}' has no tool_use in the previous assistant message"
             problems.append(_problem(where, j, call_id, text))
