@@ -14,6 +14,7 @@ from completion_harness import answer, make_context, tool_call
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pipeline_harness import TENANT, make_harness, write_policy
+from shared_tokens import shared_counters
 from upstream_double import Call, FakeUpstream, json_answer
 
 from proxy.completion.round_fit import fitted_call, shortening_steps
@@ -41,7 +42,7 @@ read_tool: {max_rounds: 4}
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 def page(chars: int) -> ToolResult:

@@ -31,10 +31,10 @@ from fakes.replies import Reply
 from pipeline_harness import agent_history, client_bytes, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from redis_process import RedisProcess, require_redis_server
+from shared_tokens import counter_for
 
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
-from proxy.tokens.counters import TokenCounters
 
 POLICY = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}
@@ -263,7 +263,7 @@ def store_log_counts(caplog: pytest.LogCaptureFixture) -> tuple[int, int]:
 
 
 def test_request_sizes_are_what_the_scenarios_need() -> None:
-    counter = TokenCounters().for_model("gpt-4o")
+    counter = counter_for("gpt-4o")
     assert counter.count_request(SMALL) <= TRIGGER
     assert TRIGGER < counter.count_request(MID) <= ALLOWANCE
     assert counter.count_request(BIG) > ALLOWANCE

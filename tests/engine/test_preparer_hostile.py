@@ -17,6 +17,7 @@ from hostile import encode, hostile_bodies, hostile_requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.manifest import Prepared
 from proxy.errors import ProxyError
@@ -24,7 +25,6 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads, loads_object
-from proxy.tokens.counters import TokenCounters
 
 POLICIES = {
     "hostile-default": "extends: default\n",
@@ -58,7 +58,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
     directory: Path = tmp_path_factory.mktemp("policies")
     for name, text in POLICIES.items():
         write_policy(directory, text, name=name)
-    return make_harness(directory, TokenCounters())
+    return make_harness(directory, shared_counters())
 
 
 def tenant(policy: str) -> Tenant:

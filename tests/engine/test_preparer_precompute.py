@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.manifest import Prepared
 from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, CallOptions
 from proxy.engine.steps.summarize.summarizer import SummarizerError, SummaryCall, SummaryReply
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
-from proxy.tokens.counters import TokenCounters
 
 POLICY = """
 mode: compact
@@ -45,7 +45,7 @@ class Recording:
 
 def harness(tmp_path: Path, timeout: float = 5, at: str = "0.8", **options: Any) -> Harness:
     write_policy(tmp_path, POLICY.format(timeout=timeout, at=at))
-    return make_harness(tmp_path, TokenCounters(), **options)
+    return make_harness(tmp_path, shared_counters(), **options)
 
 
 async def prepare(h: Harness, turns: int, summarizer: Recording) -> Prepared:
@@ -213,7 +213,7 @@ async def test_under_its_trigger_a_request_starts_summaries_from_half_of_it(
     async def calls(name: str, trigger: int, *, mode: str = "compact", with_model: bool = True,
                     call: CallOptions = FIRST_CALL) -> int:
         write_policy(tmp_path / name, NEAR.format(mode=mode, trigger=trigger, target=trigger // 2))
-        h, summarizer = make_harness(tmp_path / name, TokenCounters()), Recording()
+        h, summarizer = make_harness(tmp_path / name, shared_counters()), Recording()
         prepared = await h.preparer.prepare(
             body, raw, TENANT, OPENAI_CHAT, summarizer=summarizer if with_model else None,
             call=call,
@@ -232,7 +232,7 @@ async def test_under_its_trigger_a_request_starts_summaries_from_half_of_it(
 
 async def _tokens(tmp_path: Path, body: dict[str, Any], raw: bytes) -> int:
     write_policy(tmp_path / "count", "mode: inspect\n")
-    prepared = await make_harness(tmp_path / "count", TokenCounters()).preparer.prepare(
+    prepared = await make_harness(tmp_path / "count", shared_counters()).preparer.prepare(
         body, raw, TENANT, OPENAI_CHAT
     )
     return prepared.manifest.tokens_before

@@ -19,6 +19,7 @@ from context_harness import notice_message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pipeline_harness import Harness, make_harness, write_policy
+from shared_tokens import shared_counters
 from strategies import conversations
 
 from proxy.engine.manifest import Prepared
@@ -29,7 +30,6 @@ from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.formats.openai_chat.fields import content_text
 from proxy.http.auth import Tenant
 from proxy.synthetic.registry import tool_specs
-from proxy.tokens.counters import TokenCounters
 
 WINDOWS = (600, 1500, 4000, 16000)
 POLICY = """
@@ -60,7 +60,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
     write_policy(directory, DROP_ONLY, name="drop-only")
     unprotected_task = DROP_ONLY.replace("protect: {", "protect: {first_user: false, ")
     write_policy(directory, unprotected_task, name="drop-only-any")
-    return make_harness(directory, TokenCounters())
+    return make_harness(directory, shared_counters())
 
 
 def tenant(window: int | str) -> Tenant:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from shared_tokens import shared_catalog, shared_counters
 
 from proxy.app import create_app
 from proxy.http.server import EdgeRunner
@@ -57,10 +57,9 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
-@functools.cache
 def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
     """One loaded tokenizer and model map for every proxy a test run starts (as one process)."""
-    return TokenCounters(), ModelCatalog()
+    return shared_counters(), shared_catalog()
 
 
 async def start_proxy(settings: Settings) -> RunningProxy:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_tokens import shared_counters
 
-from proxy.tokens.counters import TokenCounter, TokenCounters
+from proxy.tokens.counters import TokenCounter
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,24}", fullmatch=True)
 texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=400)
@@ -37,7 +38,7 @@ customs = st.builds(
 )  # fmt: skip
 parts = st.lists(st.one_of(functions, customs), min_size=1, max_size=6)
 
-COUNTERS = TokenCounters()
+COUNTERS = shared_counters()
 METHODS = {
     "o200k": COUNTERS.for_model("gpt-5"),
     "cl100k": COUNTERS.for_model("gpt-4"),
