@@ -21,6 +21,7 @@ from fakes import FakeUpstream
 from hostile import encode, hostile_bodies, hostile_requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
@@ -169,7 +170,7 @@ def check_prepare(raw: bytes, answer: Answer) -> str:
 
 
 E2E = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -185,7 +186,7 @@ def test_hostile_bodies_through_the_server(servers: Servers, raw: bytes, proxy: 
     assert servers.run(healthy(servers, proxy))
 
 
-@settings(E2E, max_examples=100)
+@settings(E2E, max_examples=examples(100))
 @given(
     body=hostile_requests(allow_many=False),
     turns=st.integers(6, 14),

@@ -17,6 +17,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, make_harness, write_policy
 from shared_tokens import shared_counters
 from strategies import conversations
@@ -41,7 +42,9 @@ steps:
   - {{kind: drop_turns, keep_recent_turns: 1, summarizer: {{max_summary_tokens: {summary}}}}}
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
-EXAMPLES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TENANT = "p:scope"
 
 

@@ -16,6 +16,7 @@ import pytest
 from hostile import encode, hostile_bodies, hostile_requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
 from shared_tokens import shared_counters
 
@@ -46,7 +47,7 @@ steps:
 """,
 }
 EXAMPLES = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -117,7 +118,7 @@ def test_hostile_bodies_give_a_4xx_or_a_correct_forward(
     check(loop, harness, policy, raw)
 
 
-@settings(EXAMPLES, max_examples=150)
+@settings(EXAMPLES, max_examples=examples(150))
 @given(body=hostile_requests(allow_many=False), turns=st.integers(8, 20))
 def test_hostile_requests_that_must_be_reduced(
     loop: asyncio.AbstractEventLoop, harness: Harness, body: dict[str, Any], turns: int

@@ -18,6 +18,7 @@ import pytest
 from context_harness import notice_message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, make_harness, write_policy
 from shared_tokens import shared_counters
 from strategies import conversations
@@ -43,7 +44,9 @@ steps:
   - {{kind: drop_turns, keep_recent_turns: 1}}
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
-EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 DROP_ONLY = """
 extends: default
 budget: {context_window: 3000, reserved_output: 200, safety_margin: 0, trigger: 0.9, target: 0.6}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from shared_tokens import shared_counters
 
 from proxy.tokens.counters import TokenCounter
@@ -54,7 +55,7 @@ def framing(counter: TokenCounter, name: str, description: str) -> int:
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tools=parts, name=names, description=texts)
 def test_a_container_counts_its_tools_plus_its_framing(
     method: str, tools: list[dict[str, Any]], name: str, description: str
