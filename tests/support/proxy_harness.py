@@ -62,9 +62,10 @@ def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
     return shared_counters(), shared_catalog()
 
 
-async def start_proxy(settings: Settings) -> RunningProxy:
-    counters, catalog = shared_parts()
-    app = create_app(settings, counters=counters, catalog=catalog)
+async def start_proxy(settings: Settings, *, counters: TokenCounters | None = None) -> RunningProxy:
+    """The app on a free loopback port; `counters`: instead of the run's shared ones."""
+    shared, catalog = shared_parts()
+    app = create_app(settings, counters=counters or shared, catalog=catalog)
     runner = EdgeRunner(app, settings.server)  # the server `ctxproxy serve` runs
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
