@@ -27,6 +27,7 @@ from shared_redis import (
     age_keys,
     delete_prefix,
     require_shared_redis,
+    scope_keys,
     unique_prefix,
 )
 
@@ -438,7 +439,7 @@ async def test_redis_cap_deletes_evicted_payloads(
         await put(store, "t1", [NewArtifact(f"n{i}", "k", {})], ttl_seconds=TTL, max_per_scope=2)
     keys = [k.decode() async for k in redis_client.scan_iter(match=f"{prefix}*:a:*")]
     assert sorted(keys) == sorted(
-        f"{prefix}{{{store._tag('t1')}}}:a:{store.artifact_id('t1', f'n{i}')}" for i in (3, 4)
+        f"{scope_keys(prefix, 't1')}a:{store.artifact_id('t1', f'n{i}')}" for i in (3, 4)
     )
 
 
@@ -455,9 +456,9 @@ async def test_redis_compresses_large_payloads(
         ttl_seconds=TTL,
         max_per_scope=CAP,
     )
-    tag = store._tag("t1")
-    raw_big = await redis_client.get(f"{prefix}{{{tag}}}:a:{store.artifact_id('t1', big)}")
-    raw_small = await redis_client.get(f"{prefix}{{{tag}}}:a:{store.artifact_id('t1', small)}")
+    keys = scope_keys(prefix, "t1")
+    raw_big = await redis_client.get(f"{keys}a:{store.artifact_id('t1', big)}")
+    raw_small = await redis_client.get(f"{keys}a:{store.artifact_id('t1', small)}")
     assert isinstance(raw_big, bytes) and isinstance(raw_small, bytes)
     assert raw_big[:1] == b"\x01" and len(raw_big) < len(big) // 4
     assert raw_small[:1] == b"\x00" and raw_small.endswith(b"\ntiny")
@@ -470,7 +471,7 @@ async def test_redis_corrupt_value_reads_as_missing(
 ) -> None:
     store, prefix = redis_store
     aid = store.artifact_id("t1", "whatever")
-    await redis_client.set(f"{prefix}{{{store._tag('t1')}}}:a:{aid}", b"\x07garbage")
+    await redis_client.set(f"{scope_keys(prefix, 't1')}a:{aid}", b"\x07garbage")
     assert await store.get("t1", aid) is None
 
 
@@ -529,7 +530,7 @@ async def test_redis_incident_logged_once_and_recovery_logged(
         raise RedisConnectionError("Connection refused")
 
     with monkeypatch.context() as patch:
-        patch.setattr(store._redis, "get", refuse)
+        patch.setattr(store.client, "get", refuse)
         for _ in range(5):
             with pytest.raises(StoreUnavailable):
                 await store.get("t1", aid)

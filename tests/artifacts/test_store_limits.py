@@ -196,7 +196,7 @@ async def test_redis_start_up_check_warns_once_on_an_evicting_policy(
         assert section == "memory"
         return {"maxmemory_policy": "allkeys-lru", "maxmemory": 1 << 30}
 
-    monkeypatch.setattr(redis_store._redis, "info", info)
+    monkeypatch.setattr(redis_store.client, "info", info)
     with caplog.at_level(logging.WARNING, logger="ctxproxy.artifacts"):
         await redis_store.check_eviction_policy()
     lines = [r.getMessage() for r in caplog.records if r.name == "ctxproxy.artifacts"]
@@ -212,7 +212,7 @@ async def test_redis_start_up_check_is_quiet_on_noeviction_and_on_failure(
         async def broken(*_: Any) -> dict[str, Any]:
             raise OSError("down")
 
-        monkeypatch.setattr(redis_store._redis, "info", broken)
+        monkeypatch.setattr(redis_store.client, "info", broken)
         await redis_store.check_eviction_policy()
     client = redis.asyncio.Redis.from_url(REDIS_URL)
     policy = (await client.info("memory"))["maxmemory_policy"]
