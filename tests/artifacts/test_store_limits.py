@@ -98,7 +98,7 @@ async def test_memory_budget_never_evicts_what_a_lease_pins() -> None:
             assert await readable(store, "alice", pinned)
 
     task = asyncio.create_task(request_in_flight())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(6):  # other requests, outside that lease, fill the budget several times
         await put(store, f"other-{i}", f"{i}" + "o" * (200 * KB))
     assert await readable(store, "alice", pinned)
@@ -133,7 +133,7 @@ async def test_cap_never_evicts_what_a_request_in_flight_references(store: Artif
             return await readable(store, "tenant", "conversation A")
 
     task = asyncio.create_task(conversation())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(4):
         assert len(await put(store, "tenant", f"other offload {i}", cap=3)) == 1
     release.set()
@@ -160,7 +160,7 @@ async def test_lease_pins_also_what_a_request_reads(store: ArtifactStore) -> Non
             return await readable(store, "t", "read back")
 
     task = asyncio.create_task(reader())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(3):
         await put(store, "t", f"newer {i}", cap=2)
     release.set()
