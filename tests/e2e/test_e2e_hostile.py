@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,10 +280,8 @@ async def test_5000_messages(tiny_proxy: RunningProxy, fake_upstream: FakeUpstre
     messages = agent_history(1250, result_chars=200)
     assert len(messages) >= 5000
     raw = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
-    started = time.monotonic()
-    status, body = await send(f"{tiny_proxy.base_url}/chat/completions", raw)
+    status, body = await send(f"{tiny_proxy.base_url}/chat/completions", raw)  # TIMEOUT: a hang
     assert status == 200, body[:300]
-    assert time.monotonic() - started < 15
     sent = json.loads(fake_upstream.last.body)["messages"]
     assert len(sent) < len(messages) and parse_conversation(sent).problems == ()
     assert sent[-1] == messages[-1] and sent[:2] == messages[:2]
