@@ -253,7 +253,7 @@ async def test_summaries_made_ahead_of_time_are_counted_in_the_metrics(
         assert status == 200 and turns < 40
         turns += 1
     tokens = "ctxproxy_background_summarizer_tokens_total"
-    for _ in range(100):  # until the background work is done and counted
+    for _ in range(600):  # until the background work is done and counted (30 s: a hang)
         metrics = await _metrics(proxy)
         calls = len(summ.requests(CHAT))
         if _counted(metrics, tokens, 'kind="prompt"') == 900 * calls:
