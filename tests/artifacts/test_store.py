@@ -597,10 +597,10 @@ def test_stores_never_show_their_secret() -> None:
 
 
 async def test_a_claim_is_taken_once_per_scope_and_key_until_it_expires(harness: Harness) -> None:
-    store = harness.store
-    assert await store.claim("t1", "making:a", ttl_seconds=2)
-    assert not await store.claim("t1", "making:a", ttl_seconds=2)  # held (another replica)
-    assert await store.claim("t1", "making:b", ttl_seconds=2)
-    assert await store.claim("t2", "making:a", ttl_seconds=2)
-    await harness.age(3)
-    assert await store.claim("t1", "making:a", ttl_seconds=2)  # expired: taken again
+    store = harness.store  # a 100 s claim, aged: it cannot run out between two lines
+    assert await store.claim("t1", "making:a", ttl_seconds=100)
+    assert not await store.claim("t1", "making:a", ttl_seconds=100)  # held (another replica)
+    assert await store.claim("t1", "making:b", ttl_seconds=100)
+    assert await store.claim("t2", "making:a", ttl_seconds=100)
+    await harness.age(110)
+    assert await store.claim("t1", "making:a", ttl_seconds=100)  # expired: taken again
