@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from fakes import FakeUpstream
 from fakes.wire import PARALLEL_TOOL_CALLS_SSE, wire_file
-from hypothesis import settings
+from hypothesis_profiles import load_profile
 
 # CI runs the property tests on a fixed sequence of examples (reproducible red or green);
-# developers' runs explore new random examples every time.
-settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# developers' runs explore new random examples every time; `HYPOTHESIS_PROFILE=nightly` draws
+# each test's full count (tests/support/hypothesis_profiles.py).
+load_profile()
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,20 @@ from pathlib import Path
 import orjson
 import pytest
 from pipeline_harness import agent_history
+from shared_tokens import shared_counters
 
 from proxy import app as app_module
+from proxy import prepare_cli
 from proxy.cli import main
 from proxy.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def loaded_tokenizers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prepare` counts with the run's loaded tokenizers instead of loading its own each time."""
+    monkeypatch.setattr(prepare_cli, "TokenCounters", shared_counters)
 
 
 def test_policy_check_ok_and_broken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

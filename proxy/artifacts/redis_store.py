@@ -5,6 +5,7 @@ slot and a pipeline for one scope never crosses slots):
 
     {prefix}{<scope-tag>}:a:<artifact id>   the artifact value
     {prefix}{<scope-tag>}:idx               sorted set: artifact id -> last reference time
+    {prefix}{<scope-tag>}:claim:<digest>    a claim (`claim`): 32 hex chars of SHA-256(key)
 
 `<scope-tag>` is 24 hex chars of SHA-256(scope); the scope itself never appears in a key.
 
@@ -148,6 +149,18 @@ class RedisStore(_Ids):
         )
         self._redis: Redis = Redis.from_pool(pool)
         self._leases = Leases()
+
+    # -- what tools (and tests) may look at ---------------------------------------------------
+
+    @property
+    def client(self) -> Redis:
+        """The Redis client the store sends every command through (it owns it: `close` closes
+        it)."""
+        return self._redis
+
+    def pinned(self, scope: str, artifact_id: str) -> bool:
+        """Whether a lease of this process pins the artifact (this store's cap keeps it)."""
+        return self._leases.pinned(scope, artifact_id)
 
     # -- keys ---------------------------------------------------------------------------------
 

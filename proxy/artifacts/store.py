@@ -202,6 +202,11 @@ class MemoryStore(_Ids):
         """Bytes held by the stored artifacts, as the budget counts them."""
         return self._held_bytes
 
+    @property
+    def held_claims(self) -> int:
+        """Claims held, expired ones included until they are dropped (at `MAX_CLAIMS`)."""
+        return len(self._claims)
+
     def lease(self) -> contextlib.AbstractContextManager[None]:
         return self._leases.lease()
 

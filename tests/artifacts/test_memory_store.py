@@ -199,7 +199,11 @@ async def test_a_claim_expires_at_exactly_its_ttl_and_expired_claims_go_at_the_l
     assert not await store.claim("t1", "a", ttl_seconds=5)
     clock.now = 1_005.0  # both expire exactly now
     assert await store.claim("t1", "a", ttl_seconds=5)  # at the limit: the expired ones go
-    assert store._claims == {("t1", "a"): 1_010.0}
+    assert store.held_claims == 1  # "b" went; "a" is held until 1_010
+    clock.now = 1_009.999
+    assert not await store.claim("t1", "a", ttl_seconds=5)
+    clock.now = 1_010.0
+    assert await store.claim("t1", "a", ttl_seconds=5)
 
 
 def test_an_id_is_the_hmac_of_the_length_prefixed_scope_and_the_content() -> None:

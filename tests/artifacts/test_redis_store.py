@@ -12,6 +12,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio
@@ -19,7 +20,7 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from shared_redis import delete_prefix, require_shared_redis, unique_prefix
+from shared_redis import delete_prefix, require_shared_redis, scope_keys, unique_prefix
 
 from proxy.artifacts.redis_store import RedisStore, decode_value, encode_value
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
@@ -49,8 +50,8 @@ async def test_outage_is_counted_per_operation_and_logged_once_with_the_password
     async def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RedisConnectionError("invalid password 'hunter2' for user default")
 
-    monkeypatch.setattr(store._redis, "ping", refuse)
-    monkeypatch.setattr(store._redis, "get", refuse)
+    monkeypatch.setattr(store.client, "ping", refuse)
+    monkeypatch.setattr(store.client, "get", refuse)
     assert store.failed_operations == 0
     assert await store.ping() is False
     for n in (2, 3, 4):
@@ -65,10 +66,10 @@ async def test_outage_is_counted_per_operation_and_logged_once_with_the_password
     async def missing(*args: Any, **kwargs: Any) -> Any:
         return None
 
-    monkeypatch.setattr(store._redis, "get", missing)
+    monkeypatch.setattr(store.client, "get", missing)
     assert await store.get("t1", store.artifact_id("t1", "x")) is None
     assert store_log(caplog)[1:] == ["artifact store at 127.0.0.1:1 available again"]
-    monkeypatch.setattr(store._redis, "get", refuse)
+    monkeypatch.setattr(store.client, "get", refuse)
     await read_fails_first(store, caplog)
 
 
@@ -76,7 +77,7 @@ async def read_fails_first(store: RedisStore, caplog: pytest.LogCaptureFixture) 
     """The same outage, first noticed by a read."""
     caplog.clear()
     fresh = RedisStore("redis://:hunter2@127.0.0.1:1/13", SECRET)
-    fresh._redis.get = store._redis.get  # type: ignore[method-assign]
+    fresh.client.get = store.client.get  # type: ignore[method-assign]
     try:
         with pytest.raises(StoreUnavailable) as caught:
             await fresh.get("t1", fresh.artifact_id("t1", "x"))
@@ -101,7 +102,7 @@ async def test_a_cancellation_swallowed_by_a_failing_call_is_given_back(
         task.cancel()  # the cancel arrives ...
         raise RedisTimeoutError("Timeout reading from socket")  # ... and the timeout wins
 
-    monkeypatch.setattr(store._redis, "ping", time_out_while_cancelled)
+    monkeypatch.setattr(store.client, "ping", time_out_while_cancelled)
 
     async def request() -> None:
         await store.ping()
@@ -213,7 +214,7 @@ async def test_an_unreadable_value_is_logged_and_reads_as_missing(
     real, client, prefix = live
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
     aid = real.artifact_id("t1", "whatever")
-    await client.set(f"{prefix}{{{real._tag('t1')}}}:a:{aid}", b"\x00no separator")
+    await client.set(f"{scope_keys(prefix, 't1')}a:{aid}", b"\x00no separator")
     assert await real.get("t1", aid) is None
     assert store_log(caplog) == [
         f"artifact {aid} is unreadable and is treated as missing: "
@@ -292,7 +293,8 @@ async def test_write_failures_are_counted_logged_and_keep_what_was_stored(
             return [ResponseError("OOM command not allowed")] * count
         return await original(self, raise_on_error)
 
-    where = f"artifact store at {real._where}"
+    url = urlsplit(require_shared_redis())  # named in the logs without credentials
+    where = f"artifact store at {url.hostname}:{url.port or 6379}"
     monkeypatch.setattr(Pipeline, "execute", lost_on_set)
     assert await put_texts(real, "t1", "old", "new") == {"old"}
     assert real.failed_operations == 1
@@ -326,7 +328,7 @@ async def test_default_keys_are_under_ctxproxy(clock: Clock) -> None:
     client = redis.asyncio.Redis.from_url(url)
     default = RedisStore(url, SECRET, clock=clock)
     scope = f"default-prefix-test-{secrets.token_hex(8)}"
-    pattern = f"ctxproxy:{{{default._tag(scope)}}}:*"
+    pattern = f"{scope_keys('ctxproxy:', scope)}*"
     try:
         assert await put_texts(default, scope, "x") == {"x"}
         keys = [k async for k in client.scan_iter(match=pattern)]
@@ -353,7 +355,7 @@ async def test_a_url_without_host_or_port_means_localhost_6379(
     async def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RedisConnectionError("refused")
 
-    monkeypatch.setattr(bare._redis, "ping", refuse)
+    monkeypatch.setattr(bare.client, "ping", refuse)
     try:
         assert await bare.ping() is False
     finally:

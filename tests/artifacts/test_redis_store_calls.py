@@ -17,7 +17,7 @@ from redis.asyncio.client import Pipeline
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from shared_redis import delete_prefix, require_shared_redis, unique_prefix
+from shared_redis import delete_prefix, require_shared_redis, scope_keys, unique_prefix
 
 from proxy.artifacts.redis_store import RedisStore, encode_value, eviction_policy_warning
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
@@ -65,7 +65,7 @@ async def test_a_claim_is_one_key_named_by_the_sha256_of_its_key(live: Live) -> 
     key = "making:\ud800"  # a lone surrogate (the stdlib JSON parser lets one through) is a key
     assert await store.claim("t1", key, ttl_seconds=30)
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    name = f"{prefix}{{{store._tag('t1')}}}:claim:{digest}"
+    name = f"{scope_keys(prefix, 't1')}claim:{digest}"
     assert [k.decode() async for k in client.scan_iter(match=f"{prefix}*")] == [name]
     assert 29_000 < await client.pttl(name) <= 30_000
     assert not await store.claim("t1", key, ttl_seconds=30)
@@ -84,7 +84,7 @@ async def test_a_claim_the_store_cannot_answer_is_not_taken_and_is_logged(
     down: RedisStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
-    monkeypatch.setattr(down._redis, "set", refuse)
+    monkeypatch.setattr(down.client, "set", refuse)
     assert await down.claim("t1", "k", ttl_seconds=30) is False
     assert down.failed_operations == 1
     assert store_log(caplog) == [
@@ -108,8 +108,8 @@ async def test_get_many_reads_each_artifact_under_its_own_id_and_pins_it_in_its_
     try:
         with fresh.lease():
             found = await fresh.get_many("t1", list(items))
-            assert all(fresh._leases.pinned("t1", aid) for aid in items)
-        assert fresh._leases.count == 0
+            assert all(fresh.pinned("t1", aid) for aid in items)
+        assert not any(fresh.pinned("t1", aid) for aid in items)
     finally:
         await fresh.close()
     assert {aid: (a.id, a.content, a.meta) for aid, a in found.items()} == {
@@ -127,7 +127,7 @@ async def test_get_many_logs_an_unreadable_value_and_leaves_it_out(
         "t1", {good: NewArtifact("good", "k", {})}, ttl_seconds=60, max_per_scope=9
     )
     bad = store.artifact_id("t1", "bad")
-    await client.set(f"{prefix}{{{store._tag('t1')}}}:a:{bad}", b"\x00no separator")
+    await client.set(f"{scope_keys(prefix, 't1')}a:{bad}", b"\x00no separator")
     assert list(await store.get_many("t1", [bad, good])) == [good]
     assert store_log(caplog) == [
         (
@@ -142,7 +142,7 @@ async def test_get_many_on_an_outage_raises_and_logs_what_failed(
     down: RedisStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
-    monkeypatch.setattr(down._redis, "mget", refuse)
+    monkeypatch.setattr(down.client, "mget", refuse)
     with pytest.raises(StoreUnavailable) as caught:
         await down.get_many("t1", [down.artifact_id("t1", "x")])
     assert str(caught.value) == "artifact store at 127.0.0.1:1 is unavailable"
@@ -195,7 +195,7 @@ async def test_the_start_up_check_logs_exactly(
             raise info
         return info
 
-    monkeypatch.setattr(down._redis, "info", answer)
+    monkeypatch.setattr(down.client, "info", answer)
     caplog.set_level(logging.DEBUG, logger="ctxproxy.artifacts")
     await down.check_eviction_policy()
     assert store_log(caplog) == logged
@@ -215,7 +215,7 @@ async def test_the_pool_is_configured_as_documented(
     connect timeout is given) and one immediate retry on a stale connection."""
     store = RedisStore("redis://127.0.0.1:6379/13", SECRET, **given)  # type: ignore[arg-type]
     try:
-        pool = store._redis.connection_pool
+        pool = store.client.connection_pool
         assert (pool.max_connections, pool.timeout) == (32, 2.0)
         kwargs = pool.connection_kwargs
         assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (
@@ -240,7 +240,7 @@ async def test_values_over_4096_bytes_are_compressed_by_default(live: Live) -> N
             aid = store.artifact_id("t1", text)
             items = {aid: NewArtifact(text, "k", {})}
             assert await store.put_many("t1", items, ttl_seconds=60, max_per_scope=9) == {aid}
-            stored[extra] = await client.get(f"{prefix}{{{store._tag('t1')}}}:a:{aid}")
+            stored[extra] = await client.get(f"{scope_keys(prefix, 't1')}a:{aid}")
             got = await store.get("t1", aid)
             assert got is not None and got.content == text
     finally:
@@ -255,7 +255,7 @@ async def test_a_broken_index_still_stores_and_confirms_the_payloads(
     are written and confirmed, nothing is evicted, the errors are counted and logged."""
     store, client, prefix = live
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
-    await client.set(f"{prefix}{{{store._tag('t1')}}}:idx", b"not a sorted set")
+    await client.set(f"{scope_keys(prefix, 't1')}idx", b"not a sorted set")
     items = {store.artifact_id("t1", t): NewArtifact(t, "k", {}) for t in ("a", "b")}
     assert await store.put_many("t1", items, ttl_seconds=60, max_per_scope=1) == set(items)
     assert set(await store.get_many("t1", list(items))) == set(items)

@@ -27,6 +27,7 @@ from shared_redis import (
     age_keys,
     delete_prefix,
     require_shared_redis,
+    scope_keys,
     unique_prefix,
 )
 
@@ -280,15 +281,19 @@ async def test_unicode_content_is_exact(harness: Harness, content: str) -> None:
 
 
 async def test_ttl_expiry(harness: Harness) -> None:
+    # Aged, not slept (as below): 10 s of margin either side of the TTL, however slow the
+    # machine (a 1 s TTL could run out between a put and the next line).
     store = harness.store
     item = NewArtifact("short lived", "k", {})
     aid = store.artifact_id("t1", item.content)
-    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=100, max_per_scope=CAP) == [True]
     assert await store.get("t1", aid) is not None
-    await harness.advance(1.3)
+    await harness.age(90)
+    assert await store.get("t1", aid) is not None
+    await harness.age(20)
     assert await store.get("t1", aid) is None
     # writing it again after expiry stores it again
-    assert await put(store, "t1", [item], ttl_seconds=1, max_per_scope=CAP) == [True]
+    assert await put(store, "t1", [item], ttl_seconds=100, max_per_scope=CAP) == [True]
     assert await store.get("t1", aid) is not None
 
 
@@ -438,7 +443,7 @@ async def test_redis_cap_deletes_evicted_payloads(
         await put(store, "t1", [NewArtifact(f"n{i}", "k", {})], ttl_seconds=TTL, max_per_scope=2)
     keys = [k.decode() async for k in redis_client.scan_iter(match=f"{prefix}*:a:*")]
     assert sorted(keys) == sorted(
-        f"{prefix}{{{store._tag('t1')}}}:a:{store.artifact_id('t1', f'n{i}')}" for i in (3, 4)
+        f"{scope_keys(prefix, 't1')}a:{store.artifact_id('t1', f'n{i}')}" for i in (3, 4)
     )
 
 
@@ -455,9 +460,9 @@ async def test_redis_compresses_large_payloads(
         ttl_seconds=TTL,
         max_per_scope=CAP,
     )
-    tag = store._tag("t1")
-    raw_big = await redis_client.get(f"{prefix}{{{tag}}}:a:{store.artifact_id('t1', big)}")
-    raw_small = await redis_client.get(f"{prefix}{{{tag}}}:a:{store.artifact_id('t1', small)}")
+    keys = scope_keys(prefix, "t1")
+    raw_big = await redis_client.get(f"{keys}a:{store.artifact_id('t1', big)}")
+    raw_small = await redis_client.get(f"{keys}a:{store.artifact_id('t1', small)}")
     assert isinstance(raw_big, bytes) and isinstance(raw_small, bytes)
     assert raw_big[:1] == b"\x01" and len(raw_big) < len(big) // 4
     assert raw_small[:1] == b"\x00" and raw_small.endswith(b"\ntiny")
@@ -470,7 +475,7 @@ async def test_redis_corrupt_value_reads_as_missing(
 ) -> None:
     store, prefix = redis_store
     aid = store.artifact_id("t1", "whatever")
-    await redis_client.set(f"{prefix}{{{store._tag('t1')}}}:a:{aid}", b"\x07garbage")
+    await redis_client.set(f"{scope_keys(prefix, 't1')}a:{aid}", b"\x07garbage")
     assert await store.get("t1", aid) is None
 
 
@@ -491,12 +496,14 @@ async def test_redis_pool_waits_for_a_free_connection(
 
 
 async def test_redis_unreachable_fails_soft_and_fast(caplog: pytest.LogCaptureFixture) -> None:
+    # Fast: a refused connection fails each call at once. With timeouts of an hour, a call that
+    # waited for one would hang (30 s only bounds that), whatever the machine's load.
     store = RedisStore(
-        "redis://:hunter2@127.0.0.1:1/13", SECRET, socket_timeout=0.3, pool_timeout=0.3
+        "redis://:hunter2@127.0.0.1:1/13", SECRET, socket_timeout=3600, pool_timeout=3600
     )
     caplog.set_level(logging.INFO, logger="ctxproxy.artifacts")
-    started = time.monotonic()
-    try:
+
+    async def calls() -> None:
         items = [NewArtifact("a", "k", {}), NewArtifact("b", "k", {})]
         for _ in range(3):
             assert await put(store, "t1", items, ttl_seconds=TTL, max_per_scope=CAP) == [
@@ -506,9 +513,11 @@ async def test_redis_unreachable_fails_soft_and_fast(caplog: pytest.LogCaptureFi
             with pytest.raises(StoreUnavailable):
                 await store.get("t1", store.artifact_id("t1", "a"))
             assert await store.ping() is False
+
+    try:
+        await asyncio.wait_for(calls(), 30)
     finally:
         await store.close()
-    assert time.monotonic() - started < 3
     warnings = [r for r in caplog.records if r.name == "ctxproxy.artifacts"]
     assert len(warnings) == 1, "one log line per incident, not per request"
     assert "127.0.0.1:1" in caplog.text
@@ -529,7 +538,7 @@ async def test_redis_incident_logged_once_and_recovery_logged(
         raise RedisConnectionError("Connection refused")
 
     with monkeypatch.context() as patch:
-        patch.setattr(store._redis, "get", refuse)
+        patch.setattr(store.client, "get", refuse)
         for _ in range(5):
             with pytest.raises(StoreUnavailable):
                 await store.get("t1", aid)
@@ -588,10 +597,10 @@ def test_stores_never_show_their_secret() -> None:
 
 
 async def test_a_claim_is_taken_once_per_scope_and_key_until_it_expires(harness: Harness) -> None:
-    store = harness.store
-    assert await store.claim("t1", "making:a", ttl_seconds=2)
-    assert not await store.claim("t1", "making:a", ttl_seconds=2)  # held (another replica)
-    assert await store.claim("t1", "making:b", ttl_seconds=2)
-    assert await store.claim("t2", "making:a", ttl_seconds=2)
-    await harness.age(3)
-    assert await store.claim("t1", "making:a", ttl_seconds=2)  # expired: taken again
+    store = harness.store  # a 100 s claim, aged: it cannot run out between two lines
+    assert await store.claim("t1", "making:a", ttl_seconds=100)
+    assert not await store.claim("t1", "making:a", ttl_seconds=100)  # held (another replica)
+    assert await store.claim("t1", "making:b", ttl_seconds=100)
+    assert await store.claim("t2", "making:a", ttl_seconds=100)
+    await harness.age(110)
+    assert await store.claim("t1", "making:a", ttl_seconds=100)  # expired: taken again

@@ -98,7 +98,7 @@ async def test_memory_budget_never_evicts_what_a_lease_pins() -> None:
             assert await readable(store, "alice", pinned)
 
     task = asyncio.create_task(request_in_flight())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(6):  # other requests, outside that lease, fill the budget several times
         await put(store, f"other-{i}", f"{i}" + "o" * (200 * KB))
     assert await readable(store, "alice", pinned)
@@ -133,7 +133,7 @@ async def test_cap_never_evicts_what_a_request_in_flight_references(store: Artif
             return await readable(store, "tenant", "conversation A")
 
     task = asyncio.create_task(conversation())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(4):
         assert len(await put(store, "tenant", f"other offload {i}", cap=3)) == 1
     release.set()
@@ -160,7 +160,7 @@ async def test_lease_pins_also_what_a_request_reads(store: ArtifactStore) -> Non
             return await readable(store, "t", "read back")
 
     task = asyncio.create_task(reader())
-    await asyncio.wait_for(leased.wait(), 5)
+    await asyncio.wait_for(leased.wait(), 30)
     for i in range(3):
         await put(store, "t", f"newer {i}", cap=2)
     release.set()
@@ -196,7 +196,7 @@ async def test_redis_start_up_check_warns_once_on_an_evicting_policy(
         assert section == "memory"
         return {"maxmemory_policy": "allkeys-lru", "maxmemory": 1 << 30}
 
-    monkeypatch.setattr(redis_store._redis, "info", info)
+    monkeypatch.setattr(redis_store.client, "info", info)
     with caplog.at_level(logging.WARNING, logger="ctxproxy.artifacts"):
         await redis_store.check_eviction_policy()
     lines = [r.getMessage() for r in caplog.records if r.name == "ctxproxy.artifacts"]
@@ -212,7 +212,7 @@ async def test_redis_start_up_check_is_quiet_on_noeviction_and_on_failure(
         async def broken(*_: Any) -> dict[str, Any]:
             raise OSError("down")
 
-        monkeypatch.setattr(redis_store._redis, "info", broken)
+        monkeypatch.setattr(redis_store.client, "info", broken)
         await redis_store.check_eviction_policy()
     client = redis.asyncio.Redis.from_url(REDIS_URL)
     policy = (await client.info("memory"))["maxmemory_policy"]

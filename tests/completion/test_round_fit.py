@@ -13,7 +13,9 @@ import pytest
 from completion_harness import answer, make_context, tool_call
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import TENANT, make_harness, write_policy
+from shared_tokens import shared_counters
 from upstream_double import Call, FakeUpstream, json_answer
 
 from proxy.completion.round_fit import fitted_call, shortening_steps
@@ -41,7 +43,7 @@ read_tool: {max_rounds: 4}
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 def page(chars: int) -> ToolResult:
@@ -147,7 +149,7 @@ CALL = st.tuples(
     st.sampled_from([READ_TOOL, SEARCH_TOOL]), st.integers(0, 40_000), st.integers(1, 20_000)
 )
 SCRIPTS = st.lists(st.lists(CALL, min_size=1, max_size=50), min_size=1, max_size=5)
-EXAMPLES = 30
+EXAMPLES = examples(30)
 
 
 def read_happy(script: Script) -> FakeUpstream:
@@ -193,7 +195,7 @@ def request() -> dict[str, Any]:
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(script=SCRIPTS)
 async def test_no_upstream_call_of_a_request_exceeds_its_allowance(

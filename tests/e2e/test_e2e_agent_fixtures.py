@@ -15,11 +15,12 @@ from typing import Any
 import aiohttp
 import pytest
 from proxy_harness import RunningProxy, make_settings, start_proxy
+from shared_tokens import shared_counters
 
 from proxy.formats import FORMATS
 from proxy.formats.base import ClientFormat
 from proxy.jsonio import dumps
-from proxy.tokens.counters import TokenCounter, TokenCounters
+from proxy.tokens.counters import TokenCounter
 
 FIXTURES = sorted((Path(__file__).parents[1] / "fixtures" / "agents").glob("*.json"))
 LARGE_RESULT_CHARS = 8_000
@@ -137,7 +138,7 @@ def test_counted_within_3_percent_of_a_reference(path: Path) -> None:
     assert abs(counted - reference) <= 0.03 * reference, (counted, reference)
 
 
-_COUNTERS = TokenCounters()
+_COUNTERS = shared_counters()
 
 
 def _compact(value: Any) -> str:

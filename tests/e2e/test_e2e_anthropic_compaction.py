@@ -28,7 +28,7 @@ steps:
   - kind: summarize
     roll_up_turns: 0
     roll_up_after: 0
-    summarizer: {kind: llm, model: claude-sum, timeout_s: 5, precompute_at: null,
+    summarizer: {kind: llm, model: claude-sum, timeout_s: 60, precompute_at: null,
                  on_error: extract}
 """
 SUMMARY = {

@@ -16,6 +16,7 @@ from anthropic_harness import BIG, CLIENT_TOOL, MODEL, anthropic_proxy, exchange
 from fakes import FakeUpstream
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from proxy_harness import RunningProxy
 
 Servers = tuple[asyncio.AbstractEventLoop, FakeUpstream, RunningProxy]
@@ -51,7 +52,7 @@ conversations = st.builds(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(messages=conversations, max_tokens=st.sampled_from([64, 1024, 2500]))
 def test_the_count_is_what_create_sends_for_the_same_body(
     servers: Servers, messages: list[dict[str, Any]], max_tokens: int

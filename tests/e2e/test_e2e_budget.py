@@ -12,8 +12,7 @@ import pytest
 from fakes import FakeUpstream, completion, error_reply, json_reply, make_usage
 from pipeline_harness import agent_history
 from proxy_harness import RunningProxy, make_settings, start_proxy
-
-from proxy.tokens.counters import TokenCounters
+from shared_tokens import counter_for
 
 CHAT = "/v1/chat/completions"
 OVERFLOW_8192 = {
@@ -33,7 +32,7 @@ def client(proxy: RunningProxy) -> openai.AsyncOpenAI:
 
 def gpt_4_prompt(tokens: int) -> list[dict[str, Any]]:
     """One user message; the request counts exactly `tokens` tokens for gpt-4."""
-    counter = TokenCounters().for_model("gpt-4")
+    counter = counter_for("gpt-4")
     words = tokens
     while True:
         messages = [{"role": "user", "content": "word " * words}]
@@ -134,7 +133,7 @@ async def test_an_overflow_error_leads_to_one_tighter_retry_that_succeeds(
         assert raw.parse().choices[0].message.content == "fits now"
         assert raw.headers["x-ctxproxy-notes"] == "window_corrected,retried_after_overflow"
         first, second = (r.json() for r in fake_upstream.requests(CHAT))
-        counter = TokenCounters().for_model("gpt-4o")
+        counter = counter_for("gpt-4o")
         assert first["messages"] == messages
         assert counter.count_request(second) <= 8192 < counter.count_request(first)
         assert int(raw.headers["x-ctxproxy-tokens-after"]) == counter.count_request(second)
@@ -150,7 +149,7 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
 ) -> None:
     messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
     body = {"model": "gpt-4o", "messages": messages}
-    tokens = TokenCounters().for_model("gpt-4o").count_request(body)
+    tokens = counter_for("gpt-4o").count_request(body)
     for _ in range(3):  # the ratio applies from the third answer on
         fake_upstream.enqueue(completion("ok", usage=make_usage(int(tokens * 1.5), 1)), path=CHAT)
     async with client(proxy) as sdk:
@@ -179,7 +178,7 @@ async def test_replicas_on_one_redis_share_the_calibrated_ratio(
     try:
         messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
         body = {"model": "gpt-4o", "messages": messages}
-        tokens = TokenCounters().for_model("gpt-4o").count_request(body)
+        tokens = counter_for("gpt-4o").count_request(body)
         assert (await dry_run(other, body))["count_ratio"] == 1.0  # nothing measured yet
         usage = make_usage(int(tokens * 1.4), 1)
         for _ in range(3):
@@ -187,7 +186,7 @@ async def test_replicas_on_one_redis_share_the_calibrated_ratio(
         async with client(measuring) as sdk:
             for _ in range(3):
                 await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
-        for _ in range(100):  # a few sync intervals of both replicas
+        for _ in range(600):  # a few sync intervals of both replicas (30 s: a hang)
             manifest = await dry_run(other, body)
             if manifest["count_ratio"] != 1.0:
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -21,10 +22,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+HANG_S = 120.0
+"""Bounds how long a test waits for the server to start or stop: only a broken server takes it
+(the start-up loads the tokenizers, which takes seconds on a loaded machine)."""
+UNBUFFERED = {"PYTHONUNBUFFERED": "1"}  # each line of the server's output as it is printed
+
+
 @pytest.fixture
 async def served(fake_upstream: FakeUpstream) -> AsyncIterator[str]:
     port = free_port()
-    env = {**os.environ, "OPENAI_BASE_URL": fake_upstream.base_url}
+    env = {**os.environ, **UNBUFFERED, "OPENAI_BASE_URL": fake_upstream.base_url}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -38,23 +45,34 @@ async def served(fake_upstream: FakeUpstream) -> AsyncIterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        await wait_until_up(url)
+        await wait_until_up(process, url)
         yield url
     finally:
-        process.terminate()
-        await asyncio.wait_for(process.wait(), 10)
+        with contextlib.suppress(ProcessLookupError):  # exited already
+            process.terminate()
+        await asyncio.wait_for(process.communicate(), HANG_S)
 
 
-async def wait_until_up(url: str) -> None:
-    async with aiohttp.ClientSession() as session:
-        for _ in range(200):
-            try:
-                async with session.get(f"{url}/healthz") as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.05)
-    raise TimeoutError(f"{url} did not come up")
+async def wait_until_up(process: asyncio.subprocess.Process, url: str) -> str:
+    """Waits for the server's `listening on` line (failing with its output if it exits first),
+    then for one `/healthz` answer; returns what it printed until then."""
+    assert process.stdout is not None
+    printed: list[str] = []
+
+    async def listening() -> None:
+        while not printed or "listening on" not in printed[-1]:
+            line = await process.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                raise AssertionError(f"{url} exited before listening:\n{''.join(printed)}")
+            printed.append(line.decode())
+
+    await asyncio.wait_for(listening(), HANG_S)
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANG_S)) as session,
+        session.get(f"{url}/healthz") as response,
+    ):
+        assert response.status == 200, "".join(printed)
+    return "".join(printed)
 
 
 async def test_serve_on_embedded_default(served: str, fake_upstream: FakeUpstream) -> None:
@@ -86,7 +104,7 @@ async def test_serve_refuses_a_broken_config(tmp_path: object) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    _, err = await asyncio.wait_for(process.communicate(), 30)
+    _, err = await asyncio.wait_for(process.communicate(), HANG_S)
     assert process.returncode == 2
     assert f"{config}: server.prot: unknown key (did you mean 'port'?)" in err.decode()
 
@@ -104,7 +122,7 @@ async def run_serve(*args: str, env: dict[str, str] | None = None) -> tuple[int,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
     )
-    out, err = await asyncio.wait_for(process.communicate(), 30)
+    out, err = await asyncio.wait_for(process.communicate(), HANG_S)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -160,14 +178,17 @@ async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_k
         "serve",
         "--config",
         str(config),
+        env={**os.environ, **UNBUFFERED},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+    output = ""
     try:
-        await wait_until_up(f"http://127.0.0.1:{port}")
+        output = await wait_until_up(process, f"http://127.0.0.1:{port}")
     finally:
-        process.terminate()
-        output = (await asyncio.wait_for(process.communicate(), 10))[0].decode()
+        with contextlib.suppress(ProcessLookupError):  # exited already
+            process.terminate()
+        output += (await asyncio.wait_for(process.communicate(), HANG_S))[0].decode()
     [summary] = [line for line in output.splitlines() if "listening on" in line]
     for part in (
         "store=memory",
@@ -187,7 +208,7 @@ async def test_serve_prints_a_summary_and_warns_about_tenants_without_upstream_k
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 async def test_serve_stops_cleanly_on_a_signal(fake_upstream: FakeUpstream, signum: int) -> None:
     port = free_port()
-    env = {**os.environ, "OPENAI_BASE_URL": fake_upstream.base_url}
+    env = {**os.environ, **UNBUFFERED, "OPENAI_BASE_URL": fake_upstream.base_url}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -199,11 +220,13 @@ async def test_serve_stops_cleanly_on_a_signal(fake_upstream: FakeUpstream, sign
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+    output = ""
     try:
-        await wait_until_up(f"http://127.0.0.1:{port}")
+        output = await wait_until_up(process, f"http://127.0.0.1:{port}")
     finally:
-        process.send_signal(signum)
-        out, _ = await asyncio.wait_for(process.communicate(), 10)
-    assert process.returncode == 0, out.decode()
-    assert f"listening on http://127.0.0.1:{port}" in out.decode()
-    assert "Traceback" not in out.decode()
+        with contextlib.suppress(ProcessLookupError):  # exited already
+            process.send_signal(signum)
+        output += (await asyncio.wait_for(process.communicate(), HANG_S))[0].decode()
+    assert process.returncode == 0, output
+    assert f"listening on http://127.0.0.1:{port}" in output
+    assert "Traceback" not in output

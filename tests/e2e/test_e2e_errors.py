@@ -150,7 +150,7 @@ async def test_upstream_first_byte_timeout_is_504(fake_upstream: FakeUpstream) -
         got, payload = await call("POST", f"{running.base_url}/chat/completions", CHAT, JSON)
         assert got == 504
         assert_envelope(payload, "upstream_timeout")
-        await fake_upstream.wait_idle(timeout=5)
+        await fake_upstream.wait_idle()
     finally:
         await running.stop()
 

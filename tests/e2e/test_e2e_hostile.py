@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from fakes import FakeUpstream
 from hostile import encode, hostile_bodies, hostile_requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
@@ -169,7 +169,7 @@ def check_prepare(raw: bytes, answer: Answer) -> str:
 
 
 E2E = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -185,7 +185,7 @@ def test_hostile_bodies_through_the_server(servers: Servers, raw: bytes, proxy: 
     assert servers.run(healthy(servers, proxy))
 
 
-@settings(E2E, max_examples=100)
+@settings(E2E, max_examples=examples(100))
 @given(
     body=hostile_requests(allow_many=False),
     turns=st.integers(6, 14),
@@ -280,10 +280,8 @@ async def test_5000_messages(tiny_proxy: RunningProxy, fake_upstream: FakeUpstre
     messages = agent_history(1250, result_chars=200)
     assert len(messages) >= 5000
     raw = json.dumps({"model": "gpt-4o", "messages": messages}).encode()
-    started = time.monotonic()
-    status, body = await send(f"{tiny_proxy.base_url}/chat/completions", raw)
+    status, body = await send(f"{tiny_proxy.base_url}/chat/completions", raw)  # TIMEOUT: a hang
     assert status == 200, body[:300]
-    assert time.monotonic() - started < 15
     sent = json.loads(fake_upstream.last.body)["messages"]
     assert len(sent) < len(messages) and parse_conversation(sent).problems == ()
     assert sent[-1] == messages[-1] and sent[:2] == messages[:2]

@@ -12,8 +12,7 @@ import pytest
 from fakes import FakeUpstream, completion, error_reply, stream_completion
 from pipeline_harness import agent_history
 from proxy_harness import RunningProxy, make_settings, start_proxy
-
-from proxy.tokens.counters import TokenCounters
+from shared_tokens import counter_for
 
 CHAT = "/v1/chat/completions"
 OVERFLOW = {
@@ -140,5 +139,5 @@ async def test_an_overflow_through_litellm_leads_to_one_tighter_retry(
     assert raw.parse().choices[0].message.content == "fits now"
     assert raw.headers["x-ctxproxy-notes"] == "window_corrected,retried_after_overflow"
     first, second = (r.json() for r in fake_upstream.requests(CHAT))
-    counter = TokenCounters().for_model("gpt-4o")
+    counter = counter_for("gpt-4o")
     assert counter.count_request(second) <= 8192 < counter.count_request(first)

@@ -15,6 +15,7 @@ import pytest
 from fakes import FakeUpstream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
 from proxy.jsonio import MAX_DEPTH
@@ -125,7 +126,7 @@ def deep_bytes(body: dict[str, Any], depth: int) -> bytes:
 
 
 @pytest.mark.parametrize("route", sorted(ROUTES))
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(depth=st.one_of(st.integers(1, MAX_DEPTH + 8), st.integers(MAX_DEPTH, 10_000)))
 def test_nesting_is_served_or_refused_never_a_500(
     proxy: tuple[asyncio.AbstractEventLoop, RunningProxy], route: str, depth: int

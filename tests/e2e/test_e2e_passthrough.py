@@ -145,11 +145,11 @@ async def test_client_disconnect_frees_upstream(
             pass
 
     client = asyncio.create_task(call())
-    await fake_upstream.wait_for_requests(1, timeout=10)
+    await fake_upstream.wait_for_requests(1)
     client.cancel()
     with pytest.raises(asyncio.CancelledError):
         await client
-    await fake_upstream.wait_idle(timeout=5)
+    await fake_upstream.wait_idle()
     assert fake_upstream.cancelled == 1
 
 
@@ -167,7 +167,7 @@ async def test_client_disconnect_mid_stream_frees_upstream(
         ) as response,
     ):
         await response.content.readany()
-    await fake_upstream.wait_idle(timeout=5)
+    await fake_upstream.wait_idle()
     assert fake_upstream.cancelled == 1
 
 
@@ -227,7 +227,7 @@ async def test_a_large_answer_reaches_the_client_before_it_has_all_arrived(
         session.request(method, f"{proxy.base_url}{path}", data=data, headers=headers) as response,
     ):
         assert response.status == 200
-        first = await asyncio.wait_for(response.content.readexactly(2 * 1024 * 1024), 5)
+        first = await asyncio.wait_for(response.content.readexactly(2 * 1024 * 1024), 30)
         gated.gate.set()
         rest = await response.read()
     assert first == b"a" * 2 * 1024 * 1024 and rest == b"b" * 1024 * 1024

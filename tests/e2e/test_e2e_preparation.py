@@ -13,9 +13,9 @@ import pytest
 from fakes import FakeUpstream
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
+from shared_tokens import counter_for
 
 from proxy.formats.openai_chat.conversation import parse_conversation
-from proxy.tokens.counters import TokenCounters
 
 SMALL = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0}
@@ -51,7 +51,7 @@ async def test_over_budget_history_reaches_upstream_within_budget(
     assert reply.choices[0].message.content == "echo: Next step 29, please."
     sent = fake_upstream.last.json()
     assert parse_conversation(sent["messages"]).problems == ()
-    tokens = TokenCounters().for_model("gpt-4o").count_request(sent)
+    tokens = counter_for("gpt-4o").count_request(sent)
     assert tokens <= 7000
     assert int(raw.headers["x-ctxproxy-tokens-after"]) == tokens
     assert int(raw.headers["x-ctxproxy-tokens-before"]) > 7000

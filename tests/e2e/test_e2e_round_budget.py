@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from fakes import FakeUpstream, Recorded, completion, dynamic_reply, stream_completion
 from fakes.replies import Reply
+from shared_tokens import counter_for
 from synthetic_harness import (
     BIG,
     CHAT,
@@ -25,8 +26,6 @@ from synthetic_harness import (
     tool_names,
     tool_results,
 )
-
-from proxy.tokens.counters import TokenCounters
 
 
 async def post(
@@ -70,7 +69,7 @@ async def test_reading_pages_for_four_rounds_never_exceeds_the_allowance(
     text = streamed_text(chunks) if stream else json.loads(raw)["choices"][0]["message"]["content"]
     assert text == ANSWER
     sent = [record.json() for record in fake_upstream.requests(CHAT)]
-    counter = TokenCounters().for_model("gpt-4o")
+    counter = counter_for("gpt-4o")
     counts = [counter.count_request(body) for body in sent]
     assert len(sent) >= 2 and max(counts) <= allowance, (counts, allowance)
     if reads == 6:  # six pages do not fit whole, but shortened ones do

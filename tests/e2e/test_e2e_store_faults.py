@@ -30,11 +30,13 @@ from fakes import FakeUpstream, Recorded, completion, dynamic_reply
 from fakes.replies import Reply
 from pipeline_harness import agent_history, client_bytes, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
+from redis.asyncio.client import Pipeline
 from redis_process import RedisProcess, require_redis_server
+from shared_redis import scope_keys
+from shared_tokens import counter_for
 
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
-from proxy.tokens.counters import TokenCounters
 
 POLICY = """
 budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}
@@ -46,7 +48,9 @@ steps:
 ALLOWANCE, TRIGGER = 7000, 6300  # 8000 - 1000 - 0, and 90% of it
 SOCKET_TIMEOUT_S = 0.25
 POOL_SIZE = 4
-SLOW_BOUND_S = 2.5  # pool wait + one attempt + one retry, with room for a loaded CI machine
+HANG_S = 30.0
+"""Bounds how long a test waits for an answer or for the pool to settle: a request that the
+store's own timeouts (SOCKET_TIMEOUT_S) did not end is stuck, and only a broken proxy is."""
 ART_ID = re.compile(rb"art_[0-9a-f]{32}")
 
 SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello there, café ✓."}]}
@@ -60,7 +64,6 @@ class Answer:
     body: bytes
     headers: dict[str, str]
     upstream_calls: int
-    elapsed: float
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -81,10 +84,9 @@ class Rig:
         return store
 
     async def post(
-        self, body: dict[str, Any], timeout: float = 8.0, *, check_ids: bool = True
+        self, body: dict[str, Any], timeout: float = HANG_S, *, check_ids: bool = True
     ) -> Answer:
         before = len(self.upstream.received)
-        started = time.monotonic()
         async with self.session.post(
             f"{self.proxy.base_url}/chat/completions",
             data=client_bytes(body),  # unlike any re-serialisation by the proxy
@@ -93,10 +95,7 @@ class Rig:
         ) as response:
             data = await response.read()
             headers = {str(k): v for k, v in response.headers.items()}
-        elapsed = time.monotonic() - started
-        answer = Answer(
-            response.status, data, headers, len(self.upstream.received) - before, elapsed
-        )
+        answer = Answer(response.status, data, headers, len(self.upstream.received) - before)
         if check_ids:
             await self.assert_only_written_ids(answer)
         return answer
@@ -105,15 +104,14 @@ class Rig:
         async with self.session.get(
             f"{self.proxy.url}{path}",
             headers={"Authorization": "Bearer k"},
-            timeout=aiohttp.ClientTimeout(total=8.0),
+            timeout=aiohttp.ClientTimeout(total=HANG_S),
         ) as response:
             return response.status, await response.json()
 
     def stored_in_redis(self, artifact_id: str) -> bool:
         """Asked of the private server directly (not through the proxy's store)."""
-        store = self.store
-        key = store._payload_key(store._tag(self.scope), artifact_id)
-        client = redis.Redis.from_url(self.redis.url, socket_timeout=1)
+        key = f"{scope_keys('ctxproxy:', self.scope)}a:{artifact_id}"  # the default key_prefix
+        client = redis.Redis.from_url(self.redis.url, socket_timeout=HANG_S)
         try:
             return bool(client.exists(key))
         finally:
@@ -173,9 +171,7 @@ async def rig(
 
 
 async def expect_ready(rig: Rig, ready: bool) -> None:
-    started = time.monotonic()
-    status, body = await rig.get_json("/readyz")
-    assert time.monotonic() - started < SLOW_BOUND_S
+    status, body = await rig.get_json("/readyz")  # answered, even with the store paused
     assert (status, body["store"], body["policies"]) == (
         (200, True, True) if ready else (503, False, True)
     )
@@ -219,15 +215,14 @@ async def expect_offloaded(rig: Rig, body: dict[str, Any]) -> None:
 
 
 async def expect_degraded(rig: Rig, rounds: int = 2) -> list[Answer]:
-    """The guarantees while the store is down or stalled; every answer within SLOW_BOUND_S."""
+    """The guarantees while the store is down or stalled: every request answered while it
+    stays so (how fast is bench's: the store's timeouts bound it)."""
     await expect_ready(rig, False)
     answers = []
     for _ in range(rounds):
         answers.append(await expect_forwarded_unchanged(rig, SMALL))
         answers.append(await expect_forwarded_unchanged(rig, MID))
         answers.append(await expect_store_refusal(rig, BIG))
-    slowest = max(a.elapsed for a in answers)
-    assert slowest < SLOW_BOUND_S, f"a request took {slowest:.2f}s with the store down"
     return answers
 
 
@@ -237,15 +232,22 @@ async def expect_recovered(rig: Rig) -> None:
     await expect_offloaded(rig, BIG)
 
 
-async def expect_no_leaks(rig: Rig) -> None:
-    await rig.upstream.wait_idle(timeout=5)
-    assert rig.upstream.errors == []
-    await expect_forwarded_unchanged(rig, SMALL)  # the proxy still serves
-    pool = rig.store._redis.connection_pool
-    deadline = time.monotonic() + 3
+async def until_no_connection_is_in_use(rig: Rig) -> None:
+    """Waits for every request the proxy is still working on to give its Redis connection back
+    (redis-py's pool; fails after HANG_S: a connection leaked)."""
+    pool = rig.store.client.connection_pool
+    deadline = time.monotonic() + HANG_S
     while pool._in_use_connections and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert len(pool._in_use_connections) == 0
+
+
+async def expect_no_leaks(rig: Rig) -> None:
+    await rig.upstream.wait_idle()
+    assert rig.upstream.errors == []
+    await expect_forwarded_unchanged(rig, SMALL)  # the proxy still serves
+    await until_no_connection_is_in_use(rig)
+    pool = rig.store.client.connection_pool
     assert len(pool._available_connections) + len(pool._in_use_connections) <= POOL_SIZE
 
 
@@ -263,7 +265,7 @@ def store_log_counts(caplog: pytest.LogCaptureFixture) -> tuple[int, int]:
 
 
 def test_request_sizes_are_what_the_scenarios_need() -> None:
-    counter = TokenCounters().for_model("gpt-4o")
+    counter = counter_for("gpt-4o")
     assert counter.count_request(SMALL) <= TRIGGER
     assert TRIGGER < counter.count_request(MID) <= ALLOWANCE
     assert counter.count_request(BIG) > ALLOWANCE
@@ -308,10 +310,10 @@ async def test_paused_store_is_slow_not_stuck(rig: Rig, caplog: pytest.LogCaptur
 
     rig.redis.pause()
     await expect_degraded(rig, rounds=1)
-    # More concurrent store users than pool connections: the rest wait at most pool_timeout_s.
+    # More concurrent store users than pool connections: the rest wait for one at most
+    # pool_timeout_s, and all are answered while the store is still paused.
     answers = await asyncio.gather(*(rig.post(b) for b in [MID, BIG] * POOL_SIZE))
     assert [a.status for a in answers] == [200, 503] * POOL_SIZE
-    assert max(a.elapsed for a in answers) < SLOW_BOUND_S
     assert store_log_counts(caplog) == (1, 0)
 
     rig.redis.resume()
@@ -331,7 +333,8 @@ async def test_clients_giving_up_on_a_paused_store_leak_no_connection(rig: Rig) 
             return_exceptions=True,
         )
         assert all(isinstance(r, asyncio.TimeoutError) for r in results), results
-    await asyncio.sleep(SOCKET_TIMEOUT_S * 3)  # past the store's own timeouts
+    await until_no_connection_is_in_use(rig)  # their store calls have ended, one way or another
+    await asyncio.sleep(SOCKET_TIMEOUT_S)  # room for a request that went on to go upstream
     assert len(rig.upstream.received) == calls  # the cancelled requests never went upstream
     rig.redis.resume()
     await expect_no_leaks(rig)
@@ -380,7 +383,7 @@ async def test_a_cancellation_swallowed_by_a_redis_timeout_is_restored(
     caplog.set_level(logging.INFO, logger="ctxproxy")
     store = RedisStore("redis://127.0.0.1:1/0", b"secret", socket_timeout=0.1)
 
-    async def cancelled_into_timeout(*_: Any) -> Any:
+    async def cancelled_into_timeout(*_: Any, **__: Any) -> Any:
         task = asyncio.current_task()
         assert task is not None
         task.cancel()
@@ -389,9 +392,9 @@ async def test_a_cancellation_swallowed_by_a_redis_timeout_is_restored(
         except asyncio.CancelledError:
             raise redis.exceptions.TimeoutError("Timeout reading from 127.0.0.1:1") from None
 
-    monkeypatch.setattr(store, "_refresh", cancelled_into_timeout)
-    monkeypatch.setattr(store._redis, "get", cancelled_into_timeout)
-    monkeypatch.setattr(store._redis, "ping", cancelled_into_timeout)
+    monkeypatch.setattr(Pipeline, "execute", cancelled_into_timeout)  # put_many's round trips
+    monkeypatch.setattr(store.client, "get", cancelled_into_timeout)
+    monkeypatch.setattr(store.client, "ping", cancelled_into_timeout)
     calls = [
         store.put_many(
             "s",
@@ -405,7 +408,7 @@ async def test_a_cancellation_swallowed_by_a_redis_timeout_is_restored(
     try:
         for call in calls:
             with pytest.raises(asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.ensure_future(call), timeout=2)
+                await asyncio.wait_for(asyncio.ensure_future(call), timeout=HANG_S)
     finally:
         await store.close()
     assert store_log_counts(caplog) == (0, 0)  # a cancellation is not an outage

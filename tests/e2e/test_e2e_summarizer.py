@@ -34,7 +34,7 @@ steps:
     roll_up_after: 0
     roll_up_turns: 0
     summarizer: {{kind: llm, upstream: summ, model: tiny-sum, max_summary_tokens: 400,
-                 timeout_s: 1, on_error: {on_error}}}
+                 timeout_s: {timeout_s}, on_error: {on_error}}}
 """
 SUMMARY = {
     "facts": [{"name": "file 3 value at line 2", "value": "15843"}],
@@ -60,9 +60,12 @@ class Proxies:
         self.main, self.summ, self.tmp_path = main, summ, tmp_path
         self.running: list[RunningProxy] = []
 
-    async def start(self, on_error: str = "extract") -> RunningProxy:
+    async def start(self, on_error: str = "extract", timeout_s: float = 60) -> RunningProxy:
+        """`timeout_s`: the summarizer's; generous, so that only a reply that is held longer
+        (`slow_reply`) times out, however loaded the machine."""
         directory = self.tmp_path / f"p{len(self.running)}"
-        write_policy(directory, POLICY.format(on_error=on_error), name="default")
+        policy = POLICY.format(on_error=on_error, timeout_s=timeout_s)
+        write_policy(directory, policy, name="default")
         upstreams = [
             {"name": "main", "base_url": self.main.base_url},
             {"name": "summ", "base_url": self.summ.base_url, "api_key": "summ-key"},
@@ -169,20 +172,20 @@ async def test_the_models_summary_replaces_the_span_and_is_reused_without_a_call
 
 
 @pytest.mark.parametrize(
-    "failure",
+    ("failure", "timeout_s"),
     [
-        lambda: error_reply(503),
-        lambda: slow_reply(3.0),
-        lambda: completion("Here is a summary: the files look fine."),
-        lambda: completion(json.dumps({**SUMMARY, "mood": "good"})),
+        (lambda: error_reply(503), 60),
+        (lambda: slow_reply(3.0), 0.1),  # held longer than the timeout, whatever the load
+        (lambda: completion("Here is a summary: the files look fine."), 60),
+        (lambda: completion(json.dumps({**SUMMARY, "mood": "good"})), 60),
     ],
     ids=["error", "timeout", "not-json", "wrong-shape"],
 )
 async def test_a_failed_summary_falls_back_to_the_extract_and_the_request_answers(
     proxies: Proxies, fake_upstream: FakeUpstream, summ: FakeUpstream,
-    failure: Callable[[], Reply],
+    failure: Callable[[], Reply], timeout_s: float,
 ) -> None:
-    proxy = await proxies.start("extract")
+    proxy = await proxies.start("extract", timeout_s)
     summ.enqueue(failure())
     messages = agent_history(24, result_chars=1200)
     status, body, headers = await _chat_with_headers(proxy, messages)
@@ -253,7 +256,7 @@ async def test_summaries_made_ahead_of_time_are_counted_in_the_metrics(
         assert status == 200 and turns < 40
         turns += 1
     tokens = "ctxproxy_background_summarizer_tokens_total"
-    for _ in range(100):  # until the background work is done and counted
+    for _ in range(600):  # until the background work is done and counted (30 s: a hang)
         metrics = await _metrics(proxy)
         calls = len(summ.requests(CHAT))
         if _counted(metrics, tokens, 'kind="prompt"') == 900 * calls:
@@ -271,7 +274,7 @@ async def test_a_dry_run_never_waits_for_a_summarizer_past_its_timeout(
 ) -> None:
     """A summarizer that never answers (an outside run saw a dry run wait 64.6 s on llama.cpp):
     the dry run answers all the same, with the extract, and says the summary failed by timeout."""
-    proxy = await proxies.start("extract")
+    proxy = await proxies.start("extract", timeout_s=0.1)  # never answered: times out regardless
     for _ in range(30):  # every form of every batch the summarizer would try
         summ.enqueue(never_reply())
     body = {"model": "gpt-4o", "messages": agent_history(24, result_chars=1200)}
@@ -295,7 +298,7 @@ async def test_a_summarizer_upstream_of_anthropic_kind_gets_the_key_in_its_own_h
     summary = {"type": "text", "text": json.dumps(SUMMARY)}
     answer = {"model": "claude-x", "content": [summary], "usage": {"input_tokens": 1}}
     async with FakeUpstream(default=lambda _: JsonReply(answer)) as claude:
-        write_policy(tmp_path, POLICY.format(on_error="refuse"), name="default")
+        write_policy(tmp_path, POLICY.format(on_error="refuse", timeout_s=60), name="default")
         upstreams = [
             {"name": "main", "base_url": fake_upstream.base_url},
             {"name": "summ", "kind": "anthropic", "base_url": claude.origin, "api_key": "summ-key"},

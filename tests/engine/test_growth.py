@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_harness import agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.growth import GrowthMeter, GrowthSizing, growth_starts
 from proxy.formats.openai_chat.conversation import parse_conversation
-from proxy.tokens.counters import TokenCounters
 
 
 def test_a_turn_is_one_step_of_growth_and_so_is_each_further_exchange_in_it() -> None:
@@ -88,7 +88,7 @@ async def _prefix_breaks(tmp_path: Path, growth_turns: int) -> tuple[int, int]:
     ~1,600 tokens in a 15,000-token allowance, through the real Preparer."""
     directory = tmp_path / f"growth-{growth_turns}"
     write_policy(directory, GROWING_POLICY.format(turns=growth_turns))
-    harness = make_harness(directory, TokenCounters())
+    harness = make_harness(directory, shared_counters())
     history = agent_history(40, result_chars=6000)
     previous: list[Any] | None = None
     breaks = reduced = 0

@@ -6,6 +6,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from proxy.engine.growth import GrowthSizing
 from proxy.engine.planner import (
@@ -133,7 +134,7 @@ def test_at_least_blocks_small_advances() -> None:
     assert h == 0  # clearing everything frees only 40 tokens
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.integers(0, 400), min_size=1, max_size=40), st.integers(200, 3000))
 def test_prefix_replay_is_stable(costs: list[int], trigger: int) -> None:
     """Planning a prefix of the history gives horizons <= those of the whole history."""
@@ -185,7 +186,7 @@ def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) ->
     return horizons
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.integers(0, 400), min_size=1, max_size=40),
     st.integers(200, 3000),
@@ -292,7 +293,7 @@ def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     assert unchanged_prefix(totals, 13, [12, 4], [12, 6]) == 50
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.integers(0, 400), min_size=1, max_size=40),
     st.integers(200, 3000),

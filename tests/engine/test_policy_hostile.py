@@ -15,13 +15,16 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
+from shared_tokens import shared_catalog
 
 from proxy.engine.budget import BudgetPolicy, compute_budget
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.tokens.catalog import ModelCatalog
 
-CATALOG = ModelCatalog()
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CATALOG = shared_catalog()
+FUZZ = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 KEYS = (
     "mode", "on_invalid", "budget", "context_window", "fallback_context_window",
     "reserved_output", "default_reserved_output", "safety_margin", "trigger", "target",

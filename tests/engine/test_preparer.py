@@ -18,6 +18,7 @@ from pipeline_harness import (
     make_harness,
     write_policy,
 )
+from shared_tokens import shared_counters
 
 import proxy.engine.reducer as reducer
 from proxy.artifacts.store import MemoryStore, NewArtifact
@@ -34,7 +35,7 @@ from proxy.tokens.counters import TokenCounters
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 @pytest.fixture

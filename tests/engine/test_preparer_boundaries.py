@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pipeline_harness import Harness, agent_history, client_bytes, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.manifest import Outcome, Prepared
@@ -26,7 +27,7 @@ MODEL = "gpt-4o"
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 def request(turns: int = 2, result_chars: int = 2000) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 from pipeline_harness import TENANT, Harness, agent_history, client_bytes, make_harness
+from shared_tokens import shared_catalog, shared_counters
 from upstream_double import FakeUpstream, json_answer
 
 from proxy.engine.manifest import NoteCode, Prepared
@@ -16,14 +17,13 @@ from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
 from proxy.tokens.calibration import CountCalibration
-from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream.windows import ModelWindows, RequestWindows
 
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ async def test_a_calibrated_model_has_its_budget_scaled_and_noted(
     harness.preparer = Preparer(
         policies=PolicyStore.load(tmp_path),
         counters=counters,
-        catalog=ModelCatalog(),
+        catalog=shared_catalog(),
         store=harness.store,
         calibration=calibration,
     )

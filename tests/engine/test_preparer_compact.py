@@ -17,7 +17,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, make_harness, write_policy
+from shared_tokens import shared_counters
 from strategies import conversations
 
 from proxy.artifacts.store import MemoryStore
@@ -25,7 +27,6 @@ from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.http.auth import Tenant
-from proxy.tokens.counters import TokenCounters
 
 WINDOWS = (900, 2000, 6000)
 SUMMARY_TOKENS = 120
@@ -41,7 +42,9 @@ steps:
   - {{kind: drop_turns, keep_recent_turns: 1, summarizer: {{max_summary_tokens: {summary}}}}}
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
-EXAMPLES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TENANT = "p:scope"
 
 
@@ -55,7 +58,7 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def harness(directory: Path) -> Harness:
-    return make_harness(directory, TokenCounters())
+    return make_harness(directory, shared_counters())
 
 
 def prepare(loop: asyncio.AbstractEventLoop, harness: Harness, messages: list[Any],

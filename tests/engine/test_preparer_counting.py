@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline_harness import TENANT, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.formats.openai_chat import OPENAI_CHAT
-from proxy.tokens.counters import TokenCounters
 
 
 class FixedRatio:
@@ -21,13 +21,13 @@ class FixedRatio:
 async def test_the_policys_tokenizer_counts_the_request(tmp_path: Path) -> None:
     write_policy(tmp_path, "extends: default\ncounting: {tokenizer: estimate}\n")
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
-    prepared = await make_harness(tmp_path, TokenCounters()).prepare(body)
+    prepared = await make_harness(tmp_path, shared_counters()).prepare(body)
     assert prepared.manifest.counting_method == "estimate"
 
 
 async def test_the_count_ratio_is_reported_to_four_places(tmp_path: Path) -> None:
     write_policy(tmp_path, "extends: default\n")
-    harness = make_harness(tmp_path, TokenCounters(), calibration=FixedRatio())
+    harness = make_harness(tmp_path, shared_counters(), calibration=FixedRatio())
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
     prepared = await harness.prepare(body)
     assert prepared.manifest.count_ratio == 1.2346
@@ -40,7 +40,7 @@ async def test_the_manifest_reports_the_budgets_trigger_and_target(tmp_path: Pat
         "safety_margin: 0, trigger: 0.9, target: 0.6}\n",
     )
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
-    prepared = await make_harness(tmp_path, TokenCounters()).prepare(body)
+    prepared = await make_harness(tmp_path, shared_counters()).prepare(body)
     m = prepared.manifest
     assert (m.allowance, m.trigger, m.target) == (10000, 9000, 6000)
     assert (m.policy, m.model, m.mode) == ("test", "gpt-4o", "window")
@@ -50,7 +50,7 @@ async def test_the_policy_is_resolved_for_the_requests_model(tmp_path: Path) -> 
     write_policy(tmp_path, 'extends: default\nmodels:\n  "gpt-4o*":\n    mode: off\n')
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
     raw = b'{"messages": [], "model": "gpt-4o"}'  # not its re-serialisation: mode off sends these
-    harness = make_harness(tmp_path, TokenCounters())
+    harness = make_harness(tmp_path, shared_counters())
     prepared = await harness.preparer.prepare(body, raw, TENANT, OPENAI_CHAT)
     assert prepared.manifest.mode == "off"
     assert prepared.body is raw and prepared.changed is False and prepared.parsed is body

@@ -16,7 +16,9 @@ import pytest
 from hostile import encode, hostile_bodies, hostile_requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.manifest import Prepared
 from proxy.errors import ProxyError
@@ -24,7 +26,6 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps, loads, loads_object
-from proxy.tokens.counters import TokenCounters
 
 POLICIES = {
     "hostile-default": "extends: default\n",
@@ -46,7 +47,7 @@ steps:
 """,
 }
 EXAMPLES = settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -58,7 +59,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
     directory: Path = tmp_path_factory.mktemp("policies")
     for name, text in POLICIES.items():
         write_policy(directory, text, name=name)
-    return make_harness(directory, TokenCounters())
+    return make_harness(directory, shared_counters())
 
 
 def tenant(policy: str) -> Tenant:
@@ -117,7 +118,7 @@ def test_hostile_bodies_give_a_4xx_or_a_correct_forward(
     check(loop, harness, policy, raw)
 
 
-@settings(EXAMPLES, max_examples=150)
+@settings(EXAMPLES, max_examples=examples(150))
 @given(body=hostile_requests(allow_many=False), turns=st.integers(8, 20))
 def test_hostile_requests_that_must_be_reduced(
     loop: asyncio.AbstractEventLoop, harness: Harness, body: dict[str, Any], turns: int

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from pipeline_harness import agent_history, client_bytes, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
-from proxy.tokens.counters import TokenCounters
 
 UNDER = "extends: default\nbudget: {context_window: 128000}\n"
 
@@ -25,7 +25,7 @@ def broken() -> dict[str, object]:
 async def test_reject_refuses_broken_messages_under_the_trigger(tmp_path: Path) -> None:
     write_policy(tmp_path, UNDER + "on_invalid: reject\n")
     with pytest.raises(ProxyError) as caught:
-        await make_harness(tmp_path, TokenCounters()).prepare(broken())
+        await make_harness(tmp_path, shared_counters()).prepare(broken())
     assert caught.value.code is ErrorCode.invalid_messages
     assert caught.value.reason is RefusalReason.invalid_messages
 
@@ -35,6 +35,6 @@ async def test_forward_sends_broken_messages_under_the_trigger_as_they_came(
 ) -> None:
     write_policy(tmp_path, UNDER + "on_invalid: forward\n")
     body = broken()
-    prepared = await make_harness(tmp_path, TokenCounters()).prepare(body)
+    prepared = await make_harness(tmp_path, shared_counters()).prepare(body)
     assert prepared.manifest.outcome == "within_trigger" and not prepared.changed
     assert prepared.body == client_bytes(body)

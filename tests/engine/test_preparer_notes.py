@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from pipeline_harness import agent_history, client_bytes, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.manifest import Outcome, Prepared, SyntheticTools
@@ -18,7 +19,7 @@ MODEL = "gpt-4o"
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 async def prepared_with_cap(tmp_path: Path, counters: TokenCounters, cap: int) -> Prepared:

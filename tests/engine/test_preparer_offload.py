@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pipeline_harness import TENANT, agent_history, client_bytes, write_policy
+from shared_tokens import shared_catalog, shared_counters
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.manifest import Prepared
@@ -18,7 +19,6 @@ from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
-from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
 POLICIES = {
@@ -75,7 +75,7 @@ def make_preparer(
     return Preparer(
         policies=PolicyStore.load(directory),
         counters=counters,
-        catalog=ModelCatalog(),
+        catalog=shared_catalog(),
         store=store,
         offload_bytes=limit,
         offload_items=limit,
@@ -95,7 +95,7 @@ async def outcome(preparer: Preparer, body: dict[str, Any], policy: str) -> Any:
 async def test_offloaded_preparation_equals_the_inline_one(tmp_path: Path, policy: str) -> None:
     for name, text in POLICIES.items():
         write_policy(tmp_path, text, name)
-    counters = TokenCounters()
+    counters = shared_counters()
     inline_store, offload_store = ThreadCheckingStore(), ThreadCheckingStore()
     inline = make_preparer(tmp_path, counters, inline_store, offload=False)
     offloaded = make_preparer(tmp_path, counters, offload_store, offload=True)
@@ -133,7 +133,7 @@ def counting_threads(preparer: Preparer) -> list[int]:
 
 async def test_a_small_request_is_prepared_on_the_loop(tmp_path: Path) -> None:
     write_policy(tmp_path, POLICIES["test"])
-    preparer = make_preparer(tmp_path, TokenCounters(), MemoryStore(b"s"), offload=False)
+    preparer = make_preparer(tmp_path, shared_counters(), MemoryStore(b"s"), offload=False)
     body = {"model": "gpt-4o", "messages": agent_history(1, 500)}
     seen = counting_threads(preparer)
     await preparer.prepare(body, client_bytes(body), TENANT, OPENAI_CHAT)
@@ -146,7 +146,8 @@ async def test_offloaded_preparations_use_at_most_offload_threads_threads(tmp_pa
     body = {"model": "gpt-4o", "messages": agent_history(12, result_chars=6000)}
     for threads in (1, 2):
         preparer = Preparer(
-            policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
+            policies=PolicyStore.load(tmp_path), counters=shared_counters(),
+            catalog=shared_catalog(),
             store=MemoryStore(b"s"), offload_bytes=0, offload_items=0, offload_threads=threads,
         )
         seen: set[int] = set()
@@ -175,7 +176,8 @@ async def test_a_request_at_either_bound_is_prepared_in_a_worker(tmp_path: Path)
 
     async def on_loop(offload_bytes: int, offload_items: int) -> bool:
         preparer = Preparer(
-            policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
+            policies=PolicyStore.load(tmp_path), counters=shared_counters(),
+            catalog=shared_catalog(),
             store=MemoryStore(b"s"), offload_bytes=offload_bytes, offload_items=offload_items,
         )
         seen = counting_threads(preparer)

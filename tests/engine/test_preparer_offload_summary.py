@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_harness import agent_history, write_policy
+from shared_tokens import shared_catalog, shared_counters
 
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.preparer import Preparer
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
-from proxy.tokens.catalog import ModelCatalog
-from proxy.tokens.counters import TokenCounters
 from tests.engine.test_preparer_precompute import POLICY, TENANT, Recording
 
 
@@ -24,7 +23,7 @@ async def summarized(tmp_path: Path, *, offload: bool, model: bool) -> tuple[Any
     write_policy(tmp_path, POLICY.format(timeout=5, at="0.8"))
     limit = 0 if offload else 1 << 40
     preparer = Preparer(
-        policies=PolicyStore.load(tmp_path), counters=TokenCounters(), catalog=ModelCatalog(),
+        policies=PolicyStore.load(tmp_path), counters=shared_counters(), catalog=shared_catalog(),
         store=MemoryStore(b"s"), offload_bytes=limit, offload_items=limit,
     )
     summarizer = Recording()

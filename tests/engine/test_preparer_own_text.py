@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 from pipeline_harness import SMALL, TENANT, Harness, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.step_api import MARKER
 from proxy.engine.tool_text import TAG_CHARS, own_text_scope, signed
 from proxy.http.auth import Tenant
-from proxy.tokens.counters import TokenCounters
 
 OTHER = Tenant(name="u", policy="test", scope="u:scope", upstream_key=None, passthrough=True)
 
@@ -21,7 +21,7 @@ OTHER = Tenant(name="u", policy="test", scope="u:scope", upstream_key=None, pass
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
     write_policy(tmp_path, SMALL)
-    return make_harness(tmp_path, TokenCounters())
+    return make_harness(tmp_path, shared_counters())
 
 
 def body(messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,9 @@ import pytest
 from context_harness import notice_message
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from pipeline_harness import Harness, make_harness, write_policy
+from shared_tokens import shared_counters
 from strategies import conversations
 
 from proxy.engine.manifest import Prepared
@@ -29,7 +31,6 @@ from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.formats.openai_chat.fields import content_text
 from proxy.http.auth import Tenant
 from proxy.synthetic.registry import tool_specs
-from proxy.tokens.counters import TokenCounters
 
 WINDOWS = (600, 1500, 4000, 16000)
 POLICY = """
@@ -43,7 +44,9 @@ steps:
   - {{kind: drop_turns, keep_recent_turns: 1}}
 """
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
-EXAMPLES = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 DROP_ONLY = """
 extends: default
 budget: {context_window: 3000, reserved_output: 200, safety_margin: 0, trigger: 0.9, target: 0.6}
@@ -60,7 +63,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Harness:
     write_policy(directory, DROP_ONLY, name="drop-only")
     unprotected_task = DROP_ONLY.replace("protect: {", "protect: {first_user: false, ")
     write_policy(directory, unprotected_task, name="drop-only-any")
-    return make_harness(directory, TokenCounters())
+    return make_harness(directory, shared_counters())
 
 
 def tenant(window: int | str) -> Tenant:

@@ -16,6 +16,7 @@ from pipeline_harness import (
     make_harness,
     write_policy,
 )
+from shared_tokens import shared_counters
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.engine.conversation import Conversation
@@ -36,7 +37,7 @@ BIG = 109_000  # chars of the oversized result: far under the trigger of a 128k 
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 def harness(tmp_path: Path, counters: TokenCounters, when: str = "always", **kw: Any) -> Harness:

@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 from pipeline_harness import SMALL, TENANT, Harness, agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.manifest import Prepared
 from proxy.engine.working_set import WorkingSetKey, history_digest, remember
 from proxy.formats.openai_chat import OPENAI_CHAT
-from proxy.tokens.counters import TokenCounters
 
 READ_CALL = {"role": "assistant", "content": None, "tool_calls": [{
     "id": "c1", "type": "function",
@@ -25,7 +25,7 @@ EXCHANGE = [READ_CALL, {"role": "tool", "tool_call_id": "c1", "content": '{"cont
 @pytest.fixture
 def harness(tmp_path: Path) -> Harness:
     write_policy(tmp_path, SMALL)
-    return make_harness(tmp_path, TokenCounters())
+    return make_harness(tmp_path, shared_counters())
 
 
 async def prepared_after_a_read(harness: Harness, history: list[dict[str, Any]]) -> Prepared:

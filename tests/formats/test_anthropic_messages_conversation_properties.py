@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from proxy.formats.anthropic_messages.conversation import parse_conversation
 from proxy.formats.anthropic_messages.items import is_result_part, join, result_block, split
@@ -46,7 +47,7 @@ def build(turns: list[tuple[list[Any], bool]]) -> list[dict[str, Any]]:
     return messages
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.lists(turn_shape, min_size=1, max_size=5))
 def test_well_formed_conversations_parse_into_paired_units(
     turns: list[tuple[list[Any], bool]],

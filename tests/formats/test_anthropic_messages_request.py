@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from shared_tokens import counter_for
 
 from proxy.engine.conversation import Unit
 from proxy.errors import ErrorCode, ProxyError
@@ -13,7 +14,6 @@ from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES as WIRE
 from proxy.formats.anthropic_messages.cache_marks import count_marks
 from proxy.formats.anthropic_messages.items import PART_KEY
 from proxy.synthetic.registry import tool_specs
-from proxy.tokens.counters import TokenCounters
 
 CACHE = {"type": "ephemeral"}
 
@@ -137,7 +137,7 @@ def test_render_joins_parts_adds_tools_and_caps_cache_marks() -> None:
 
 
 def test_overhead_counts_system_tools_and_choice() -> None:
-    counter = TokenCounters().for_model("x", "estimate")
+    counter = counter_for("x", "estimate")
     bare = WIRE.overhead_tokens({}, counter)
     system = WIRE.overhead_tokens({"system": "You are a careful assistant. " * 20}, counter)
     blocks = WIRE.overhead_tokens(

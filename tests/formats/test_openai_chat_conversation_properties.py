@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from strategies import BREAKAGE_KINDS, Broken, broken_conversations, conversations, requests
 
 from proxy.engine.conversation import Conversation, Unit
@@ -109,7 +110,7 @@ def test_broken_conversations_report_exactly_the_breakage(broken: Broken) -> Non
     assert_turn_rules(broken.messages, conv)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(st.sampled_from(BREAKAGE_KINDS).flatmap(lambda k: broken_conversations(kinds=(k,))))
 def test_every_breakage_kind_is_generated(broken: Broken) -> None:
     assert broken.kind in BREAKAGE_KINDS and broken.expected

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from shared_tokens import counter_for
 
 from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts, WireFormat
@@ -16,9 +17,9 @@ from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, READ_TOOL
 from proxy.synthetic.registry import tool_specs
 from proxy.synthetic.search import SEARCH_TOOL
-from proxy.tokens.counters import REPLY_PRIMER, TokenCounters
+from proxy.tokens.counters import REPLY_PRIMER
 
-COUNTER = TokenCounters().for_model("gpt-4o")
+COUNTER = counter_for("gpt-4o")
 
 
 def tool_definitions(max_page_chars: int) -> list[Any]:

@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from shared_tokens import counter_for
 
 from proxy.errors import ProxyError
 from proxy.formats import FORMATS
 from proxy.formats.openai_responses import OPENAI_RESPONSES, provider_history
 from proxy.formats.openai_responses.fields import output_limit
 from proxy.synthetic.registry import tool_specs
-from proxy.tokens.counters import REPLY_PRIMER, TokenCounters
+from proxy.tokens.counters import REPLY_PRIMER
 
 WIRE = OPENAI_RESPONSES
-COUNTER = TokenCounters().for_model("gpt-4o")
+COUNTER = counter_for("gpt-4o")
 CALL = {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": "{}"}
 OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "found it", "extra": 1}
 

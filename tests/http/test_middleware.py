@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
+from shared_tokens import shared_catalog, shared_counters
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.errors import ErrorCode, ProxyError, RefusalReason
@@ -18,8 +19,6 @@ from proxy.http.middleware import REQUEST_ID_HEADER, edge_middleware
 from proxy.http.services import REQUEST_ID, SERVICES, TENANT, Services
 from proxy.jsonio import loads
 from proxy.settings import Settings
-from proxy.tokens.catalog import ModelCatalog
-from proxy.tokens.counters import TokenCounters
 
 KEY = "sk-proxy-acme"
 SECRET_TEXT = "boom: sk-live-secret at /srv/internal/path.py"
@@ -76,8 +75,8 @@ async def client() -> AsyncIterator[TestClient]:
     app[SERVICES] = Services(
         settings=settings,
         tenants=TenantResolver(settings),
-        counters=TokenCounters(),
-        catalog=ModelCatalog(),
+        counters=shared_counters(),
+        catalog=shared_catalog(),
     )
     for path in ("/healthz", "/readyz", "/metrics", "/v1/echo"):
         app.router.add_get(path, echo)
@@ -250,8 +249,8 @@ async def test_a_request_pins_what_it_stores_until_it_ends() -> None:
     app[SERVICES] = Services(
         settings=settings,
         tenants=TenantResolver(settings),
-        counters=TokenCounters(),
-        catalog=ModelCatalog(),
+        counters=shared_counters(),
+        catalog=shared_catalog(),
         store=store,
     )
     app.router.add_post("/v1/store", stores)

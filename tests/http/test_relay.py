@@ -149,10 +149,10 @@ async def test_client_gone_stops_reading_the_upstream(
     assert response.status == 200
     await response.content.readuntil(b"\n\n")
     response.close()  # the client hangs up mid-stream
-    await asyncio.wait_for(rig.returned.wait(), 2)
+    await asyncio.wait_for(rig.returned.wait(), 30)  # only bounds a hang
     assert rig.answers[0].closed
     assert rig.errors == []
-    await fake_upstream.wait_idle(2)
+    await fake_upstream.wait_idle()
     assert fake_upstream.cancelled == 1 and fake_upstream.completed == 0
 
 
@@ -231,7 +231,7 @@ async def test_a_large_body_that_breaks_is_cut_for_the_client(
         assert response.status == 200
         with pytest.raises(aiohttp.ClientPayloadError):
             await response.read()  # never a body that looks complete
-    await asyncio.wait_for(rig.returned.wait(), 2)
+    await asyncio.wait_for(rig.returned.wait(), 30)  # only bounds a hang
     assert rig.answers[0].closed and rig.errors == []
 
 
@@ -257,7 +257,7 @@ async def test_a_stream_that_fails_unexpectedly_is_cut_not_left_open(
     async with TestClient(TestServer(app)) as client, client.get("/stream") as response:
         assert response.status == 200
         with pytest.raises(aiohttp.ClientPayloadError):
-            await asyncio.wait_for(response.read(), 5)
+            await asyncio.wait_for(response.read(), 30)  # only bounds a hang
     assert closed == ["closed"]
     [record] = [r for r in caplog.records if r.name == "ctxproxy.http"]
     assert record.levelname == "ERROR" and record.exc_info is not None

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from pipeline_harness import agent_history, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.policy import Policy
 from proxy.errors import ProxyError
 from proxy.policy.cli import EXIT_OK, EXIT_PROBLEMS, check
 from proxy.policy.legacy import MOVED_KEYS, deprecation_warnings, migrate
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.tokens.counters import TokenCounters
 
 BUDGET = "budget: {context_window: 6000, reserved_output: 500, safety_margin: 0}\n"
 
@@ -151,7 +151,7 @@ async def test_old_and_new_spelling_prepare_every_request_to_the_same_bytes(
     pair: str, tmp_path: Path
 ) -> None:
     old_files, new_files = PAIRS[pair]
-    counters = TokenCounters()
+    counters = shared_counters()
     old = make_harness(write_files(tmp_path / "old", old_files), counters)
     new = make_harness(write_files(tmp_path / "new", new_files), counters)
     changed = 0

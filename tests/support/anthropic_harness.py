@@ -59,7 +59,7 @@ async def anthropic_proxy(
             "name": "claude",
             "kind": "anthropic",
             "base_url": fake.origin,
-            "timeouts": {"first_byte_s": 5, "idle_read_s": 5, "total_s": 30},
+            "timeouts": {"first_byte_s": 60, "idle_read_s": 60, "total_s": 120},
         }
         settings.setdefault("tenants", [{"name": "default", "policy": "small"}])
         proxy = await start_proxy(

@@ -7,18 +7,20 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from shared_tokens import counter_for
+
 from proxy.artifacts.store import Artifact, NewArtifact
 from proxy.engine.policy import Policy
 from proxy.engine.reducer import build_context
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.drop_turns import notice_text
 from proxy.formats.openai_chat import OPENAI_CHAT
-from proxy.tokens.counters import TokenCounter, TokenCounters
+from proxy.tokens.counters import TokenCounter
 
 
 @cache
 def counter() -> TokenCounter:
-    return TokenCounters().for_model("gpt-4o")
+    return counter_for("gpt-4o")
 
 
 def artifact_id(text: str) -> str:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared_tokens import shared_catalog
+
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.manifest import Prepared
 from proxy.engine.preparer import Preparer
@@ -16,7 +18,6 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.http.auth import Tenant
 from proxy.jsonio import dumps
 from proxy.policy.store import PolicyStore
-from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
 TENANT = Tenant(name="t", policy="test", scope="t:scope", upstream_key=None, passthrough=True)
@@ -92,7 +93,7 @@ def make_harness(
     preparer = Preparer(
         policies=PolicyStore.load(directory),
         counters=counters,
-        catalog=ModelCatalog(),
+        catalog=shared_catalog(),
         store=store,
         **options,
     )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from shared_tokens import shared_catalog, shared_counters
 
 from proxy.app import create_app
 from proxy.http.server import EdgeRunner
@@ -26,7 +26,8 @@ def make_settings(upstream_url: str, **overrides: Any) -> Settings:
             {
                 "name": "fake",
                 "base_url": upstream_url,
-                "timeouts": {"first_byte_s": 5, "idle_read_s": 5, "total_s": 30},
+                # generous: a loaded machine must not turn a test's answer into a 504
+                "timeouts": {"first_byte_s": 60, "idle_read_s": 60, "total_s": 120},
             }
         ],
         "policies_dir": str(REPO / "policies"),
@@ -57,15 +58,15 @@ class RunningProxy:
         await self.runner.cleanup()
 
 
-@functools.cache
 def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
     """One loaded tokenizer and model map for every proxy a test run starts (as one process)."""
-    return TokenCounters(), ModelCatalog()
+    return shared_counters(), shared_catalog()
 
 
-async def start_proxy(settings: Settings) -> RunningProxy:
-    counters, catalog = shared_parts()
-    app = create_app(settings, counters=counters, catalog=catalog)
+async def start_proxy(settings: Settings, *, counters: TokenCounters | None = None) -> RunningProxy:
+    """The app on a free loopback port; `counters`: instead of the run's shared ones."""
+    shared, catalog = shared_parts()
+    app = create_app(settings, counters=counters or shared, catalog=catalog)
     runner = EdgeRunner(app, settings.server)  # the server `ctxproxy serve` runs
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

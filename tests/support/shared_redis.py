@@ -7,6 +7,7 @@ and deletes those keys afterwards, so tests never see each other's data.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from urllib.parse import urlsplit
@@ -44,6 +45,13 @@ def require_shared_redis() -> str:
 
 def unique_prefix() -> str:
     return f"ctxtest:{uuid.uuid4().hex}:"
+
+
+def scope_keys(prefix: str, scope: str) -> str:
+    """What every key of `scope` starts with in a RedisStore whose `key_prefix` is `prefix`, by
+    the key scheme of proxy/artifacts/redis_store.py: `{prefix}{<24 hex of SHA-256(scope)>}:`."""
+    tag = hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"{prefix}{{{tag}}}:"
 
 
 async def delete_prefix(client: redis.asyncio.Redis, prefix: str) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 
+from shared_tokens import counter_for
+
 from proxy.tokens import blocks
-from proxy.tokens.counters import TokenCounters
 
 
 def test_pdf_pages_are_its_page_objects() -> None:
@@ -15,7 +16,7 @@ def test_pdf_pages_are_its_page_objects() -> None:
 
 
 def test_anthropic_images_and_documents_are_counted_never_as_base64_text() -> None:
-    counter = TokenCounters().for_model("x", "estimate")
+    counter = counter_for("x", "estimate")
     user = counter.count_message({"role": "user", "content": []})  # framing and role
     data = base64.b64encode(b"\x89PNG" + b"\x00" * 300_000).decode()
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_tokens import counter_for, shared_counters
 
 from proxy.tokens import counters as tokens
 from proxy.tokens.counters import (
@@ -98,7 +99,7 @@ def litellm() -> Any:
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 def _body(messages: list[Any], tools: Any, choice: Any) -> dict[str, Any]:
@@ -159,7 +160,7 @@ def test_encoding_constants_match_tiktoken(monkeypatch: pytest.MonkeyPatch, name
     _, _, pattern = tokens.ENCODINGS[name]
     assert reference["pat_str"] == pattern
     sample = "Hello, wörld! 1234567 東京 🎉\n\n  def f(x): return x**2  "
-    ours = TokenCounters().for_model("x", name).count_text(sample)
+    ours = counter_for("x", name).count_text(sample)
     assert ours == len(tiktoken.get_encoding(name).encode_ordinary(sample))
 
 

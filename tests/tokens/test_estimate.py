@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from proxy.tokens.estimate import BYTE_CLASSES, estimate_tokens
 
@@ -50,7 +51,7 @@ def test_lone_surrogates_are_counted_not_raised() -> None:
     assert estimate_tokens("a\udfffb") > estimate_tokens("ab")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(), st.text())
 def test_appending_never_lowers_the_estimate(head: str, tail: str) -> None:
     assert estimate_tokens(head + tail) >= estimate_tokens(head) >= 0

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
+from shared_tokens import shared_counters
 
-from proxy.tokens.counters import TokenCounter, TokenCounters
+from proxy.tokens.counters import TokenCounter
 
 names = st.from_regex(r"[a-z][a-z0-9_]{0,24}", fullmatch=True)
 texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=400)
@@ -37,7 +39,7 @@ customs = st.builds(
 )  # fmt: skip
 parts = st.lists(st.one_of(functions, customs), min_size=1, max_size=6)
 
-COUNTERS = TokenCounters()
+COUNTERS = shared_counters()
 METHODS = {
     "o200k": COUNTERS.for_model("gpt-5"),
     "cl100k": COUNTERS.for_model("gpt-4"),
@@ -53,7 +55,7 @@ def framing(counter: TokenCounter, name: str, description: str) -> int:
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tools=parts, name=names, description=texts)
 def test_a_container_counts_its_tools_plus_its_framing(
     method: str, tools: list[dict[str, Any]], name: str, description: str

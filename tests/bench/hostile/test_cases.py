@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis_profiles import examples
 from strategies import broken_conversations, conversations
 
 from bench.hostile.cases import body_problems, pair_problems, tiny_messages
@@ -62,13 +63,13 @@ def test_each_kind_of_broken_pair_is_named(messages: Any, expected: str) -> None
     assert any(expected in p for p in problems), problems
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(messages=conversations())
 def test_generated_sound_conversations_pass(messages: list[dict[str, Any]]) -> None:
     assert pair_problems(messages) == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(broken=broken_conversations())
 def test_every_generated_breakage_is_caught(broken: Any) -> None:
     problems = pair_problems(broken.messages)

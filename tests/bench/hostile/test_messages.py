@@ -11,6 +11,7 @@ import pytest
 from hostile import encode
 from hostile_messages import hostile_messages, messages_histories, tiny_messages
 from hypothesis import HealthCheck, given, settings
+from hypothesis_profiles import examples
 
 from bench.hostile.messages import (
     count_marks,
@@ -97,14 +98,14 @@ def test_cache_marks_are_counted_anywhere_and_bound_soundness() -> None:
     assert not sound(b"not json") and not sound(b"[]")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(messages=messages_histories())
 def test_drawn_histories_are_sound(messages: list[dict[str, Any]]) -> None:
     assert pair_problems(messages) == []
     assert messages[-1]["role"] == "user"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=hostile_messages())
 def test_hostile_bodies_encode_and_are_judged(body: dict[str, Any]) -> None:
     case = messages_case("fuzz", body)

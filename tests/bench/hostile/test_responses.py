@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hostile_responses import responses_requests
 from hypothesis import HealthCheck, given, settings
+from hypothesis_profiles import examples
 
 from bench.hostile.responses import (
     Integrity,
@@ -103,7 +104,7 @@ def test_well_formed_is_about_the_clients_own_input() -> None:
     assert not well_formed(b'{"input": 5}') and not well_formed(b"[]")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(request=responses_requests())
 def test_generated_sound_requests_pass(request: dict[str, Any]) -> None:
     raw = json.dumps(request).encode()

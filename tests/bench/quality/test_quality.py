@@ -7,6 +7,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from shared_tokens import shared_catalog, shared_counters
+
 from bench.quality.gen import generate, growing
 from bench.quality.gen_agent import AGENT_KEY, agent_session
 from bench.quality.judge import Judge, Result
@@ -27,10 +29,8 @@ from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.conversation import parse_conversation
 from proxy.jsonio import dumps
 from proxy.synthetic.registry import tool_specs
-from proxy.tokens.catalog import ModelCatalog
-from proxy.tokens.counters import TokenCounters
 
-COUNTERS = TokenCounters()
+COUNTERS = shared_counters()
 COUNTER = COUNTERS.for_model(MODEL)
 SCOPE = "bench"
 
@@ -169,7 +169,7 @@ async def test_fill_and_restart_appends_until_full_then_restarts_at_the_current_
 
 async def test_default_preset_smoke_run() -> None:
     scenario = growing(3, turns=8)
-    records, methods = await evaluate([scenario], [900], COUNTERS, ModelCatalog(), litellm=False)
+    records, methods = await evaluate([scenario], [900], COUNTERS, shared_catalog(), litellm=False)
     assert "sliding window" in methods and DEFAULT_METHOD in methods
     row = aggregate(r for r in records if r.method == DEFAULT_METHOD)
     assert row.requests == 8 and row.over == 0 and row.broken == 0
@@ -205,7 +205,7 @@ def test_agent_session_has_large_valid_turns_with_answerable_probes() -> None:
 async def test_agent_table_reports_the_share_next_to_the_reference() -> None:
     scenario = agent_session(1, turns=10)
     records, methods = await evaluate(
-        [scenario], [8_000], COUNTERS, ModelCatalog(), litellm=False, only=("default",)
+        [scenario], [8_000], COUNTERS, shared_catalog(), litellm=False, only=("default",)
     )
     assert methods[-1] == DEFAULT_METHOD
     table = agent_table(records, methods, [8_000], AGENT_KEY)

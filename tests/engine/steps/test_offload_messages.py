@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from context_harness import artifact_id, assistant, big, make_ctx, policy, system, user
 from pipeline_harness import TENANT, make_harness, write_policy
+from shared_tokens import shared_counters
 
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.offload_messages import OffloadMessages, OffloadMessagesConfig
@@ -107,7 +108,7 @@ steps:
 
 @pytest.fixture(scope="module")
 def counters() -> TokenCounters:
-    return TokenCounters()
+    return shared_counters()
 
 
 async def test_a_huge_pasted_message_is_previewed_instead_of_refused(

@@ -23,6 +23,8 @@ from .replies import Reply
 
 REQUEST_ID_KEY = web.RequestKey("fake_upstream_request_id", str)
 MAX_BODY_BYTES = 512 * 1024 * 1024
+WAIT_S = 30.0
+"""How long `wait_idle` and `wait_for_requests` wait by default: only bounds a hang."""
 
 
 @dataclass(frozen=True)
@@ -143,11 +145,11 @@ class FakeUpstream:
         assert self.received, "the fake upstream received no request"
         return self.received[-1]
 
-    async def wait_idle(self, timeout: float = 5.0) -> None:
+    async def wait_idle(self, timeout: float = WAIT_S) -> None:
         """Wait until no handler is running (TimeoutError naming the count otherwise)."""
         await self._wait_until(lambda: self.active_requests == 0, timeout, "handlers to finish")
 
-    async def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
+    async def wait_for_requests(self, count: int, timeout: float = WAIT_S) -> None:
         """Wait until at least `count` requests have been recorded."""
         await self._wait_until(lambda: len(self.received) >= count, timeout, f"{count} requests")
 

@@ -241,7 +241,7 @@ async def test_drain_ends_when_the_tasks_end_even_if_one_is_not_forgotten(
 
     monkeypatch.setattr(background, "_forget", broken_forget)
     assert background.start(["k"], "s", lambda: asyncio.sleep(0.01))
-    await asyncio.wait_for(background.drain(), timeout=5)
+    await asyncio.wait_for(background.drain(), timeout=30)
     assert background.running("k")  # still listed (never forgotten), yet drained
 
 

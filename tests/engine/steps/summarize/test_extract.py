@@ -8,6 +8,7 @@ import pytest
 from context_harness import counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from proxy.engine.steps.summarize.extract import (
     MAX_SENTENCE_CHARS,
@@ -88,7 +89,7 @@ def test_long_sentences_are_shortened() -> None:
     assert sentences("A is 1.  B is 2.\n\nC is 3") == ["A is 1.", "B is 2.", "C is 3"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     parts=st.lists(st.text(min_size=0, max_size=300), max_size=12),
     query=st.text(max_size=80),

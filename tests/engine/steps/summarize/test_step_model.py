@@ -6,6 +6,7 @@ tests/engine/test_preparer_compact.py and test_preparer_precompute.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -116,10 +117,11 @@ def test_a_summary_running_ahead_is_waited_for_and_reported_as_such() -> None:
         assert step.obtained is not None
         return step.obtained
 
+    began = time.monotonic()
     obtained = asyncio.run(go())
     assert (obtained.source, obtained.usage) == ("background", {"prompt_tokens": 7})
     assert obtained.summary is not None and obtained.summary.body.endswith("- f: v1")
-    assert 0.0 < obtained.seconds < 5.0
+    assert 0.0 < obtained.seconds <= time.monotonic() - began  # its wait, within the call
 
 
 def test_a_span_that_just_failed_in_the_background_falls_back_with_that_failure() -> None:
