@@ -23,7 +23,13 @@ from typing import Any
 MODEL = "gpt-4o"
 SIZES = {"2KB": 2 * 1024, "100KB": 100 * 1024}
 AUTHORIZATION = "Bearer sk-ab-passthrough"
-POLICY = "extends: default\nbudget:\n  context_window: 2000000\n"
+POLICY = (
+    "extends: default\nbudget:\n  context_window: 2000000\n"
+    "steps:\n  - {kind: offload_tool_results, when: over_trigger}\n"
+    "  - {kind: clear_tool_results}\n  - {kind: drop_turns}\n"
+)
+"""Nothing is reduced, at any size: the huge window keeps every request under its trigger, and
+offloading acts only over it (by default it offloads an oversized tool result when seen)."""
 
 
 # -- bodies -------------------------------------------------------------------------------------

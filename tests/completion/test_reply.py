@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
-from upstream_double import FakeUpstream, broken, sse_answer
+from upstream_double import UpstreamDouble, broken, sse_answer
 
 from proxy.completion.reply import TAIL_BYTES, WHOLE_BODY_BYTES, relayed
 from proxy.errors import ProxyError
@@ -23,7 +23,7 @@ async def relayed_tail(chunks: list[bytes], *, encoded: bool = False) -> tuple[b
         seen.append(tail)
         return b"ERROR"
 
-    upstream = FakeUpstream(sse_answer(chunks, done=False, error=broken()))
+    upstream = UpstreamDouble(sse_answer(chunks, done=False, error=broken()))
     answer: Any = await upstream.send(headers={}, body=b"{}")
     reply = await relayed(answer, {}, "req_1", error_event, encoded=encoded)
     assert reply.stream is not None

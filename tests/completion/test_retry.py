@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from completion_harness import answer, make_context, prepared
-from upstream_double import Answer, FakeUpstream, json_answer
+from upstream_double import Answer, UpstreamDouble, json_answer
 
 from proxy.completion.reply import Reply
 from proxy.completion.run import run_completion
@@ -44,13 +44,13 @@ def shorter() -> Prepared:
     return again
 
 
-async def run(upstream: FakeUpstream, first: Prepared, again: Again) -> Reply:
+async def run(upstream: UpstreamDouble, first: Prepared, again: Again) -> Reply:
     context = replace(make_context(upstream), prepare_again=again)
     return await run_completion(context, first)
 
 
 async def test_an_overflow_is_prepared_again_and_retried_once() -> None:
-    upstream = FakeUpstream(json_answer(OVERFLOW, status=400), json_answer(answer("fits")))
+    upstream = UpstreamDouble(json_answer(OVERFLOW, status=400), json_answer(answer("fits")))
     again = Again(shorter())
     reply = await run(upstream, prepared(None), again)
     assert reply.status == 200 and again.windows == [8192]
@@ -64,7 +64,7 @@ async def test_an_overflow_is_prepared_again_and_retried_once() -> None:
 
 
 async def test_a_second_overflow_is_relayed() -> None:
-    upstream = FakeUpstream(json_answer(OVERFLOW, status=400), json_answer(OVERFLOW, status=400))
+    upstream = UpstreamDouble(json_answer(OVERFLOW, status=400), json_answer(OVERFLOW, status=400))
     again = Again(shorter())
     reply = await run(upstream, prepared(None), again)
     assert (reply.status, again.windows, len(upstream.calls)) == (400, [8192], 2)
@@ -80,7 +80,7 @@ async def test_a_second_overflow_is_relayed() -> None:
 )
 async def test_other_errors_and_overflows_without_a_window_are_relayed(error: Answer) -> None:
     again = Again(shorter())
-    reply = await run(FakeUpstream(error), prepared(None), again)
+    reply = await run(UpstreamDouble(error), prepared(None), again)
     assert (reply.status, reply.body, again.windows) == (error.status, error.body, [])
 
 
@@ -88,7 +88,7 @@ async def test_nothing_to_change_relays_the_first_answer_byte_for_byte() -> None
     padding = "x" * 400_000  # more than is read to look for a window, and streamed on
     body = json.dumps({**OVERFLOW, "padding": padding}).encode()
     chunks = [body[i : i + 10_000] for i in range(0, len(body), 10_000)]
-    upstream = FakeUpstream(Answer(400, {"Content-Type": "application/json"}, chunks=chunks))
+    upstream = UpstreamDouble(Answer(400, {"Content-Type": "application/json"}, chunks=chunks))
     again = Again(None)
     reply = await run(upstream, prepared(None), again)
     assert again.windows == [8192] and reply.status == 400
@@ -102,7 +102,7 @@ async def test_a_refused_preparation_closes_the_first_answer() -> None:
     async def refuse(window: int) -> Prepared | None:
         raise ProxyError(ErrorCode.context_length_exceeded, "does not fit")
 
-    upstream = FakeUpstream(json_answer(OVERFLOW, status=400))
+    upstream = UpstreamDouble(json_answer(OVERFLOW, status=400))
     context = replace(make_context(upstream), prepare_again=refuse)
     with pytest.raises(ProxyError):
         await run_completion(context, prepared(None))
@@ -110,7 +110,7 @@ async def test_a_refused_preparation_closes_the_first_answer() -> None:
 
 
 async def test_the_synthetic_loop_retries_its_first_round_too() -> None:
-    upstream = FakeUpstream(json_answer(OVERFLOW, status=400), json_answer(answer("fits")))
+    upstream = UpstreamDouble(json_answer(OVERFLOW, status=400), json_answer(answer("fits")))
     again = Again(shorter())
     reply = await run(upstream, prepared(2), again)
     assert reply.status == 200 and again.windows == [8192] and len(upstream.calls) == 2
@@ -118,6 +118,6 @@ async def test_the_synthetic_loop_retries_its_first_round_too() -> None:
 
 
 async def test_without_prepare_again_an_overflow_is_relayed(caplog: Any) -> None:
-    upstream = FakeUpstream(json_answer(OVERFLOW, status=400))
+    upstream = UpstreamDouble(json_answer(OVERFLOW, status=400))
     reply = await run_completion(make_context(upstream), prepared(None))
     assert reply.status == 400 and len(upstream.calls) == 1

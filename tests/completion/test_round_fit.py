@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 from pipeline_harness import TENANT, make_harness, write_policy
 from shared_tokens import shared_counters
-from upstream_double import Call, FakeUpstream, json_answer
+from upstream_double import Call, UpstreamDouble, json_answer
 
 from proxy.completion.round_fit import fitted_call, shortening_steps
 from proxy.completion.run import CompletionContext, run_completion
@@ -152,7 +152,7 @@ SCRIPTS = st.lists(st.lists(CALL, min_size=1, max_size=50), min_size=1, max_size
 EXAMPLES = examples(30)
 
 
-def read_happy(script: Script) -> FakeUpstream:
+def read_happy(script: Script) -> UpstreamDouble:
     """Asks for each scripted round of calls in turn (naming the first artifact id it sees),
     then answers in words."""
     rounds = iter(script)
@@ -177,7 +177,7 @@ def read_happy(script: Script) -> FakeUpstream:
         ]
         return json_answer(answer(None, *calls))
 
-    return FakeUpstream(handler=handle)
+    return UpstreamDouble(handler=handle)
 
 
 def request() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from chat_bodies import (
     tool_names,
 )
 from multidict import CIMultiDict
-from upstream_double import FakeUpstream, json_answer
+from upstream_double import UpstreamDouble, json_answer
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.rounds import (
@@ -53,10 +53,10 @@ def make_rounds(
     *,
     max_rounds: int,
     store: MemoryStore | None = None,
-    upstream: FakeUpstream | None = None,
+    upstream: UpstreamDouble | None = None,
 ) -> SyntheticRounds:
     return SyntheticRounds(
-        upstream=upstream or FakeUpstream(),
+        upstream=upstream or UpstreamDouble(),
         upstream_headers=CIMultiDict({"Authorization": "Bearer sk-up"}),
         store=store or MemoryStore(b"secret"),
         scope=SCOPE,
@@ -70,7 +70,7 @@ def make_rounds(
 
 
 async def test_each_round_is_a_chat_completion_with_the_upstream_headers() -> None:
-    upstream = FakeUpstream(json_answer({"id": "x"}))
+    upstream = UpstreamDouble(json_answer({"id": "x"}))
     rounds = make_rounds(body_with([]), max_rounds=1, upstream=upstream)
     answer = await rounds.open(b'{"round": 1}')
     assert await answer.read() == b'{"id": "x"}'

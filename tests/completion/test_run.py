@@ -21,7 +21,7 @@ from completion_harness import (
     stored,
     tool_call,
 )
-from upstream_double import BROKEN, Answer, FakeUpstream, broken, json_answer, sse_answer
+from upstream_double import BROKEN, Answer, UpstreamDouble, broken, json_answer, sse_answer
 
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.reply import WHOLE_BODY_BYTES, relayed
@@ -53,7 +53,7 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 async def test_plain_answer_is_relayed_byte_for_byte() -> None:
     raw = b'{"id": "x",  "object": "chat.completion", "n": 1e400}'
-    upstream = FakeUpstream(json_answer(raw, headers=HOP_HEADERS))
+    upstream = UpstreamDouble(json_answer(raw, headers=HOP_HEADERS))
     context = make_context(upstream)
     request = prepared(max_rounds=None)
     reply = await run_completion(context, request)
@@ -76,7 +76,7 @@ async def test_plain_answer_is_relayed_byte_for_byte() -> None:
 
 
 async def test_a_client_content_type_is_replaced_in_place() -> None:
-    upstream = FakeUpstream(json_answer({}))
+    upstream = UpstreamDouble(json_answer({}))
     context = make_context(upstream)
     context.headers.add("content-type", "text/plain")
     context.headers.add("X-Last", "1")
@@ -90,7 +90,7 @@ async def test_a_client_content_type_is_replaced_in_place() -> None:
 @pytest.mark.parametrize("max_rounds", [None, 2])
 async def test_an_error_answer_is_relayed_with_its_status(max_rounds: int | None) -> None:
     body = b'{"error": {"message": "slow down", "code": "rate_limit_exceeded"}}'
-    upstream = FakeUpstream(json_answer(body, status=429, headers={"retry-after": "1"}))
+    upstream = UpstreamDouble(json_answer(body, status=429, headers={"retry-after": "1"}))
     reply = await run_completion(make_context(upstream), prepared(max_rounds))
     assert (reply.status, reply.body) == (429, body)
     assert reply.headers["retry-after"] == "1"
@@ -106,7 +106,7 @@ async def test_a_plain_stream_is_relayed_chunk_for_chunk() -> None:
         b'data: {"raw" :  1}\n\n',
         b": keep-alive\n\n",
     ]
-    upstream = FakeUpstream(sse_answer(events))
+    upstream = UpstreamDouble(sse_answer(events))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=None, stream=True))
     assert reply.status == 200 and reply.body is None
     assert reply.headers["Content-Type"] == "text/event-stream"
@@ -117,7 +117,7 @@ async def test_a_plain_stream_is_relayed_chunk_for_chunk() -> None:
 
 
 async def test_a_broken_plain_stream_ends_with_one_error_event() -> None:
-    upstream = FakeUpstream(sse_answer([chunk({"content": "Hi"})], done=False, error=broken()))
+    upstream = UpstreamDouble(sse_answer([chunk({"content": "Hi"})], done=False, error=broken()))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=None, stream=True))
     items = await drain(reply)
     assert len(items) == 2 and items[0] == upstream.responses[0].delivered[0]
@@ -129,7 +129,7 @@ async def test_a_broken_plain_stream_ends_with_one_error_event() -> None:
 
 
 async def test_a_broken_body_is_an_upstream_error() -> None:
-    upstream = FakeUpstream(Answer(body=b'{"id": ', error=broken()))
+    upstream = UpstreamDouble(Answer(body=b'{"id": ', error=broken()))
     with pytest.raises(UpstreamError) as caught:
         await run_completion(make_context(upstream), prepared(max_rounds=None))
     assert caught.value.code is ErrorCode.upstream_unavailable
@@ -139,14 +139,14 @@ async def test_a_broken_body_is_an_upstream_error() -> None:
 @pytest.mark.parametrize("max_rounds", [None, 2])
 async def test_an_unreachable_upstream_is_raised(max_rounds: int | None) -> None:
     error = UpstreamError(ErrorCode.upstream_timeout, "Upstream 'fake' did not answer within 1s")
-    upstream = FakeUpstream(error)
+    upstream = UpstreamDouble(error)
     with pytest.raises(UpstreamError) as caught:
         await run_completion(make_context(upstream), prepared(max_rounds))
     assert caught.value is error
 
 
 async def test_relayed_closes_a_stream_that_never_started() -> None:
-    upstream = FakeUpstream(sse_answer([chunk({"content": "Hi"})]))
+    upstream = UpstreamDouble(sse_answer([chunk({"content": "Hi"})]))
     answer_ = await upstream.send(headers=make_context(upstream).headers, body=b"{}")
     reply = await relayed(answer_, {}, REQUEST_ID, OPENAI_CHAT.relayed_error_event)
     assert reply.stream is not None
@@ -160,7 +160,7 @@ async def test_relayed_closes_a_stream_that_never_started() -> None:
 async def test_a_synthetic_round_then_the_final_answer() -> None:
     store = MemoryStore(b"secret")
     artifact_id = await stored(store, "line 1\nline 2\n")
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer("let me look", read_call("s1", artifact_id), tokens=(100, 5))),
         json_answer(answer("It says line 2.", tokens=(150, 7)), headers=HOP_HEADERS),
     )
@@ -200,7 +200,7 @@ async def test_a_synthetic_round_then_the_final_answer() -> None:
 
 async def test_the_last_allowed_round_is_sent_without_the_synthetic_tools() -> None:
     again = read_call("s2", "art_" + "0" * 32)
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer(None, read_call("s1", "art_" + "1" * 32))),
         json_answer(answer("still curious", again)),
     )
@@ -217,7 +217,7 @@ async def test_the_last_allowed_round_is_sent_without_the_synthetic_tools() -> N
 
 
 async def test_no_allowed_round_sends_no_synthetic_tools_at_all() -> None:
-    upstream = FakeUpstream(json_answer(answer("done")))
+    upstream = UpstreamDouble(json_answer(answer("done")))
     await run_completion(make_context(upstream), prepared(max_rounds=0))
     assert tool_names(upstream.bodies[0]) == ["run_shell"]
 
@@ -225,7 +225,7 @@ async def test_no_allowed_round_sends_no_synthetic_tools_at_all() -> None:
 async def test_client_calls_come_back_and_synthetic_ones_are_stripped() -> None:
     shell = tool_call("k1", "run_shell", {})
     raw_answer = answer("both", read_call("s1", "art_x"), shell)
-    upstream = FakeUpstream(json_answer(raw_answer))
+    upstream = UpstreamDouble(json_answer(raw_answer))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=2))
     assert reply.body is not None
     payload = loads(reply.body)
@@ -236,13 +236,13 @@ async def test_client_calls_come_back_and_synthetic_ones_are_stripped() -> None:
 
 async def test_an_untouched_final_answer_keeps_its_bytes() -> None:
     raw = b'{"choices": [{"index": 0, "message": {"content": "hi"}}],   "usage": null}'
-    upstream = FakeUpstream(json_answer(raw))
+    upstream = UpstreamDouble(json_answer(raw))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=2))
     assert reply.body == raw
 
 
 async def test_an_error_on_a_follow_up_round_is_relayed_with_the_counts() -> None:
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer(None, read_call("s1", "art_x"))),
         json_answer(b'{"error": {"message": "boom"}}', status=500),
     )
@@ -254,7 +254,7 @@ async def test_an_error_on_a_follow_up_round_is_relayed_with_the_counts() -> Non
 
 @pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b""])
 async def test_an_answer_that_is_not_a_completion_is_refused(raw: bytes) -> None:
-    upstream = FakeUpstream(json_answer(raw))
+    upstream = UpstreamDouble(json_answer(raw))
     with pytest.raises(ProxyError) as caught:
         await run_completion(make_context(upstream), prepared(max_rounds=2))
     assert caught.value.code is ErrorCode.upstream_invalid_response
@@ -265,7 +265,7 @@ async def test_an_answer_that_is_not_a_completion_is_refused(raw: bytes) -> None
 
 
 async def test_the_outcome_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer(None, read_call("s1", "art_x"))), json_answer(answer("done"))
     )
     with caplog.at_level(logging.INFO, logger="ctxproxy.synthetic"):
@@ -282,7 +282,7 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients() -> Non
     clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
     clients_call = tool_call("k1", READ_TOOL, {"artifact_id": artifact_id})
     own_call = tool_call("s1", READ_TOOL + "_ctxproxy", {"artifact_id": artifact_id})
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer(None, own_call)), json_answer(answer(None, clients_call))
     )
     reply = await run_completion(
@@ -302,7 +302,7 @@ async def test_several_choices_go_upstream_without_the_synthetic_tools() -> None
     two["choices"].append(
         {"index": 1, "message": {"role": "assistant", "content": "two"}, "finish_reason": "stop"}
     )
-    upstream = FakeUpstream(json_answer(two))
+    upstream = UpstreamDouble(json_answer(two))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=2, n=2))
     [sent] = upstream.bodies
     assert tool_names(sent) == ["run_shell"] and sent["n"] == 2
@@ -321,7 +321,7 @@ def big_answer(size: int, piece: int = 64 * 1024, error: UpstreamError | None = 
 @pytest.mark.parametrize("max_rounds", [None, 2])
 async def test_a_large_relayed_answer_streams_chunk_by_chunk(max_rounds: int | None) -> None:
     # Issue 11 item 5: a 300 MB passthrough download was held whole (1.1 GB RSS).
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         big_answer(4 * 1024 * 1024)
         if max_rounds is None
         else Answer(status=500, chunks=big_answer(4 * 1024 * 1024).chunks)
@@ -336,14 +336,14 @@ async def test_a_large_relayed_answer_streams_chunk_by_chunk(max_rounds: int | N
 
 
 async def test_a_small_answer_is_still_a_whole_body() -> None:
-    upstream = FakeUpstream(big_answer(WHOLE_BODY_BYTES))
+    upstream = UpstreamDouble(big_answer(WHOLE_BODY_BYTES))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=None))
     assert reply.stream is None and reply.body == b"x" * WHOLE_BODY_BYTES
     assert upstream.all_closed
 
 
 async def test_a_large_relayed_answer_that_breaks_raises_from_its_stream() -> None:
-    upstream = FakeUpstream(big_answer(1024 * 1024, error=broken()))
+    upstream = UpstreamDouble(big_answer(1024 * 1024, error=broken()))
     reply = await run_completion(make_context(upstream), prepared(max_rounds=None))
     with pytest.raises(UpstreamError):
         await drain(reply)
@@ -353,7 +353,7 @@ async def test_a_large_relayed_answer_that_breaks_raises_from_its_stream() -> No
 async def test_an_answer_to_parse_over_the_cap_is_a_typed_error() -> None:
     # Issue 11 item 5: a 200 MB chat answer in a synthetic round was read whole (824 MB RSS).
     body = json.dumps(answer("x" * 5000)).encode()
-    upstream = FakeUpstream(Answer(chunks=[body[:3000], body[3000:]]))
+    upstream = UpstreamDouble(Answer(chunks=[body[:3000], body[3000:]]))
     context = replace(make_context(upstream), max_parsed_response_bytes=4000)
     with pytest.raises(ProxyError) as caught:
         await run_completion(context, prepared(max_rounds=2))
@@ -361,6 +361,6 @@ async def test_an_answer_to_parse_over_the_cap_is_a_typed_error() -> None:
     assert caught.value.code.status == 502
     assert upstream.responses[0].delivered == [body[:3000], body[3000:]]  # nothing more read
     assert upstream.all_closed
-    fits = FakeUpstream(json_answer(body))
+    fits = UpstreamDouble(json_answer(body))
     context = replace(make_context(fits), max_parsed_response_bytes=len(body))
     assert (await run_completion(context, prepared(max_rounds=2))).status == 200

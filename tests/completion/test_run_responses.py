@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from completion_harness import make_context, stored
-from upstream_double import FakeUpstream, json_answer
+from upstream_double import UpstreamDouble, json_answer
 
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.rounds import READS_HEADER, ROUNDS_HEADER
@@ -51,7 +51,7 @@ def response(*output: Any, input_tokens: int = 10) -> dict[str, Any]:
 
 async def test_a_plain_answer_goes_to_the_responses_route_and_back_byte_for_byte() -> None:
     raw = b'{"id": "resp_1",  "object": "response", "output": []}'
-    upstream = FakeUpstream(json_answer(raw))
+    upstream = UpstreamDouble(json_answer(raw))
     context = replace(make_context(upstream), wire=OPENAI_RESPONSES)
     request = prepared(synthetic=False)
     reply = await run_completion(context, request)
@@ -70,7 +70,7 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
         "name": READ_TOOL,
         "arguments": json.dumps({"artifact_id": artifact, "max_chars": 50}),
     }
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(response(REASONING, call, input_tokens=10)),
         json_answer(response(ANSWER, input_tokens=30)),
     )
@@ -90,7 +90,7 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
 
 
 async def test_the_input_tokens_of_a_json_answer_feed_the_calibration() -> None:
-    upstream = FakeUpstream(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
+    upstream = UpstreamDouble(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
     calibration = CountCalibration(min_counted_tokens=1, min_samples=3)
     context = replace(make_context(upstream), wire=OPENAI_RESPONSES, calibration=calibration)
     request = prepared(synthetic=False)

@@ -14,7 +14,7 @@ from completion_harness import (
     stored,
     usage_chunk,
 )
-from upstream_double import FakeUpstream, json_answer, sse_answer
+from upstream_double import UpstreamDouble, json_answer, sse_answer
 
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.run import run_completion
@@ -29,7 +29,7 @@ def counted(request: Prepared, tokens: int = 1000) -> Prepared:
 
 
 async def run(
-    upstream: FakeUpstream, request: Prepared, store: MemoryStore | None = None
+    upstream: UpstreamDouble, request: Prepared, store: MemoryStore | None = None
 ) -> CountCalibration:
     calibration = CountCalibration(min_samples=1)
     context = replace(make_context(upstream, store), calibration=calibration)
@@ -40,7 +40,7 @@ async def run(
 
 
 async def test_a_relayed_answer_calibrates_its_model() -> None:
-    upstream = FakeUpstream(json_answer(answer("hi", tokens=(1100, 3))))
+    upstream = UpstreamDouble(json_answer(answer("hi", tokens=(1100, 3))))
     calibration = await run(upstream, counted(prepared(None)))
     assert calibration.snapshot() == {"gpt-4o": ModelCalibration(1.1, 1)}
 
@@ -48,7 +48,7 @@ async def test_a_relayed_answer_calibrates_its_model() -> None:
 async def test_only_the_first_round_of_the_read_loop_calibrates() -> None:
     store = MemoryStore(b"secret")
     artifact_id = await stored(store, "the log")
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         json_answer(answer(None, read_call("s1", artifact_id), tokens=(1200, 5))),
         json_answer(answer("done", tokens=(3000, 5))),  # a longer prompt: the round appended
     )
@@ -59,10 +59,11 @@ async def test_only_the_first_round_of_the_read_loop_calibrates() -> None:
 
 async def test_streams_errors_and_uncounted_requests_do_not_calibrate() -> None:
     stream = sse_answer([chunk({"content": "hi"}), usage_chunk(1100, 1)])
-    assert (await run(FakeUpstream(stream), counted(prepared(None, stream=True)))).snapshot() == {}
+    calibration = await run(UpstreamDouble(stream), counted(prepared(None, stream=True)))
+    assert calibration.snapshot() == {}
     error = json_answer({"error": {"message": "x", "usage": {"prompt_tokens": 9}}}, status=400)
-    assert (await run(FakeUpstream(error), counted(prepared(None)))).snapshot() == {}
-    plain = FakeUpstream(json_answer(answer("hi", tokens=(1100, 3))))
+    assert (await run(UpstreamDouble(error), counted(prepared(None)))).snapshot() == {}
+    plain = UpstreamDouble(json_answer(answer("hi", tokens=(1100, 3))))
     uncounted = prepared(None)  # mode: off counts nothing
     uncounted.manifest.tokens_after = 1000
     assert (await run(plain, uncounted)).snapshot() == {}

@@ -20,7 +20,15 @@ from completion_harness import (
     stored,
     usage_chunk,
 )
-from upstream_double import BROKEN, Answer, FakeUpstream, broken, json_answer, sse_answer, sse_event
+from upstream_double import (
+    BROKEN,
+    Answer,
+    UpstreamDouble,
+    broken,
+    json_answer,
+    sse_answer,
+    sse_event,
+)
 
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.reply import Reply
@@ -56,7 +64,7 @@ def final_round(*texts: str) -> list[dict[str, Any]]:
 
 
 async def start(
-    upstream: FakeUpstream, store: MemoryStore | None = None, max_rounds: int = 2
+    upstream: UpstreamDouble, store: MemoryStore | None = None, max_rounds: int = 2
 ) -> Reply:
     context = make_context(upstream, store)
     reply = await run_completion(context, prepared(max_rounds, stream=True))
@@ -78,7 +86,7 @@ async def test_text_deltas_pass_one_write_per_upstream_chunk() -> None:
         *(chunk({"content": w}) for w in ("Hel", "lo")),
         chunk(finish="stop"),
     ]
-    upstream = FakeUpstream(sse_answer(events, headers={"x-request-id": "up-1"}))
+    upstream = UpstreamDouble(sse_answer(events, headers={"x-request-id": "up-1"}))
     reply = await start(upstream)
     assert list(reply.headers.items()) == [
         ("Content-Type", "text/event-stream"),
@@ -101,7 +109,7 @@ async def test_a_chunk_holding_nothing_for_the_client_is_not_written() -> None:
         chunk(finish="tool_calls"),
         b"data: [DONE]\n\n",
     ]
-    upstream = FakeUpstream(sse_answer(events, done=False))
+    upstream = UpstreamDouble(sse_answer(events, done=False))
     items = await drain(await start(upstream, max_rounds=0))
     # the held synthetic call, the comment and the upstream's [DONE] wrote nothing
     assert len(items) == 4
@@ -114,7 +122,7 @@ async def test_a_chunk_holding_nothing_for_the_client_is_not_written() -> None:
 async def test_synthetic_calls_are_held_executed_and_the_stream_continues() -> None:
     store = MemoryStore(b"secret")
     artifact_id = await stored(store, "line 1\nline 2\n")
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         sse_answer(read_round(artifact_id)), sse_answer(final_round("It says", " line 2."))
     )
     context = make_context(upstream, store)
@@ -150,14 +158,14 @@ async def test_synthetic_calls_are_held_executed_and_the_stream_continues() -> N
 
 
 async def test_the_last_round_is_sent_without_the_synthetic_tools() -> None:
-    upstream = FakeUpstream(sse_answer(read_round("art_x")), sse_answer(final_round("ok")))
+    upstream = UpstreamDouble(sse_answer(read_round("art_x")), sse_answer(final_round("ok")))
     await drain(await start(upstream, max_rounds=1))
     assert [t["function"]["name"] for t in upstream.bodies[1]["tools"]] == ["run_shell"]
 
 
 async def test_a_stream_broken_mid_round_ends_with_one_error_event() -> None:
     events = [chunk({"role": "assistant", "content": "partial"})]
-    upstream = FakeUpstream(sse_answer(events, done=False, error=broken()))
+    upstream = UpstreamDouble(sse_answer(events, done=False, error=broken()))
     payloads = data_of(await drain(await start(upstream)))
     assert texts(payloads[:1]) == "partial"
     assert payloads[1:] == [
@@ -176,7 +184,7 @@ async def test_a_stream_broken_mid_round_ends_with_one_error_event() -> None:
 
 async def test_an_error_event_from_the_upstream_goes_out_and_ends_the_stream() -> None:
     error = b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
-    upstream = FakeUpstream(sse_answer([chunk({"content": "a"}), error, chunk({"content": "b"})]))
+    upstream = UpstreamDouble(sse_answer([chunk({"content": "a"}), error, chunk({"content": "b"})]))
     items = await drain(await start(upstream))
     assert items[1:] == [error]
     assert upstream.all_closed
@@ -209,7 +217,7 @@ async def test_an_error_event_from_the_upstream_goes_out_and_ends_the_stream() -
 async def test_a_follow_up_round_that_does_not_stream_is_an_error_event(
     follow_up: Any, expected: dict[str, Any]
 ) -> None:
-    upstream = FakeUpstream(sse_answer(read_round("art_x")), follow_up)
+    upstream = UpstreamDouble(sse_answer(read_round("art_x")), follow_up)
     payloads = data_of(await drain(await start(upstream)))
     assert texts(payloads) == "Let me look."
     assert b"[DONE]" not in payloads
@@ -223,7 +231,7 @@ async def test_a_follow_up_round_that_does_not_stream_is_an_error_event(
 
 
 async def test_a_follow_up_error_body_that_breaks_is_still_an_error_event() -> None:
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         sse_answer(read_round("art_x")), Answer(status=500, body=b"{", error=broken())
     )
     payloads = data_of(await drain(await start(upstream)))
@@ -234,7 +242,7 @@ async def test_a_follow_up_error_body_that_breaks_is_still_an_error_event() -> N
 async def test_client_gone_closes_the_upstream_response(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    upstream = FakeUpstream(sse_answer([chunk({"content": f"w{i}"}) for i in range(5)]))
+    upstream = UpstreamDouble(sse_answer([chunk({"content": f"w{i}"}) for i in range(5)]))
     reply = await start(upstream)
     assert reply.stream is not None
     first = await reply.stream.__anext__()
@@ -251,7 +259,7 @@ async def test_client_gone_closes_the_upstream_response(
 
 
 async def test_client_gone_during_a_later_round_closes_that_round() -> None:
-    upstream = FakeUpstream(sse_answer(read_round("art_x")), sse_answer(final_round("a", "b")))
+    upstream = UpstreamDouble(sse_answer(read_round("art_x")), sse_answer(final_round("a", "b")))
     reply = await start(upstream)
     assert reply.stream is not None
     seen = b""
@@ -262,7 +270,7 @@ async def test_client_gone_during_a_later_round_closes_that_round() -> None:
 
 
 async def test_a_stream_closed_before_it_started_closes_the_first_response() -> None:
-    upstream = FakeUpstream(sse_answer(read_round("art_x")))
+    upstream = UpstreamDouble(sse_answer(read_round("art_x")))
     reply = await start(upstream)
     assert reply.stream is not None
     await reply.stream.aclose()
@@ -270,7 +278,7 @@ async def test_a_stream_closed_before_it_started_closes_the_first_response() -> 
 
 
 async def test_a_non_streaming_first_answer_takes_the_json_path() -> None:
-    upstream = FakeUpstream(json_answer({"id": "x", "choices": []}))
+    upstream = UpstreamDouble(json_answer({"id": "x", "choices": []}))
     reply = await run_completion(make_context(upstream), prepared(2, stream=True))
     assert reply.stream is None and reply.body is not None
 
@@ -287,7 +295,7 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_str
         chunk(call_delta(0, "k1", READ_TOOL, arguments), **SECOND_ID),
         chunk(finish="tool_calls", **SECOND_ID),
     ]
-    upstream = FakeUpstream(sse_answer(own_round), sse_answer(clients_round))
+    upstream = UpstreamDouble(sse_answer(own_round), sse_answer(clients_round))
     clients_tool = {"type": "function", "function": {"name": READ_TOOL, "parameters": {}}}
     context = make_context(upstream, store)
     reply = await run_completion(context, prepared(2, stream=True, client_tools=[clients_tool]))
@@ -313,7 +321,7 @@ async def test_a_client_tool_named_like_the_read_tool_stays_the_clients_in_a_str
 
 async def test_a_round_over_the_parse_cap_ends_with_one_error_event() -> None:
     events = [chunk({"role": "assistant", "content": "y" * 3000}) for _ in range(5)]
-    upstream = FakeUpstream(sse_answer(events))
+    upstream = UpstreamDouble(sse_answer(events))
     context = replace(make_context(upstream), max_parsed_response_bytes=10_000)
     reply = await run_completion(context, prepared(2, stream=True))
     payloads = data_of(await drain(reply))

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from multidict import CIMultiDict
-from upstream_double import Answer, Call, FakeUpstream, broken, json_answer
+from upstream_double import Answer, Call, UpstreamDouble, broken, json_answer
 
 from proxy.completion.summarizer import MAX_ANSWER_BYTES, UpstreamSummarizer
 from proxy.engine.steps.summarize.summarizer import (
@@ -24,7 +24,7 @@ ANSWER = {"model": "m-2024", "choices": [{"message": {"role": "assistant", "cont
           "usage": {"prompt_tokens": 12, "completion_tokens": 3, "cached": "x"}}
 
 
-def summarizer(route: FakeUpstream, **others: FakeUpstream) -> UpstreamSummarizer:
+def summarizer(route: UpstreamDouble, **others: UpstreamDouble) -> UpstreamSummarizer:
     def headers_for(upstream: Upstream) -> CIMultiDict[str]:
         return CIMultiDict({"Authorization": f"Bearer key-of-{upstream.name}"})
 
@@ -32,7 +32,7 @@ def summarizer(route: FakeUpstream, **others: FakeUpstream) -> UpstreamSummarize
 
 
 def test_one_call_with_the_requests_model_and_route_by_default() -> None:
-    route = FakeUpstream(json_answer(ANSWER))
+    route = UpstreamDouble(json_answer(ANSWER))
     reply = asyncio.run(summarizer(route).summarize(CALL))
     assert (reply.answer, reply.model) == ("{}", "m-2024")
     assert reply.usage == {"prompt_tokens": 12, "completion_tokens": 3}
@@ -56,7 +56,7 @@ def test_one_call_with_the_requests_model_and_route_by_default() -> None:
 
 
 def test_a_named_upstream_and_model_and_the_previous_summary() -> None:
-    route, other = FakeUpstream(), FakeUpstream(json_answer(ANSWER), name="cheap")
+    route, other = UpstreamDouble(), UpstreamDouble(json_answer(ANSWER), name="cheap")
     call = SummaryCall("i", "Facts:\n- a: 1", "user: hi", 50, "tiny", "cheap")
     asyncio.run(summarizer(route, cheap=other).summarize(call))
     assert route.calls == [] and other.calls[0].json()["model"] == "tiny"
@@ -77,7 +77,7 @@ def test_a_named_upstream_and_model_and_the_previous_summary() -> None:
     ],
 )
 def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> None:
-    route = FakeUpstream(scripted)  # type: ignore[arg-type]
+    route = UpstreamDouble(scripted)  # type: ignore[arg-type]
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == failure
@@ -87,7 +87,7 @@ def test_every_failure_is_a_summarizer_error(scripted: object, failure: str) -> 
 @pytest.mark.parametrize("status", [400, 422, 500])
 def test_a_refused_form_is_followed_by_the_next_then_none(status: int) -> None:
     refused = json_answer({"error": {"message": "response_format is not supported"}}, status)
-    route = FakeUpstream(refused, refused, json_answer(ANSWER), json_answer(ANSWER))
+    route = UpstreamDouble(refused, refused, json_answer(ANSWER), json_answer(ANSWER))
     one = summarizer(route)
     reply = asyncio.run(one.summarize(CALL))
     assert reply.answer == "{}"
@@ -106,7 +106,7 @@ def test_a_server_that_knows_only_json_object_gets_the_schema_that_way() -> None
         kind = call.json().get("response_format", {}).get("type")
         return json_answer(ANSWER) if kind == "json_object" else json_answer({"detail": []}, 422)
 
-    route = FakeUpstream(handler=llama_cpp_python)
+    route = UpstreamDouble(handler=llama_cpp_python)
     assert asyncio.run(summarizer(route).summarize(CALL)).answer == "{}"
     assert [c.json()["response_format"]["type"] for c in route.calls] == [
         "json_schema", "json_object"
@@ -115,12 +115,12 @@ def test_a_server_that_knows_only_json_object_gets_the_schema_that_way() -> None
 
 def test_refused_in_every_form_or_another_status_is_a_failure_without_more_calls() -> None:
     refused = json_answer({"error": {"message": "bad request"}}, 400)
-    route = FakeUpstream(refused, refused, refused, json_answer(ANSWER))
+    route = UpstreamDouble(refused, refused, refused, json_answer(ANSWER))
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == "upstream" and len(route.calls) == 3
     for status in (401, 429, 503):  # not a matter of the form: no other form asked
-        failing = FakeUpstream(json_answer({"error": {}}, status), json_answer(ANSWER))
+        failing = UpstreamDouble(json_answer({"error": {}}, status), json_answer(ANSWER))
         with pytest.raises(SummarizerError):
             asyncio.run(summarizer(failing).summarize(CALL))
         assert len(failing.calls) == 1 and failing.all_closed
@@ -130,7 +130,7 @@ def test_refused_in_every_form_or_another_status_is_a_failure_without_more_calls
 def test_an_unknown_upstream_name_is_a_failure() -> None:
     call = SummaryCall("i", "", "t", 5, None, "nowhere")
     with pytest.raises(SummarizerError) as caught:
-        asyncio.run(summarizer(FakeUpstream()).summarize(call))
+        asyncio.run(summarizer(UpstreamDouble()).summarize(call))
     assert caught.value.failure == "upstream"
 
 
@@ -140,8 +140,8 @@ MESSAGES_ANSWER = {
 }
 
 
-def anthropic(*script: Answer) -> FakeUpstream:
-    upstream = FakeUpstream(*script, name="claude", native_format="anthropic_messages")
+def anthropic(*script: Answer) -> UpstreamDouble:
+    upstream = UpstreamDouble(*script, name="claude", native_format="anthropic_messages")
     upstream.settings = UpstreamSettings(
         name="claude", base_url="http://upstream.invalid", kind="anthropic"
     )
@@ -183,7 +183,7 @@ def test_llama_cpp_pythons_500_for_an_unknown_form_leads_to_the_json_object_form
             return json_answer({"detail": "Input should be 'text' or 'json_object'"}, 500)
         return json_answer(ANSWER)
 
-    route = FakeUpstream(handler=server)
+    route = UpstreamDouble(handler=server)
     assert asyncio.run(summarizer(route).summarize(CALL)).answer == "{}"
     assert [c.json()["response_format"]["type"] for c in route.calls] == [
         "json_schema", "json_object"
@@ -192,7 +192,7 @@ def test_llama_cpp_pythons_500_for_an_unknown_form_leads_to_the_json_object_form
 
 def test_an_answer_over_its_cap_is_not_read_to_its_end() -> None:
     chunks = [b" " * 65536] * (4 * MAX_ANSWER_BYTES // 65536)
-    route = FakeUpstream(Answer(chunks=chunks))
+    route = UpstreamDouble(Answer(chunks=chunks))
     with pytest.raises(SummarizerError) as caught:
         asyncio.run(summarizer(route).summarize(CALL))
     assert caught.value.failure == "invalid"

@@ -9,7 +9,7 @@ import pytest
 from multidict import CIMultiDict
 from pipeline_harness import TENANT, Harness, agent_history, client_bytes, make_harness
 from shared_tokens import shared_catalog, shared_counters
-from upstream_double import FakeUpstream, json_answer
+from upstream_double import UpstreamDouble, json_answer
 
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.preparer import Preparer
@@ -120,7 +120,7 @@ async def test_an_unknown_model_is_noted_with_fixed_codes(harness: Harness) -> N
 
 async def test_an_unknown_model_takes_its_window_from_the_upstream(harness: Harness) -> None:
     listing = {"object": "list", "data": [{"id": "my-local-llm", "max_model_len": 4096}]}
-    upstream = FakeUpstream(json_answer(listing), json_answer({"error": "no"}, status=404))
+    upstream = UpstreamDouble(json_answer(listing), json_answer({"error": "no"}, status=404))
     windows = ModelWindows().for_request(upstream, CIMultiDict())
     body = {"model": "my-local-llm", "messages": [{"role": "user", "content": "hi"}]}
     m = (await prepare(harness, body, windows)).manifest
@@ -130,7 +130,7 @@ async def test_an_unknown_model_takes_its_window_from_the_upstream(harness: Harn
 
 
 async def test_a_known_model_does_not_ask_the_upstream(harness: Harness) -> None:
-    upstream = FakeUpstream()  # any call would fail: nothing is scripted
+    upstream = UpstreamDouble()  # any call would fail: nothing is scripted
     windows = ModelWindows().for_request(upstream, CIMultiDict())
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
     m = (await prepare(harness, body, windows)).manifest
@@ -140,7 +140,7 @@ async def test_a_known_model_does_not_ask_the_upstream(harness: Harness) -> None
 async def test_a_stated_window_is_noted_as_a_correction(harness: Harness) -> None:
     model_windows = ModelWindows()
     model_windows.record_stated("fake", "gpt-4o", 30_000)
-    windows = model_windows.for_request(FakeUpstream(), CIMultiDict())
+    windows = model_windows.for_request(UpstreamDouble(), CIMultiDict())
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
     m = (await prepare(harness, body, windows)).manifest
     assert (m.context_window, m.context_window_source) == (30_000, "upstream_error")

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from multidict import CIMultiDict
-from upstream_double import FakeUpstream
+from upstream_double import UpstreamDouble
 
 from proxy.artifacts.store import MemoryStore, NewArtifact
 from proxy.completion.reply import Reply
@@ -39,7 +39,7 @@ EXTRA_HEADERS = {
 }
 
 
-def make_context(upstream: FakeUpstream, store: MemoryStore | None = None) -> CompletionContext:
+def make_context(upstream: UpstreamDouble, store: MemoryStore | None = None) -> CompletionContext:
     return CompletionContext(
         upstream=upstream,
         headers=upstream_headers(),

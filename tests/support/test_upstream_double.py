@@ -1,10 +1,10 @@
-"""`upstream_double.FakeUpstream`: the in-memory upstream the completion tests stand on."""
+"""`upstream_double.UpstreamDouble`: the in-memory upstream the completion tests stand on."""
 
 from __future__ import annotations
 
 import pytest
 from multidict import CIMultiDict
-from upstream_double import Answer, Call, FakeUpstream, broken, json_answer, sse_answer
+from upstream_double import Answer, Call, UpstreamDouble, broken, json_answer, sse_answer
 
 from proxy.stats import RequestStats
 from proxy.upstream.base import Upstream, UpstreamError
@@ -12,12 +12,12 @@ from proxy.upstream.base import Upstream, UpstreamError
 HEADERS = CIMultiDict({"X-Tag": "t"})
 
 
-def as_upstream(fake: FakeUpstream) -> Upstream:
+def as_upstream(fake: UpstreamDouble) -> Upstream:
     return fake  # checked by mypy: the double satisfies the protocol
 
 
 async def test_calls_are_recorded_and_answers_given_in_order() -> None:
-    fake = FakeUpstream(json_answer({"n": 1}), json_answer(b"raw", status=201))
+    fake = UpstreamDouble(json_answer({"n": 1}), json_answer(b"raw", status=201))
     stats = RequestStats()
     first = await as_upstream(fake).send(headers=HEADERS, body=b'{"a": 1}', timer=stats)
     second = await fake.open("GET", "/models", headers=HEADERS, body=None, query="x=1")
@@ -37,7 +37,7 @@ async def test_calls_are_recorded_and_answers_given_in_order() -> None:
 
 
 async def test_chunks_then_the_scripted_break() -> None:
-    fake = FakeUpstream(sse_answer([{"n": 1}, b"data: x\n\n"], done=False, error=broken()))
+    fake = UpstreamDouble(sse_answer([{"n": 1}, b"data: x\n\n"], done=False, error=broken()))
     response = await fake.send(headers=HEADERS, body=b"{}")
     assert response.is_event_stream
     received = []
@@ -48,14 +48,14 @@ async def test_chunks_then_the_scripted_break() -> None:
 
 
 async def test_a_whole_body_can_break_too() -> None:
-    fake = FakeUpstream(Answer(body=b"{", error=broken()))
+    fake = UpstreamDouble(Answer(body=b"{", error=broken()))
     response = await fake.send(headers=HEADERS, body=b"{}")
     with pytest.raises(UpstreamError):
         await response.read()
 
 
 async def test_reading_after_close_is_a_test_failure() -> None:
-    fake = FakeUpstream(json_answer({}))
+    fake = UpstreamDouble(json_answer({}))
     response = await fake.send(headers=HEADERS, body=b"{}")
     response.close()
     with pytest.raises(AssertionError):
@@ -64,7 +64,7 @@ async def test_reading_after_close_is_a_test_failure() -> None:
 
 async def test_a_scripted_error_is_raised_by_the_call() -> None:
     error = broken("unreachable")
-    fake = FakeUpstream(error)
+    fake = UpstreamDouble(error)
     stats = RequestStats()
     with pytest.raises(UpstreamError) as caught:
         await fake.send(headers=HEADERS, body=b"{}", timer=stats)
@@ -74,7 +74,7 @@ async def test_a_scripted_error_is_raised_by_the_call() -> None:
 
 
 async def test_a_handler_answers_every_call() -> None:
-    fake = FakeUpstream(handler=lambda call: json_answer(call.body or b"empty"))
+    fake = UpstreamDouble(handler=lambda call: json_answer(call.body or b"empty"))
     for body in (b'{"a": 1}', b'{"b": 2}'):
         response = await fake.send(headers=HEADERS, body=body)
         assert await response.read() == body
@@ -82,6 +82,6 @@ async def test_a_handler_answers_every_call() -> None:
 
 
 async def test_running_out_of_script_fails_the_test() -> None:
-    fake = FakeUpstream()
+    fake = UpstreamDouble()
     with pytest.raises(AssertionError, match="no answer scripted"):
         await fake.send(headers=HEADERS, body=b"{}")

@@ -1,7 +1,7 @@
 """An in-memory `Upstream` for unit tests (no sockets), in the spirit of httpx's MockTransport.
 
-    upstream = FakeUpstream(sse_answer([chunk(content="Hi")]), json_answer({"id": "x"}))
-    upstream = FakeUpstream(handler=lambda call: json_answer(call.json()))
+    upstream = UpstreamDouble(sse_answer([chunk(content="Hi")]), json_answer({"id": "x"}))
+    upstream = UpstreamDouble(handler=lambda call: json_answer(call.json()))
 
 Every call is recorded (`calls`), every response handed out is kept (`responses`, to check that
 it was closed). An `Answer` is a whole body or a list of chunks (each one transport chunk), and
@@ -95,7 +95,7 @@ def sse_answer(
     return Answer(status, {**EVENT_STREAM, **(headers or {})}, chunks=chunks, error=error)
 
 
-class FakeResponse(UpstreamResponse):
+class ResponseDouble(UpstreamResponse):
     def __init__(self, answer: Answer) -> None:
         self._answer = answer
         self._headers = CIMultiDictProxy(CIMultiDict(answer.headers))
@@ -132,7 +132,7 @@ class FakeResponse(UpstreamResponse):
 
 
 class _Chunks:
-    def __init__(self, response: FakeResponse, chunks: Sequence[bytes]) -> None:
+    def __init__(self, response: ResponseDouble, chunks: Sequence[bytes]) -> None:
         self._response = response
         self._pending = deque(chunks)
 
@@ -150,7 +150,7 @@ class _Chunks:
         raise StopAsyncIteration
 
 
-class FakeUpstream:
+class UpstreamDouble:
     """Answers from `script` in order, or from `handler`; records calls and responses."""
 
     def __init__(
@@ -165,7 +165,7 @@ class FakeUpstream:
         self.api_key_header = native_format == "anthropic_messages"
         self.settings = UpstreamSettings(name=name, base_url="http://upstream.invalid/v1")
         self.calls: list[Call] = []
-        self.responses: list[FakeResponse] = []
+        self.responses: list[ResponseDouble] = []
         self._script = deque(script)
         self._handler = handler
 
@@ -188,7 +188,7 @@ class FakeUpstream:
             raise scripted
         if timer is not None:
             timer.upstream_answered(self.name, sent)
-        response = FakeResponse(scripted)
+        response = ResponseDouble(scripted)
         self.responses.append(response)
         return response
 

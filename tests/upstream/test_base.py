@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
-from upstream_double import Answer, FakeUpstream
+from upstream_double import Answer, UpstreamDouble
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.upstream.base import (
@@ -107,12 +107,12 @@ def test_upstream_read_error_does_not_leak_the_exception_text() -> None:
 
 async def test_read_at_most_stops_reading_soon_after_the_limit() -> None:
     chunks = [bytes(1000)] * 50
-    upstream = FakeUpstream(Answer(chunks=chunks))
+    upstream = UpstreamDouble(Answer(chunks=chunks))
     answer = await upstream.open("GET", "/x", headers=CIMultiDict(), body=None)
     head = await read_at_most(answer, 2500)
     assert len(head) == 3000  # a little over the limit: the caller sees it is too long
     assert len(upstream.responses[0].delivered) == 3  # and the rest was never read
-    answer = await FakeUpstream(Answer(chunks=chunks)).open(
+    answer = await UpstreamDouble(Answer(chunks=chunks)).open(
         "GET", "/x", headers=CIMultiDict(), body=None
     )
     assert await read_at_most(answer, 50_000) == bytes(50_000)

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from multidict import CIMultiDict
-from upstream_double import Answer, FakeUpstream, broken, json_answer
+from upstream_double import Answer, UpstreamDouble, broken, json_answer
 
 from proxy.upstream.base import CallTimer, UpstreamResponse
 from proxy.upstream.windows import MAX_PROBE_BYTES, KnownWindow, ModelWindows
@@ -37,7 +37,7 @@ async def ask(windows: ModelWindows, upstream: Any, model: str) -> KnownWindow |
 
 
 async def test_vllm_listing_gives_max_model_len() -> None:
-    upstream = FakeUpstream(json_answer(VLLM), NOT_FOUND)
+    upstream = UpstreamDouble(json_answer(VLLM), NOT_FOUND)
     windows = ModelWindows()
     assert await ask(windows, upstream, "qwen") == KnownWindow(32768, stated=False)
     listing, props = upstream.calls
@@ -51,19 +51,19 @@ async def test_vllm_listing_gives_max_model_len() -> None:
 
 
 async def test_llama_cpp_props_at_the_server_root_give_n_ctx() -> None:
-    upstream = FakeUpstream(json_answer({"data": [{"id": "x.gguf"}]}), json_answer(LLAMA_PROPS))
+    upstream = UpstreamDouble(json_answer({"data": [{"id": "x.gguf"}]}), json_answer(LLAMA_PROPS))
     windows = ModelWindows()
     assert await ask(windows, upstream, "local") == KnownWindow(4096, stated=False)
     assert await ask(windows, upstream, "any-name") == KnownWindow(4096, stated=False)
     assert [(c.path, c.at_root) for c in upstream.calls] == [("/models", False), ("/props", True)]
-    older = FakeUpstream(NOT_FOUND, json_answer({"n_ctx": 2048}))
+    older = UpstreamDouble(NOT_FOUND, json_answer({"n_ctx": 2048}))
     assert await ask(ModelWindows(), older, "local") == KnownWindow(2048, stated=False)
 
 
 async def test_nothing_learned_is_remembered_until_the_ttl_passes() -> None:
     clock = Clock()
     windows = ModelWindows(ttl_s=60, clock=clock)
-    upstream = FakeUpstream(
+    upstream = UpstreamDouble(
         NOT_FOUND, Answer(200, body=b"not json"), broken(), broken(), json_answer(VLLM), NOT_FOUND
     )
     assert await ask(windows, upstream, "qwen") is None
@@ -76,7 +76,7 @@ async def test_nothing_learned_is_remembered_until_the_ttl_passes() -> None:
     assert await ask(windows, upstream, "qwen") == KnownWindow(32768, stated=False)
 
 
-class SlowUpstream(FakeUpstream):
+class SlowUpstream(UpstreamDouble):
     """Answers after `delay` seconds (a stuck upstream when large)."""
 
     def __init__(self, delay: float, *script: Any) -> None:
@@ -100,7 +100,7 @@ class SlowUpstream(FakeUpstream):
         )
 
 
-class StuckUpstream(FakeUpstream):
+class StuckUpstream(UpstreamDouble):
     """Never answers: each call waits until it is cancelled."""
 
     def __init__(self) -> None:
@@ -135,7 +135,7 @@ async def test_concurrent_requests_share_one_probe() -> None:
 
 async def test_a_stated_window_wins_and_entries_are_bounded() -> None:
     windows = ModelWindows(max_entries=2)
-    upstream = FakeUpstream(json_answer(VLLM), NOT_FOUND)
+    upstream = UpstreamDouble(json_answer(VLLM), NOT_FOUND)
     await ask(windows, upstream, "qwen")
     windows.record_stated("fake", "qwen", 16000)
     assert windows.known("fake", "qwen") == KnownWindow(16000, stated=True)
@@ -147,14 +147,14 @@ async def test_a_stated_window_wins_and_entries_are_bounded() -> None:
 
 
 async def test_without_asking_only_what_is_known_is_told() -> None:
-    upstream = FakeUpstream()  # nothing scripted: any call would fail the test
+    upstream = UpstreamDouble()  # nothing scripted: any call would fail the test
     request_windows = ModelWindows().for_request(upstream, HEADERS)
     assert await request_windows.window("qwen", ask=False) is None
     assert await request_windows.window("", ask=True) is None
     assert upstream.calls == []
 
 
-class FailingUpstream(FakeUpstream):
+class FailingUpstream(UpstreamDouble):
     """Raises what no upstream should (a bug in an upstream kind)."""
 
     async def open(self, *args: Any, **kwargs: Any) -> UpstreamResponse:
@@ -169,7 +169,7 @@ async def test_a_listing_over_its_cap_is_not_read_to_its_end() -> None:
     """The bytes of a listing (decoded from whatever coding the upstream used) stop being read
     once past `MAX_PROBE_BYTES`: a bomb never makes the proxy read all of it."""
     chunks = [b" " * 65536] * (4 * MAX_PROBE_BYTES // 65536)
-    upstream = FakeUpstream(Answer(chunks=chunks), NOT_FOUND)
+    upstream = UpstreamDouble(Answer(chunks=chunks), NOT_FOUND)
     assert await ask(ModelWindows(), upstream, "qwen") is None
     delivered = upstream.responses[0].delivered
     assert MAX_PROBE_BYTES < sum(map(len, delivered)) <= MAX_PROBE_BYTES + 65536
