@@ -43,6 +43,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from proxy.artifacts.leases import Leases
+from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
 from proxy.artifacts.redis_ratios import RedisCountRatios
 from proxy.artifacts.store import (
     Artifact,
@@ -58,21 +59,6 @@ _ZLIB = b"\x01"
 _THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
 _FAILURES = (RedisError, OSError, asyncio.TimeoutError)
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
-
-
-def eviction_policy_warning(policy: str) -> str | None:
-    """The start-up warning for Redis' `maxmemory-policy`, or None when it is safe.
-
-    Only `noeviction` is: `allkeys-*` evicts any key, and `volatile-*` evicts keys with a TTL,
-    which every artifact has. Either can drop an artifact a prompt still names, whatever the
-    scope; under `noeviction` a full Redis refuses writes instead, and the content stays inline.
-    """
-    if policy == "noeviction":
-        return None
-    return (
-        f"Redis maxmemory-policy is {policy}: when Redis is full it evicts artifacts that "
-        "prompts still reference (any tenant's); set maxmemory-policy noeviction"
-    )
 
 
 def encode_value(item: NewArtifact, created_at: float, compress_over: int) -> bytes:
@@ -190,15 +176,19 @@ class RedisStore(_Ids):
         )
 
     async def check_eviction_policy(self) -> None:
-        """Log one warning line when Redis' eviction policy can drop live artifacts (start-up;
-        an unreachable Redis or a hidden INFO is left to the usual health reporting)."""
+        """Log a warning line when Redis' eviction policy can drop live artifacts, and one when
+        Redis has no memory bound (start-up; an unreachable Redis or a hidden INFO is left to
+        the usual health reporting)."""
         try:
             info = await self._redis.info("memory")
         except (*_FAILURES, TypeError) as exc:
             self._log.debug("maxmemory-policy not checked: %s", type(exc).__name__)
             return
-        warning = eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction")))
-        if warning is not None:
+        warnings = [
+            eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction"))),
+            memory_bound_warning(info.get("maxmemory")),  # absent (hidden): not warned
+        ]
+        for warning in filter(None, warnings):
             self._log.warning("artifact store at %s: %s", self._where, warning)
 
     async def put_many(

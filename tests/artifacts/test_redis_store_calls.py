@@ -19,7 +19,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from shared_redis import delete_prefix, require_shared_redis, scope_keys, unique_prefix
 
-from proxy.artifacts.redis_store import RedisStore, encode_value, eviction_policy_warning
+from proxy.artifacts.redis_checks import eviction_policy_warning
+from proxy.artifacts.redis_store import RedisStore, encode_value
 from proxy.artifacts.store import NewArtifact, StoreUnavailable
 
 SECRET = b"test-secret-0123456789abcdef0123"
@@ -179,7 +180,18 @@ def test_the_eviction_policy_warning_word_for_word() -> None:
                 )
             ],
         ),
-        ({"maxmemory": 0}, []),  # no policy in INFO (a managed Redis may hide it): none assumed
+        ({"maxmemory": 1 << 30}, []),  # no policy in INFO: none assumed
+        (
+            {"maxmemory": 0, "maxmemory_policy": "noeviction"},
+            [
+                (
+                    logging.WARNING,
+                    "artifact store at 127.0.0.1:1: Redis has no maxmemory: artifacts grow until "
+                    "the host runs out of memory; set maxmemory (with maxmemory-policy "
+                    "noeviction) sized for the artifacts' TTL",
+                )
+            ],
+        ),
         (OSError("down"), [(logging.DEBUG, "maxmemory-policy not checked: OSError")]),
     ],
 )

@@ -14,7 +14,8 @@ import redis.asyncio
 from artifacts_harness import keyed
 from shared_redis import REDIS_URL, delete_prefix, require_shared_redis, unique_prefix
 
-from proxy.artifacts.redis_store import RedisStore, eviction_policy_warning
+from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
+from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import ArtifactStore, MemoryStore, NewArtifact
 
 SECRET = b"test-secret-0123456789abcdef0123"
@@ -215,7 +216,15 @@ async def test_redis_start_up_check_is_quiet_on_noeviction_and_on_failure(
         monkeypatch.setattr(redis_store.client, "info", broken)
         await redis_store.check_eviction_policy()
     client = redis.asyncio.Redis.from_url(REDIS_URL)
-    policy = (await client.info("memory"))["maxmemory_policy"]
+    memory = await client.info("memory")
     await client.aclose()
-    expected = 0 if policy == "noeviction" else 1
+    expected = (memory["maxmemory_policy"] != "noeviction") + (int(memory["maxmemory"]) == 0)
     assert len([r for r in caplog.records if r.name == "ctxproxy.artifacts"]) == expected
+
+
+@pytest.mark.parametrize(("maxmemory", "warned"), [(0, True), ("0", True), (1 << 30, False)])
+def test_a_redis_without_a_memory_bound_is_warned(maxmemory: object, warned: bool) -> None:
+    warning = memory_bound_warning(maxmemory)
+    assert (warning is not None) == warned
+    if warning is not None:
+        assert "maxmemory" in warning and "\n" not in warning
