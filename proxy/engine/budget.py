@@ -65,6 +65,14 @@ class BudgetPolicy(StrictModel):
         validate_default=True,  # `trigger: 0.5` alone must fail against the default target
     )
 
+    count_ratio: Literal["auto"] | Annotated[float, Field(ge=0.25, le=4)] = Field(
+        default="auto",
+        description="Upstream tokens per token the proxy counts, which scales the window into "
+        "the proxy's counts: `auto` learns it from the `usage` the upstream reports (per "
+        "upstream and model: the requester's own answers once it has 3, else what at least 3 "
+        "other credentials agree on, else 1); a number pins it for this policy (put it under "
+        "`models:` for one model); 1 turns calibration off.",
+    )
     growth_turns: Annotated[int, Field(ge=0, le=100)] = Field(
         default=6,
         description="When the input must be reduced, leave room for this many turns of the "
@@ -226,8 +234,10 @@ class RatioReader(Protocol):
 def count_ratio_for(
     policy: BudgetPolicy, ratios: RatioReader, key: CalibrationKey, contributor: str
 ) -> AppliedRatio:
-    """The ratio a request applies: the one learned for its upstream and model (its own
-    contributor's, or the agreed one)."""
+    """The ratio a request applies: the policy's pinned `count_ratio`, else the one learned for
+    its upstream and model (its own contributor's, or the agreed one)."""
+    if policy.count_ratio != "auto":
+        return AppliedRatio(policy.count_ratio, RatioSource.pinned)
     return ratios.applied(key, contributor)
 
 
@@ -271,6 +281,8 @@ def _ratio_note(budget: Budget) -> str | None:
     ratio = budget.count_ratio
     if ratio == 1.0:
         return None
+    if budget.count_ratio_source is RatioSource.pinned:
+        return f"budget scaled by the count ratio {ratio:.3f} pinned by the policy's budget"
     where = _RATIO_SOURCES.get(budget.count_ratio_source, "")
     return (
         f"budget scaled by the upstream's count ratio {ratio:.3f} "

@@ -1,5 +1,5 @@
 """Preparer: the count ratio a request applies is the one learned for its upstream and its
-contributor (or agreed by others)."""
+contributor (or agreed by others), unless its policy pins one."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
 from multidict import CIMultiDict
 from pipeline_harness import TENANT, client_bytes, make_harness, write_policy
 from shared_tokens import shared_counters
@@ -62,3 +63,27 @@ async def test_a_request_applies_the_ratio_of_its_own_upstream_and_contributor(
         m = await manifest(tmp_path, calibration, tenant, upstream)
         assert (m.count_ratio, m.count_ratio_source, m.allowance) == (1.0, "none", ALLOWANCE)
         assert m.note_codes in ([], [NoteCode.no_credential])
+
+
+async def test_a_pinned_count_ratio_applies_whatever_was_learned(tmp_path: Path) -> None:
+    write_policy(
+        tmp_path,
+        "extends: default\nbudget: {count_ratio: 1.25}\n"
+        'models:\n  "gpt-4o*": {budget: {count_ratio: 1}}\n',
+    )
+    m = await manifest(tmp_path, learned(1.1))
+    assert (m.count_ratio, m.count_ratio_source) == (1.25, "pinned")
+    assert m.allowance == int(ALLOWANCE / 1.25)
+    assert m.notes == ["budget scaled by the count ratio 1.250 pinned by the policy's budget"]
+    body = {**BODY, "model": "gpt-4o"}
+    calibration = CountCalibration(RatioRule(min_samples=1))
+    calibration.observe(CalibrationKey("fake", "gpt-4o"), TENANT.contributor, 1000, 1500)
+    m = await manifest(tmp_path, calibration, body=body)
+    assert (m.count_ratio, m.count_ratio_source, m.note_codes) == (1.0, "pinned", [])
+
+
+@pytest.mark.parametrize("pin", ["0", "5", "off", "-1", ".nan"])
+async def test_a_pin_outside_0_25_to_4_is_refused(tmp_path: Path, pin: str) -> None:
+    write_policy(tmp_path, f"extends: default\nbudget: {{count_ratio: {pin}}}\n")
+    with pytest.raises(Exception, match="count_ratio"):
+        make_harness(tmp_path, shared_counters())
