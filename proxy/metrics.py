@@ -3,8 +3,9 @@
 Every metric lives in the app's own `CollectorRegistry` (no module-level state, no global default
 registry), so several apps in one process (the tests) never share counters. Labels are kept
 low-cardinality: route *patterns* (`/v1/{tail}`), tenant and policy *names* (never keys or key
-hashes), closed sets of steps, reasons and outcomes, and the models an upstream answered with a
-usage (`ctxproxy_count_ratio`, bounded by `tokens.calibration.MAX_MODELS`).
+hashes), closed sets of steps, reasons and outcomes, and the upstream (configured) names with
+the models they answered with a usage (`ctxproxy_count_ratio`, bounded by
+`tokens.calibration.MAX_KEYS`; never a contributor).
 
 Per-request facts are collected in one `proxy.stats.RequestStats` that the edge middleware creates
 and reads back when the response is done; it feeds both the request metrics and the access log
@@ -26,7 +27,8 @@ from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
 from proxy.synthetic.base import CallStatus
-from proxy.tokens.calibration import ModelCalibration
+from proxy.tokens.calibration import KeySnapshot
+from proxy.tokens.calibration_rule import CalibrationKey, RatioSource
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -63,32 +65,45 @@ _READ_OUTCOMES = frozenset(
 """The statuses a synthetic read is counted under by name; the budget refusals count as `error`."""
 
 
+_RATIO_SOURCES = frozenset(source.value for source in RatioSource)
+
+
 def _read_label(status: CallStatus) -> str:
     return status.value if status in _READ_OUTCOMES else "error"
 
 
 class _CountRatios(Collector):
-    """The count ratio of each calibrated model, read at scrape time. Only models an upstream
-    answered with `usage` (so models it serves, at most `calibration.MAX_MODELS`) are labels."""
+    """The agreed count ratio of each calibrated upstream and model, read at scrape time. Only
+    upstreams of the config and models one answered with `usage` (at most
+    `calibration.MAX_KEYS` pairs) are labels; contributors never are."""
 
     def __init__(self) -> None:
-        self.source: Callable[[], dict[str, ModelCalibration]] = dict
+        self.source: Callable[[], dict[CalibrationKey, KeySnapshot]] = dict
 
     def collect(self) -> Iterator[Metric]:
+        labels = ["upstream", "model"]
         ratios = GaugeMetricFamily(
             "ctxproxy_count_ratio",
-            "Upstream prompt tokens per token counted by the proxy (running average), by model.",
-            labels=["model"],
+            "Upstream prompt tokens per token counted by the proxy, as the calibrated "
+            "credentials agree (what a request without its own ratio applies).",
+            labels=labels,
+        )
+        contributors = GaugeMetricFamily(
+            "ctxproxy_count_ratio_contributors",
+            "Credentials (or keys-mode tenants) with a calibrated count ratio of their own.",
+            labels=labels,
         )
         samples = CounterMetricFamily(
             "ctxproxy_count_ratio_samples",
-            "Answers whose usage calibrated the count ratio, by model.",
-            labels=["model"],
+            "Answers whose usage calibrated a count ratio.",
+            labels=labels,
         )
-        for model, calibration in sorted(self.source().items()):
-            ratios.add_metric([model], calibration.ratio)
-            samples.add_metric([model], calibration.samples)
+        for (upstream, model), state in sorted(self.source().items()):
+            ratios.add_metric([upstream, model], state.agreed)
+            contributors.add_metric([upstream, model], state.contributors)
+            samples.add_metric([upstream, model], state.samples)
         yield ratios
+        yield contributors
         yield samples
 
 
@@ -208,6 +223,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.count_ratios_applied = Counter(
+            "ctxproxy_count_ratio_applied",
+            "Chat completions prepared, by where their count ratio came from (own, agreed, "
+            "none, pinned).",
+            ["source"],
+            registry=r,
+        )
 
     def _upstream_metrics(self, r: CollectorRegistry) -> None:
         """What upstreams report (cached tokens) and what the summarizer cost."""
@@ -270,7 +292,9 @@ class Metrics:
         """Where `ctxproxy_policy_reload_failed` reads whether the last reload failed."""
         self._policy_reload.source = failed
 
-    def watch_calibration(self, snapshot: Callable[[], dict[str, ModelCalibration]]) -> None:
+    def watch_calibration(
+        self, snapshot: Callable[[], dict[CalibrationKey, KeySnapshot]]
+    ) -> None:
         """Where `ctxproxy_count_ratio` reads the calibrated models (`CountCalibration`)."""
         self._count_ratios.source = snapshot
 
@@ -299,6 +323,8 @@ class Metrics:
             return  # mode: off counts nothing
         self._child(self.tokens_before, manifest.policy).observe(manifest.tokens_before)
         self._child(self.tokens_after, manifest.policy).observe(manifest.tokens_after)
+        if manifest.count_ratio_source in _RATIO_SOURCES:
+            self._child(self.count_ratios_applied, manifest.count_ratio_source).inc()
         for action in manifest.actions:
             self._child(self.actions, action.step).inc()
             self._child(self.tokens_freed, action.step).inc(max(0, action.tokens_freed))

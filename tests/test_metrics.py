@@ -6,6 +6,7 @@ import socket
 from typing import Any
 
 import prometheus_client
+import pytest
 from artifacts_harness import keyed
 from prometheus_client.parser import text_string_to_metric_families
 from synthetic_harness import call_tool
@@ -19,6 +20,8 @@ from proxy.stats import RequestStats
 from proxy.synthetic.base import CallStatus
 from proxy.synthetic.read import READ_TOOL
 from proxy.synthetic.search import SEARCH_TOOL
+from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import CalibrationKey, RatioRule
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -219,3 +222,24 @@ def test_summaries_by_outcome_with_the_summarizers_time_and_tokens() -> None:
     assert value(metrics, "ctxproxy_summarizer_seconds_sum") == 0.25
     assert value(metrics, "ctxproxy_summarizer_tokens_total", kind="prompt") == 900
     assert value(metrics, "ctxproxy_summarizer_tokens_total", kind="completion") == 60
+
+
+def test_count_ratios_are_labelled_by_upstream_and_model_and_applied_ones_by_source() -> None:
+    metrics = Metrics()
+    calibration = CountCalibration(RatioRule(min_samples=1))
+    metrics.watch_calibration(calibration.snapshot)
+    for who in ("contributor-1", "contributor-2", "contributor-3"):
+        calibration.observe(CalibrationKey("local", "qwen"), who, 1000, 1100)
+    calibration.observe(CalibrationKey("local", "other"), "contributor-1", 100, 110)  # too small
+    found = {k: v for k, v in samples(metrics).items() if k[0].startswith("ctxproxy_count_ratio")}
+    labels = frozenset({("upstream", "local"), ("model", "qwen")})
+    assert found == {
+        ("ctxproxy_count_ratio", labels): pytest.approx(1.1),  # agreed by three
+        ("ctxproxy_count_ratio_contributors", labels): 3,
+        ("ctxproxy_count_ratio_samples_total", labels): 3,
+    }
+    for source in ("own", "own", "pinned", "made-up"):
+        metrics.record_preparation(manifest(count_ratio_source=source))
+    assert value(metrics, "ctxproxy_count_ratio_applied_total", source="own") == 2
+    assert value(metrics, "ctxproxy_count_ratio_applied_total", source="pinned") == 1
+    assert value(metrics, "ctxproxy_count_ratio_applied_total", source="made-up") == 0

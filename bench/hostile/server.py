@@ -78,10 +78,10 @@ def scan_log(log: Path, log_lines: collections.Counter[str]) -> None:
             log_lines["ERROR: " + line.split(" ERROR ", 1)[1][:90]] += 1
 
 
-def delete_prefix(prefix: str) -> int:
+def delete_prefix(prefix: str, url: str = "redis://127.0.0.1:6379/0") -> int:
     import redis
 
-    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url)
     keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
     for start in range(0, len(keys), 500):
         client.delete(*keys[start : start + 500])

@@ -113,6 +113,7 @@ class CompletionDriver:
             search_worker=self.search_worker,
             prepare_again=None if held else exchange.prepare_again,
             calibration=self.calibration,
+            contributor=request.requester.contributor,
             refit=exchange.refit,
         )
         return await run_completion(context, prepared)

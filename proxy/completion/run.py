@@ -39,6 +39,7 @@ from proxy.settings import MAX_PARSED_RESPONSE_BYTES
 from proxy.stats import RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
@@ -73,6 +74,8 @@ class CompletionContext:
     """Prepares the request against the window an upstream's overflow error stated (one retry)."""
     calibration: CountCalibration | None = None
     """Fed with the prompt tokens the upstream reports in a whole JSON answer (not streams)."""
+    contributor: str = ""
+    """Whose samples those are (`Requester.contributor`; "": nobody's, nothing learned)."""
 
 
 async def run_completion(context: CompletionContext, prepared: Prepared) -> Reply:
@@ -233,7 +236,8 @@ def _observe_usage(
         return
     wire = context.wire
     reported = wire.prompt_tokens(wire.answer_usage(payload))
-    context.calibration.observe(manifest.model, manifest.tokens_after, reported)
+    key = CalibrationKey(context.upstream.name, manifest.model)
+    context.calibration.observe(key, context.contributor, manifest.tokens_after, reported)
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from proxy.engine.config_base import StrictModel
 from proxy.engine.manifest import Manifest, NoteCode
+from proxy.tokens.calibration_rule import NO_RATIO, AppliedRatio, CalibrationKey, RatioSource
 
 FractionOrTokens = Annotated[float, Field(gt=0)]
 
@@ -64,6 +65,14 @@ class BudgetPolicy(StrictModel):
         validate_default=True,  # `trigger: 0.5` alone must fail against the default target
     )
 
+    count_ratio: Literal["auto"] | Annotated[float, Field(ge=0.25, le=4)] = Field(
+        default="auto",
+        description="Upstream tokens per token the proxy counts, which scales the window into "
+        "the proxy's counts: `auto` learns it from the `usage` the upstream reports (per "
+        "upstream and model: the requester's own answers once it has 3, else what at least 3 "
+        "other credentials agree on, else 1); a number pins it for this policy (put it under "
+        "`models:` for one model); 1 turns calibration off.",
+    )
     growth_turns: Annotated[int, Field(ge=0, le=100)] = Field(
         default=6,
         description="When the input must be reduced, leave room for this many turns of the "
@@ -135,6 +144,7 @@ class Budget:
     count_ratio: float = 1.0
     """Upstream tokens per counted token (calibration); allowance, trigger, target and limit are
     in the proxy's own counts, i.e. the upstream's numbers divided by it."""
+    count_ratio_source: RatioSource = RatioSource.none
 
 
 def choose_window(
@@ -174,10 +184,13 @@ def compute_budget(
     models: ModelLookup,
     learned: LearnedWindow | None = None,
     count_ratio: float = 1.0,
+    *,
+    ratio_source: RatioSource = RatioSource.none,
 ) -> Budget:
     """The budget for a request for `model` that asks for at most `requested_output` tokens
     (its explicit output limit, if any); `learned` is what the upstream told of its window;
-    `count_ratio` how many tokens the upstream counts per token the proxy counts."""
+    `count_ratio` how many tokens the upstream counts per token the proxy counts (learned from
+    `ratio_source`)."""
     window, source = choose_window(policy, model, models, learned)
     reserved = policy.reserved_output
     if reserved == "auto":
@@ -198,7 +211,40 @@ def compute_budget(
         allowance, trigger, target, limit = (
             int(n / count_ratio) for n in (allowance, trigger, target, limit)
         )
-    return Budget(window, reserved, margin, allowance, trigger, target, limit, source, count_ratio)
+    return Budget(
+        window, reserved, margin, allowance, trigger, target, limit, source, count_ratio,
+        ratio_source,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What the proxy learned of a request's upstream: the model's window, the count ratio."""
+
+    window: LearnedWindow | None = None
+    ratio: AppliedRatio = NO_RATIO
+
+
+class RatioReader(Protocol):
+    """The learned count ratios (`tokens.calibration.CountCalibration`)."""
+
+    def applied(self, key: CalibrationKey, contributor: str) -> AppliedRatio: ...
+
+
+def count_ratio_for(
+    policy: BudgetPolicy, ratios: RatioReader, key: CalibrationKey, contributor: str
+) -> AppliedRatio:
+    """The ratio a request applies: the policy's pinned `count_ratio`, else the one learned for
+    its upstream and model (its own contributor's, or the agreed one)."""
+    if policy.count_ratio != "auto":
+        return AppliedRatio(policy.count_ratio, RatioSource.pinned)
+    return ratios.applied(key, contributor)
+
+
+_RATIO_SOURCES = {
+    RatioSource.own: ", from this credential's own answers",
+    RatioSource.agreed: ", as other credentials agree",
+}
 
 
 _WINDOW_NOTES = {
@@ -221,14 +267,24 @@ def note_budget(manifest: Manifest, budget: Budget) -> None:
     if window_note is not None:
         code, text = window_note
         manifest.note(code, text.format(budget.context_window))
-    if budget.count_ratio != 1.0:
-        manifest.note(
-            NoteCode.counts_calibrated,
-            f"budget scaled by the upstream's count ratio {budget.count_ratio:.3f} "
-            "(usage.prompt_tokens over the proxy's counts)",
-        )
+    ratio_note = _ratio_note(budget)
+    if ratio_note is not None:
+        manifest.note(NoteCode.counts_calibrated, ratio_note)
     if manifest.counting_method == "estimate":
         manifest.note(
             NoteCode.estimated_tokens,
             "tokens estimated (no tokenizer for this model): counts are approximate",
         )
+
+
+def _ratio_note(budget: Budget) -> str | None:
+    ratio = budget.count_ratio
+    if ratio == 1.0:
+        return None
+    if budget.count_ratio_source is RatioSource.pinned:
+        return f"budget scaled by the count ratio {ratio:.3f} pinned by the policy's budget"
+    where = _RATIO_SOURCES.get(budget.count_ratio_source, "")
+    return (
+        f"budget scaled by the upstream's count ratio {ratio:.3f} "
+        f"(usage.prompt_tokens over the proxy's counts{where})"
+    )

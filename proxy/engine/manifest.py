@@ -114,6 +114,9 @@ class Manifest:
     count_ratio: float = 1.0
     """Upstream tokens per counted token (`tokens.calibration`); allowance, trigger, target and
     refusal limit are in counted tokens (the window's tokens divided by it)."""
+    count_ratio_source: str = "none"
+    """Where `count_ratio` came from (`tokens.calibration_rule.RatioSource`): own (the
+    requester's answers), agreed (other credentials'), none, or pinned (the policy)."""
     trigger: int = 0
     target: int = 0
     tokens_before: int = 0

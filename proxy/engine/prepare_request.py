@@ -6,11 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.engine.budget import Budget, LearnedWindow
-from proxy.engine.manifest import Manifest, Outcome, Prepared, SyntheticTools
+from proxy.engine.budget import (
+    Budget,
+    BudgetPolicy,
+    Learned,
+    LearnedWindow,
+    RatioReader,
+    count_ratio_for,
+)
+from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
+from proxy.engine.refusal import refusal
 from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.wire import WireFormat
+from proxy.errors import ProxyError
+from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.tokens.counters import TokenCounter
 
 
@@ -28,14 +38,43 @@ class Requester(Protocol):
         """True for a request that presented no credential: nothing is stored for it."""
         ...
 
+    @property
+    def contributor(self) -> str:
+        """Whose samples the count calibration learns (`tokens.calibration_rule.contributor_id`
+        of the scope without its session); "" for a request without a credential."""
+        ...
+
 
 class UpstreamWindows(Protocol):
     """What the request's upstream said of its models' windows (`upstream.windows`)."""
+
+    @property
+    def upstream_name(self) -> str:
+        """The upstream's configured name (what its count ratios are learned under)."""
+        ...
 
     async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
         """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
         is known yet (the model map does not know the model)."""
         ...
+
+
+async def upstream_learned(
+    windows: UpstreamWindows | None,
+    model: str,
+    unknown: bool,
+    budget: BudgetPolicy,
+    ratios: RatioReader,
+    contributor: str,
+) -> Learned:
+    """What a request's upstream told of the model's window (asked when the model is `unknown`
+    to the model map) and the count ratio the request applies (`budget.count_ratio_for`, read
+    from memory: call it on the loop)."""
+    window, upstream = None, ""
+    if windows is not None:
+        window, upstream = await windows.window(model, ask=unknown), windows.upstream_name
+    key = CalibrationKey(upstream, model)
+    return Learned(window, count_ratio_for(budget, ratios, key, contributor))
 
 
 class PolicyResolver(Protocol):
@@ -77,6 +116,14 @@ class PreparingRequest:
         self.manifest.tokens_after = self.manifest.tokens_before
         tools = self.carried_tools()
         return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
+
+    def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
+        """The refusal of this request at `final` tokens, `protected` of them untouchable."""
+        anonymous = NoteCode.no_credential in self.manifest.note_codes
+        return refusal(
+            self.budget, self.policy, self.wire.items_param, final, protected,
+            store_failed=store_failed, no_credential=anonymous,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

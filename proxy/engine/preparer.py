@@ -12,7 +12,7 @@ from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
-from proxy.engine.budget import LearnedWindow, compute_budget, note_budget
+from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
 from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
@@ -24,6 +24,7 @@ from proxy.engine.prepare_request import (
     PreparingRequest,
     Requester,
     UpstreamWindows,
+    upstream_learned,
 )
 from proxy.engine.reducer import (
     Plan,
@@ -34,7 +35,6 @@ from proxy.engine.reducer import (
     relaxed_policy,
     store_and_apply,
 )
-from proxy.engine.refusal import refusal
 from proxy.engine.step_api import StepServices
 from proxy.engine.steps.summarize.background import Background, Observer
 from proxy.engine.steps.summarize.summarizer import Summarizer
@@ -54,7 +54,7 @@ from proxy.engine.working_set import (
     working_set_notes,
     working_set_place,
 )
-from proxy.errors import ProxyError, RefusalReason
+from proxy.errors import RefusalReason
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
@@ -69,7 +69,7 @@ class Preparer:
         counters: TokenCounters,
         catalog: ModelCatalog,
         store: ArtifactStore,
-        calibration: CountCalibration | None = None,
+        calibration: RatioReader | None = None,
         offload_bytes: int = OFFLOAD_BYTES,
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
@@ -112,10 +112,10 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL
-        learned = None
-        if windows is not None:
-            unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
-            learned = await windows.window(model, ask=unknown)
+        unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
+        learned = await upstream_learned(
+            windows, model, unknown, policy.budget, self._calibration, tenant.contributor
+        )
         args = (body, raw, wire, policy, manifest, learned, tenant)
         own = self._store_for(tenant, manifest) if policy.reduces else self._store
         if len(raw) < self._offload_bytes and len(wire.items(body)) < self._offload_items:
@@ -158,7 +158,7 @@ class Preparer:
         wire: WireFormat,
         policy: Policy,
         manifest: Manifest,
-        learned: LearnedWindow | None,
+        learned: Learned,
         tenant: Requester,
         summarizer: Summarizer | None,
         store: ArtifactStore,
@@ -226,7 +226,7 @@ class Preparer:
         if policy.mode == "reject":
             if request.tokens <= request.budget.limit:
                 return request.unchanged(Outcome.within_allowance)
-            raise _refusal(request, request.tokens, request.tokens)
+            raise request.refusal(request.tokens, request.tokens)
         assert conversation is not None  # a reducing mode parses whenever it reduces
         prepared = await self._reduce(request, conversation, tenant, store, call)
         if not over and not prepared.changed:
@@ -240,14 +240,15 @@ class Preparer:
         raw: bytes,
         policy: Policy,
         manifest: Manifest,
-        learned: LearnedWindow | None,
+        learned: Learned,
     ) -> PreparingRequest:
         messages = wire.items(body)
         counter = self._counters.for_model(manifest.model, policy.counting.tokenizer)
-        ratio = self._calibration.ratio(manifest.model)
+        output, ratio = wire.output_limit(body), learned.ratio
         budget = compute_budget(
-            policy.budget, manifest.model, wire.output_limit(body), self._catalog, learned, ratio
-        )
+            policy.budget, manifest.model, output, self._catalog, learned.window, ratio.value,
+            ratio_source=ratio.source,
+        )  # fmt: skip
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
         request = PreparingRequest(
@@ -260,6 +261,7 @@ class Preparer:
         manifest.allowance = budget.allowance
         manifest.refusal_limit = budget.limit
         manifest.count_ratio = round(budget.count_ratio, 4)
+        manifest.count_ratio_source = budget.count_ratio_source.value
         manifest.trigger = budget.trigger
         manifest.target = budget.target
         manifest.tokens_before = request.tokens
@@ -357,12 +359,8 @@ class Preparer:
             manifest.notes.append("the reduced request would not fit: forwarded unchanged")
             return request.unchanged(Outcome.within_allowance)
         if after > request.budget.limit:
-            raise _refusal(
-                request,
-                after,
-                manifest.protected_tokens,
-                store_failed=bool(reduction.unconfirmed),
-            )
+            unconfirmed = bool(reduction.unconfirmed)
+            raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
         if not reduction.actions:
             return request.unchanged(Outcome.nothing_reduced)
         manifest.outcome = (
@@ -394,12 +392,3 @@ async def _last_resort(
         request.manifest.notes.extend(notes)
     return ctx, planned
 
-
-def _refusal(
-    request: PreparingRequest, final: int, protected: int, *, store_failed: bool = False
-) -> ProxyError:
-    budget, policy, param = request.budget, request.policy, request.wire.items_param
-    anonymous = NoteCode.no_credential in request.manifest.note_codes
-    return refusal(
-        budget, policy, param, final, protected, store_failed=store_failed, no_credential=anonymous
-    )

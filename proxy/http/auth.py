@@ -17,6 +17,7 @@ from proxy.settings import (
     TenantSettings,
     UpstreamSettings,
 )
+from proxy.tokens.calibration_rule import contributor_id
 from proxy.upstream.headers import CREDENTIAL_HEADERS
 
 PASSTHROUGH_MEMO_SIZE = 1024
@@ -38,6 +39,15 @@ class Tenant:
     """The tenant's own routes, tried before the global ones."""
     anonymous: bool = False
     """Passthrough without any credential: a scope for this request only, nothing stored."""
+
+    @property
+    def contributor(self) -> str:
+        """Whose samples the count calibration learns: a hash of the tenant's scope without its
+        session (one tenant, or one passthrough credential, is one contributor however many
+        sessions it names); "" without a credential (such a request teaches nothing)."""
+        if self.anonymous:
+            return ""
+        return contributor_id(self.scope.partition(SESSION_SCOPE_MARK)[0])
 
     def in_session(self, value: str | None) -> Tenant:
         """This tenant within session `value`: the tenant's scope plus a hash of the value, so

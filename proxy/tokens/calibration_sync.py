@@ -1,40 +1,51 @@
 """Replicas share their count ratios: a background sync between `CountCalibration` and the store.
 
 Every `interval_s` the samples this process observed since the last sync go to the store, which
-merges them into one running average per model (`SharedRatios.merge`), and the merged ratios of
-every model this process observed or prepared for come back (`SharedRatios.fetch`) and are
-adopted. A replica that never saw an answer for a model thus applies what the others measured.
-The request path never waits for the store; a failed sync loses only that interval's samples.
+merges them per upstream, model and contributor by the same rule (`calibration_rule`), and the
+merged state of every key this process observed or prepared for comes back and is adopted: the
+agreed ratio and each contributor's own. Both ways are one exchange (`SharedRatios.exchange`,
+one round trip). A replica that never saw an answer for a key, or for a contributor, thus
+applies what the others measured. The request path never waits for the store; a failed sync
+loses only that interval's samples.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import RatioRule
 
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.calibration")
+
+SharedKey = tuple[float, dict[str, tuple[float, float, int, float]]]
+"""A key's shared state: the agreed ratio, and per contributor (ratio, average, samples,
+updated)."""
 
 
 @runtime_checkable
 class SharedRatios(Protocol):
     """Count ratios kept in the shared store (`artifacts.redis_ratios.RedisCountRatios`)."""
 
-    async def merge(
-        self, samples: Mapping[str, tuple[float, int]], *, alpha: float, low: float, high: float
-    ) -> dict[str, tuple[float, int]]:
-        """Merge each model's (mean, count) of new samples into its shared running average;
-        the merged (ratio, samples) of those models ({} when the store is unavailable)."""
-
-    async def fetch(self, models: Sequence[str]) -> dict[str, tuple[float, int]]:
-        """The shared (ratio, samples) of those models that have one."""
+    async def exchange(
+        self,
+        pushed: Mapping[tuple[str, str], Mapping[str, tuple[float, int]]],
+        wanted: Sequence[tuple[str, str]],
+        *,
+        rule: RatioRule,
+        now: float,
+    ) -> dict[tuple[str, str], SharedKey]:
+        """Merge the (mean, count) of new samples per key and contributor by `rule`, and read
+        the keys `wanted`: the merged state of every key pushed or wanted that the store
+        answered for ({} when the store is unavailable)."""
 
 
 class CalibrationSync:
-    """Pushes this process's samples to the store and adopts the merged ratios."""
+    """Pushes this process's samples to the store and adopts the merged state."""
 
     def __init__(
         self,
@@ -43,24 +54,27 @@ class CalibrationSync:
         *,
         interval_s: float = 5.0,
         logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._calibration = calibration
         self._shared = shared
         self._interval_s = interval_s
         self._log = logger or _DEFAULT_LOGGER
+        self._clock = clock
 
     async def sync_once(self) -> None:
-        rule = self._calibration.rule
-        pending = self._calibration.take_pending()
-        merged = (
-            await self._shared.merge(pending, alpha=rule.alpha, low=rule.low, high=rule.high)
-            if pending
-            else {}
+        calibration = self._calibration
+        pending = calibration.take_pending()
+        wanted = [k for k in calibration.keys_to_refresh() if k not in pending]
+        if not pending and not wanted:
+            return
+        shared = await self._shared.exchange(
+            pending, wanted, rule=calibration.rule, now=self._clock()
         )
-        others = [m for m in self._calibration.models_to_refresh() if m not in merged]
-        fetched = await self._shared.fetch(others) if others else {}
-        for model, (ratio, samples) in {**fetched, **merged}.items():
-            self._calibration.adopt(model, ratio, samples)
+        for key in [*pending, *wanted]:
+            state = shared.get(key)
+            if state is not None:
+                calibration.adopt(key, *state)
 
     async def run(self) -> None:
         """Sync every `interval_s` until cancelled, then once more (the last samples count)."""

@@ -202,6 +202,10 @@ class RequestWindows:
     upstream: Upstream
     headers: CIMultiDict[str]
 
+    @property
+    def upstream_name(self) -> str:
+        return self.upstream.name
+
     async def window(self, model: str, *, ask: bool) -> KnownWindow | None:
         if ask and model:
             await self.windows.ask(self.upstream, self.headers)

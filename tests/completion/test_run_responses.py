@@ -21,6 +21,7 @@ from proxy.jsonio import dumps, loads
 from proxy.synthetic.read import READ_TOOL
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import AppliedRatio, CalibrationKey, RatioSource
 
 INPUT = [{"role": "user", "content": "what was in the log?"}]
 REASONING = {"type": "reasoning", "id": "rs_1", "encrypted_content": "enc", "summary": []}
@@ -91,11 +92,14 @@ async def test_a_read_round_is_executed_with_its_reasoning_and_hidden() -> None:
 
 async def test_the_input_tokens_of_a_json_answer_feed_the_calibration() -> None:
     upstream = UpstreamDouble(*[json_answer(response(ANSWER, input_tokens=1200))] * 3)
-    calibration = CountCalibration(min_counted_tokens=1, min_samples=3)
-    context = replace(make_context(upstream), wire=OPENAI_RESPONSES, calibration=calibration)
+    calibration = CountCalibration(min_counted_tokens=1)
+    context = replace(
+        make_context(upstream), wire=OPENAI_RESPONSES, calibration=calibration, contributor="c"
+    )
     request = prepared(synthetic=False)
     request.manifest.counting_method = "tiktoken:o200k_base"
     request.manifest.tokens_after = 1000
     for _ in range(3):
         await run_completion(context, request)
-    assert calibration.ratio("gpt-5") == pytest.approx(1.2)
+    ratio = calibration.applied(CalibrationKey("fake", "gpt-5"), "c")
+    assert ratio == AppliedRatio(pytest.approx(1.2), RatioSource.own)

@@ -1,4 +1,5 @@
-"""`proxy.completion.run`: the upstream's reported prompt tokens feed the count calibration."""
+"""`proxy.completion.run`: the upstream's reported prompt tokens feed the count calibration, for
+the upstream that answered, the model and the requester's contributor."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from upstream_double import UpstreamDouble, json_answer, sse_answer
 from proxy.artifacts.store import MemoryStore
 from proxy.completion.run import run_completion
 from proxy.engine.manifest import Prepared
-from proxy.tokens.calibration import CountCalibration, ModelCalibration
+from proxy.tokens.calibration import CountCalibration, KeySnapshot
+from proxy.tokens.calibration_rule import AppliedRatio, CalibrationKey, RatioRule, RatioSource
+
+KEY = CalibrationKey("fake", "gpt-4o")  # the upstream double's name, the request's model
 
 
 def counted(request: Prepared, tokens: int = 1000) -> Prepared:
@@ -29,10 +33,10 @@ def counted(request: Prepared, tokens: int = 1000) -> Prepared:
 
 
 async def run(
-    upstream: UpstreamDouble, request: Prepared, store: MemoryStore | None = None
+    upstream: UpstreamDouble, request: Prepared, store: MemoryStore | None = None, who: str = "c"
 ) -> CountCalibration:
-    calibration = CountCalibration(min_samples=1)
-    context = replace(make_context(upstream, store), calibration=calibration)
+    calibration = CountCalibration(RatioRule(min_samples=1, step=10.0))  # steps never bind
+    context = replace(make_context(upstream, store), calibration=calibration, contributor=who)
     reply = await run_completion(context, request)
     if reply.stream is not None:
         await drain(reply)
@@ -42,7 +46,9 @@ async def run(
 async def test_a_relayed_answer_calibrates_its_model() -> None:
     upstream = UpstreamDouble(json_answer(answer("hi", tokens=(1100, 3))))
     calibration = await run(upstream, counted(prepared(None)))
-    assert calibration.snapshot() == {"gpt-4o": ModelCalibration(1.1, 1)}
+    assert calibration.snapshot() == {KEY: KeySnapshot(1.0, 1, 1)}
+    assert calibration.applied(KEY, "c") == AppliedRatio(1.1, RatioSource.own)
+    assert calibration.applied(KEY, "another") == AppliedRatio()
 
 
 async def test_only_the_first_round_of_the_read_loop_calibrates() -> None:
@@ -54,7 +60,8 @@ async def test_only_the_first_round_of_the_read_loop_calibrates() -> None:
     )
     calibration = await run(upstream, counted(prepared(2)), store)
     assert len(upstream.calls) == 2
-    assert calibration.snapshot() == {"gpt-4o": ModelCalibration(1.2, 1)}
+    assert calibration.snapshot() == {KEY: KeySnapshot(1.0, 1, 1)}
+    assert calibration.applied(KEY, "c") == AppliedRatio(1.2, RatioSource.own)
 
 
 async def test_streams_errors_and_uncounted_requests_do_not_calibrate() -> None:
@@ -67,3 +74,5 @@ async def test_streams_errors_and_uncounted_requests_do_not_calibrate() -> None:
     uncounted = prepared(None)  # mode: off counts nothing
     uncounted.manifest.tokens_after = 1000
     assert (await run(plain, uncounted)).snapshot() == {}
+    plain = UpstreamDouble(json_answer(answer("hi", tokens=(1100, 3))))
+    assert (await run(plain, counted(prepared(None)), who="")).snapshot() == {}  # no credential

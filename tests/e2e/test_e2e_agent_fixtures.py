@@ -122,6 +122,7 @@ def test_a_body_nothing_changes_goes_as_its_own_bytes(
 class _Inspect:
     policy = "inspect"
     scope = "fixtures"
+    contributor = ""
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=ids)

@@ -43,10 +43,13 @@ def gpt_4_prompt(tokens: int) -> list[dict[str, Any]]:
     return messages
 
 
-async def dry_run(proxy: RunningProxy, body: dict[str, Any]) -> dict[str, Any]:
+async def dry_run(
+    proxy: RunningProxy, body: dict[str, Any], key: str | None = None
+) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{proxy.base_url}/context/prepare", json=body) as response,
+        session.post(f"{proxy.base_url}/context/prepare", json=body, headers=headers) as response,
     ):
         assert response.status == 200
         manifest: dict[str, Any] = (await response.json())["manifest"]
@@ -150,14 +153,18 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
     messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
     body = {"model": "gpt-4o", "messages": messages}
     tokens = counter_for("gpt-4o").count_request(body)
-    for _ in range(3):  # the ratio applies from the third answer on
+    # The ratio applies from the third answer on, one step of at most 0.1 per answer: 5 answers.
+    for _ in range(5):
         fake_upstream.enqueue(completion("ok", usage=make_usage(int(tokens * 1.5), 1)), path=CHAT)
     async with client(proxy) as sdk:
-        for _ in range(3):
+        for _ in range(5):
             await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
-    manifest = await dry_run(proxy, body)
+    manifest = await dry_run(proxy, body, key="k")  # the same credential: its own ratio
     assert manifest["count_ratio"] == pytest.approx(1.5, abs=0.01)
+    assert manifest["count_ratio_source"] == "own"
     assert "counts_calibrated" in manifest["note_codes"]
+    other = await dry_run(proxy, body, key="another-key")  # one credential is no agreement
+    assert (other["count_ratio"], other["count_ratio_source"]) == (1.0, "none")
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"{proxy.url}/metrics") as response,
@@ -165,8 +172,8 @@ async def test_counts_are_calibrated_by_the_upstreams_usage(
         text = await response.text()
     [line] = [x for x in text.splitlines() if x.startswith("ctxproxy_count_ratio{")]
     label, value = line.split()
-    assert label == 'ctxproxy_count_ratio{model="gpt-4o"}'
-    assert float(value) == pytest.approx(1.5, abs=0.01)
+    assert label == 'ctxproxy_count_ratio{model="gpt-4o",upstream="fake"}'
+    assert float(value) == 1.0  # the agreed ratio: one credential's own is not shown
 
 
 async def test_replicas_on_one_redis_share_the_calibrated_ratio(
@@ -179,21 +186,22 @@ async def test_replicas_on_one_redis_share_the_calibrated_ratio(
         messages = [{"role": "user", "content": "lorem ipsum dolor " * 400}]
         body = {"model": "gpt-4o", "messages": messages}
         tokens = counter_for("gpt-4o").count_request(body)
-        assert (await dry_run(other, body))["count_ratio"] == 1.0  # nothing measured yet
+        assert (await dry_run(other, body, key="k"))["count_ratio"] == 1.0  # nothing measured yet
         usage = make_usage(int(tokens * 1.4), 1)
-        for _ in range(3):
+        for _ in range(4):  # one step of at most 0.1 per answer
             fake_upstream.enqueue(completion("ok", usage=usage), path=CHAT)
         async with client(measuring) as sdk:
-            for _ in range(3):
+            for _ in range(4):
                 await sdk.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
         for _ in range(600):  # a few sync intervals of both replicas (30 s: a hang)
-            manifest = await dry_run(other, body)
-            if manifest["count_ratio"] != 1.0:
+            manifest = await dry_run(other, body, key="k")  # the same credential, other replica
+            if manifest["count_ratio"] == pytest.approx(1.4, abs=0.01):
                 break
             await asyncio.sleep(0.05)
         assert manifest["count_ratio"] == pytest.approx(1.4, abs=0.01)
+        assert manifest["count_ratio_source"] == "own"
         assert "counts_calibrated" in manifest["note_codes"]
-        assert len(fake_upstream.requests(CHAT)) == 3  # `other` never called the upstream
+        assert len(fake_upstream.requests(CHAT)) == 4  # `other` never called the upstream
     finally:
         await measuring.stop()
         await other.stop()

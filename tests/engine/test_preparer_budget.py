@@ -17,6 +17,7 @@ from proxy.errors import ErrorCode, ProxyError, RefusalReason
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import CalibrationKey, RatioRule
 from proxy.tokens.counters import TokenCounters
 from proxy.upstream.windows import ModelWindows, RequestWindows
 
@@ -151,8 +152,8 @@ async def test_a_calibrated_model_has_its_budget_scaled_and_noted(
     tmp_path: Path, counters: TokenCounters
 ) -> None:
     (tmp_path / "test.yaml").write_text("extends: default\n")
-    calibration = CountCalibration(min_samples=1)
-    calibration.observe("gpt-4", 1000, 1100)
+    calibration = CountCalibration(RatioRule(min_samples=1))
+    calibration.observe(CalibrationKey("", "gpt-4"), TENANT.contributor, 1000, 1100)
     harness = make_harness(tmp_path, counters)
     harness.preparer = Preparer(
         policies=PolicyStore.load(tmp_path),

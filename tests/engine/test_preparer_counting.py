@@ -9,13 +9,18 @@ from pipeline_harness import TENANT, agent_history, make_harness, write_policy
 from shared_tokens import shared_counters
 
 from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.tokens.calibration_rule import AppliedRatio, CalibrationKey, RatioSource
 
 
 class FixedRatio:
-    """A calibration that has learned one ratio for every model."""
+    """A calibration that has learned one ratio for every upstream, model and contributor."""
 
-    def ratio(self, model: str) -> float:
-        return 1.234567
+    def __init__(self) -> None:
+        self.asked: list[tuple[CalibrationKey, str]] = []
+
+    def applied(self, key: CalibrationKey, contributor: str) -> AppliedRatio:
+        self.asked.append((key, contributor))
+        return AppliedRatio(1.234567, RatioSource.own)
 
 
 async def test_the_policys_tokenizer_counts_the_request(tmp_path: Path) -> None:
@@ -27,10 +32,13 @@ async def test_the_policys_tokenizer_counts_the_request(tmp_path: Path) -> None:
 
 async def test_the_count_ratio_is_reported_to_four_places(tmp_path: Path) -> None:
     write_policy(tmp_path, "extends: default\n")
-    harness = make_harness(tmp_path, shared_counters(), calibration=FixedRatio())
+    ratios = FixedRatio()
+    harness = make_harness(tmp_path, shared_counters(), calibration=ratios)
     body = {"model": "gpt-4o", "messages": agent_history(1, result_chars=200)}
     prepared = await harness.prepare(body)
     assert prepared.manifest.count_ratio == 1.2346
+    assert prepared.manifest.count_ratio_source == "own"
+    assert ratios.asked == [(CalibrationKey("", "gpt-4o"), TENANT.contributor)]
 
 
 async def test_the_manifest_reports_the_budgets_trigger_and_target(tmp_path: Path) -> None:
