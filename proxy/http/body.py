@@ -76,15 +76,32 @@ async def read_body(request: web.Request) -> bytes:
 async def _arrived(request: web.Request) -> bytes:
     """The body as sent, within `server.body_timeout_s` (a slow client gets 408)."""
     if request.content.is_eof():  # all of it is here already (most small bodies): no deadline
-        return await request.read()
+        return await _received(request)
     limit = request.app[SERVICES].settings.server.body_timeout_s
     try:
         async with asyncio.timeout(limit):
-            return await request.read()
+            return await _received(request)
     except TimeoutError:
         raise ProxyError(
             ErrorCode.request_timeout, f"The request body did not arrive within {limit:g}s"
         ) from None
+
+
+async def _received(request: web.Request) -> bytes:
+    """What `request.read()` returns (and its 413 past `client_max_size`), except that a large
+    body's pieces are joined in a worker thread: `bytes.join` copies without the GIL, where
+    aiohttp's `bytes(bytearray)` held the event loop for the whole copy (tens of ms at 30 MB on
+    a busy host)."""
+    chunks: list[bytes] = []
+    size, limit = 0, request.client_max_size
+    while chunk := await request.content.readany():
+        chunks.append(chunk)
+        size += len(chunk)
+        if limit and size > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=size)
+    if size < LARGE_BODY_BYTES:
+        return b"".join(chunks)
+    return await asyncio.to_thread(b"".join, chunks)
 
 
 async def _decoded(request: web.Request, raw: bytes) -> bytes:
