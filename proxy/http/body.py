@@ -14,6 +14,7 @@ goes upstream decoded, without the client's `Content-Encoding` (`upstream.header
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -32,8 +33,8 @@ from proxy.jsonio import loads_object
 
 _JSON_TYPES = ("application/json", "text/json")
 LARGE_BODY_BYTES = 1024 * 1024
-"""From this size a body is parsed, and a dry run answered, in a worker thread (the default
-executor: a few threads), not on the event loop."""
+"""From this size a body is joined and parsed (in slices), and a dry run answered, in a worker
+thread (the default executor: a few threads), not on the event loop."""
 ACCEPTED_CODINGS = ", ".join(("identity", *SUPPORTED))
 """The request codings the proxy decodes (the `Accept-Encoding` of its 415)."""
 
@@ -50,8 +51,10 @@ async def read_json_body(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     raw = await read_body(request)
     if not raw:
         raise ProxyError(ErrorCode.invalid_json, "Request body is empty; expected a JSON object")
-    large = len(raw) >= LARGE_BODY_BYTES
-    body = await asyncio.to_thread(loads_object, raw) if large else loads_object(raw)
+    if len(raw) >= LARGE_BODY_BYTES:  # in slices, off the loop: `proxy.jsonio.slices`
+        body = await asyncio.to_thread(partial(loads_object, raw, sliced=True))
+    else:
+        body = loads_object(raw)
     _check_stream_flag(body)
     return raw, body
 
