@@ -4,9 +4,11 @@ wire format's business: `engine.wire.WireFormat.result_text`/`with_result_text`)
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.engine.step_api import MARKER, OwnTextMac
+from proxy.jsonio.slices import LONG_CHARS
 from proxy.synthetic.read import READ_TOOL
 from proxy.synthetic.search import SEARCH_TOOL
 
@@ -129,3 +131,18 @@ def placeholder(
         f"artifact {artifact_id}{cut}; use {READ_TOOL}{again} if you need it.]"
     )
     return signed(body, mac)
+
+
+def remembered_ids(artifact_id: Callable[[str], str]) -> Callable[[str], str]:
+    """`artifact_id`, computed once per text of a preparation; a text of `LONG_CHARS` or more is
+    not remembered (hashing it as a key would hold the GIL for the whole text)."""
+    ids: dict[str, str] = {}
+
+    def remembered(text: str) -> str:
+        if len(text) >= LONG_CHARS:
+            return artifact_id(text)
+        if text not in ids:
+            ids[text] = artifact_id(text)
+        return ids[text]
+
+    return remembered
