@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.engine.step_api import MARKER, OwnTextMac
-from proxy.jsonio.slices import LONG_CHARS
+from proxy.jsonio.slices import LONG_CHARS, grown
 from proxy.synthetic.read import READ_TOOL
 from proxy.synthetic.search import SEARCH_TOOL
 
@@ -76,7 +76,9 @@ def stored_form(text: str, max_chars: int) -> str:
         f"\n...[ctxproxy: stored truncated: the original has {len(text)} chars; the rest was "
         "over the artifact store's size limit and was not kept]"
     )
-    return text[: max(max_chars - len(marker), 0)] + marker
+    head = max(max_chars - len(marker), 0)  # copied a slice at a time (`grown`)
+    slices = (text[i : min(i + LONG_CHARS, head)] for i in range(0, head, LONG_CHARS))
+    return grown([*slices, marker])
 
 
 def preview(

@@ -200,3 +200,15 @@ def test_ids_are_computed_once_per_text_except_long_ones() -> None:
         "art_1", "art_1", "art_1", f"art_{LONG_CHARS}", f"art_{LONG_CHARS}",
     ]  # fmt: skip
     assert asked == ["a", "b", long, long]
+
+
+def test_a_long_text_is_stored_truncated_like_a_short_one() -> None:
+    text = ("é中😀 " + "x" * 995) * (3 * LONG_CHARS // 1000)
+    limit = LONG_CHARS + 12_345
+    stored = stored_form(text, limit)
+    marker = (
+        f"\n...[ctxproxy: stored truncated: the original has {len(text)} chars; the rest was "
+        "over the artifact store's size limit and was not kept]"
+    )
+    assert stored == text[: limit - len(marker)] + marker
+    assert len(stored) == limit

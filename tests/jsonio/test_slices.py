@@ -201,3 +201,10 @@ def test_what_orjson_cannot_write_takes_strict_s_way_in_slices_too() -> None:
         assert dumps(value) == strict.dumps(value)
         with pytest.raises(TypeError):
             dumps_sorted(value)
+
+
+@settings(max_examples=examples(100))
+@given(pieces=st.lists(st.sampled_from(["", "ab", "é" * 3, "中", "😀x", "a" * 50]), max_size=12))
+def test_a_grown_text_is_the_joined_text(pieces: list[str]) -> None:
+    assert slices.grown(pieces) == "".join(pieces)
+    assert slices.grown(iter(pieces)) == "".join(pieces)
