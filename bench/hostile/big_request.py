@@ -16,7 +16,8 @@ The scripted upstream answers the completions with plain text (`PLAIN_HEADER`). 
 `PYTHONPATH` (`--proxy-path`: that checkout's `proxy` package runs), so that two versions run
 side by side on the same machine and load: for each repeat, each size and each route, one
 request to each proxy in turn (the order alternating between repeats). A row pools the probes
-of a (route, size, proxy)'s repeats and gives the median time to the answer.
+of a (route, size, proxy)'s repeats and gives the median time to the answer. Before anything is
+measured each proxy answers one small request per route (`WARM_UP_CHARS`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from bench.hostile.loaded import Latencies, probing
 KEY = "sk-availability-bench"
 PLAIN_HEADER = "x-bench-answer"
 """A completion sent with this header (value `plain`) is answered with text, never with calls."""
+WARM_UP_CHARS = 20_000
+"""Each proxy answers one request of this size per route before anything is measured (the first
+request of a format loads its tokenizer: a one-off stall of 50-100 ms, not what is measured)."""
 ROUTES = {
     "prepare": "/v1/context/prepare",
     "chat": "/v1/chat/completions",
@@ -262,6 +266,10 @@ def run_large_requests(
         servers = [
             stack.enter_context(running_proxy(ctxproxy, upstream_port, p)) for p in proxy_paths
         ]
+        for server in servers:  # tokenizers loaded, code warm: not measured
+            for route in routes:
+                data = json.dumps(request_body(route, fresh_words(WARM_UP_CHARS))).encode()
+                post(server.port, ROUTES[route], data, {"Authorization": f"Bearer {key}"})
         for turn in range(repeat):
             order = list(range(len(servers)))
             if turn % 2:
