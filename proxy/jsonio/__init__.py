@@ -23,6 +23,7 @@ from proxy.jsonio.strict import MAX_DEPTH, loads
 __all__ = ["MAX_DEPTH", "dumps", "dumps_sorted", "loads", "loads_object", "long_strings"]
 
 _LONG_STRINGS: ContextVar[bool] = ContextVar("ctxproxy_long_strings", default=False)
+_long_strings = _LONG_STRINGS.get
 
 
 @contextmanager
@@ -38,17 +39,20 @@ def long_strings() -> Iterator[None]:
 
 def dumps(value: Any) -> bytes:
     """Serialise, keeping key order (`strict.dumps`)."""
-    if _LONG_STRINGS.get():
+    if _long_strings():
         try:
             return slices.dumps_sliced(value)
         except (TypeError, RecursionError):
-            pass  # what orjson refuses: strict's lossless fallbacks
-    return strict.dumps(value)
+            return strict.dumps(value)  # what orjson refuses: strict's lossless fallbacks
+    try:
+        return orjson.dumps(value)  # strict.dumps' first try, without a call more per write
+    except TypeError:
+        return strict.dumps(value)
 
 
 def dumps_sorted(value: Any) -> bytes:
     """orjson's serialisation with sorted keys; raises `TypeError` for what orjson refuses."""
-    if _LONG_STRINGS.get():
+    if _long_strings():
         try:
             return slices.dumps_sliced(value, orjson.OPT_SORT_KEYS)
         except RecursionError:
