@@ -63,6 +63,10 @@ from bench.hostile.big_request import (
 )
 from bench.hostile.loaded import Latencies, cpu_hogs, probing
 
+LARGE_HEADER = (
+    "\n| scenario | proxy | probes answered | p50 ms | p99 ms | max ms | slowest probe per "
+    "request, ms | time to answer, median (range) | answers |\n" + "|---" * 9 + "|"
+)
 SEARCH_PATTERN = "A" * 999 + "b"
 SEARCH_CALLS_PER_ROUND = 8
 SLOW_LINE_EVERY_S = 5.0
@@ -298,9 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             if "d" in only:
                 rows.append(scenario_rss(args.ctxproxy, upstream_port, args.dry_runs, path))
     if large:
-        print("\n| scenario | proxy | probes answered | p50 ms | p99 ms | max ms | "
-              "time to answer, median (range) | answers |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
+        print(LARGE_HEADER)
         print("\n".join(large))
     if rows:
         print("\n| scenario | probes answered | p50 ms | p99 ms | max ms | what happened |")

@@ -228,14 +228,23 @@ class Cell:
     probes: Latencies = field(default_factory=Latencies)
     seconds: list[float] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
+    worst: list[float] = field(default_factory=list)
+    """The slowest probe of each request (ms)."""
+
+    def add(self, probes: Latencies, seconds: float, outcome: str) -> None:
+        self.probes.add(probes)
+        self.seconds.append(seconds)
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.worst.append(probes.ms(1.0))
 
     def row(self, route: str, mb: float, label: str) -> str:
         outcomes = ", ".join(f"{n}x {what}" for what, n in sorted(self.outcomes.items()))
         median = statistics.median(self.seconds)
         spread = f"{min(self.seconds):.1f}-{max(self.seconds):.1f}"
+        worst = ", ".join(f"{ms:.0f}" for ms in sorted(self.worst))
         return (
-            f"| a. {mb:g} MB {route} | {label} | {self.probes.cells()} | {median:.2f} s "
-            f"({spread}) | {outcomes} |"
+            f"| a. {mb:g} MB {route} | {label} | {self.probes.cells()} | {worst} | "
+            f"{median:.2f} s ({spread}) | {outcomes} |"
         )
 
 
@@ -260,7 +269,8 @@ def run_large_requests(
     repeat: int,
     key: str = KEY,
 ) -> list[str]:
-    """Markdown rows (scenario, proxy, probes, p50, p99, max, time to answer, outcomes)."""
+    """Markdown rows (scenario, proxy, probes, p50, p99, max, the slowest probe of each request,
+    time to answer, outcomes)."""
     cells: dict[tuple[str, float, int], Cell] = {}
     with ExitStack() as stack:
         servers = [
@@ -278,10 +288,7 @@ def run_large_requests(
                 for route in routes:
                     for index in order:
                         probes, seconds, outcome = measure(servers[index].port, route, mb, key)
-                        cell = cells.setdefault((route, mb, index), Cell())
-                        cell.probes.add(probes)
-                        cell.seconds.append(seconds)
-                        cell.outcomes[outcome] = cell.outcomes.get(outcome, 0) + 1
+                        cells.setdefault((route, mb, index), Cell()).add(probes, seconds, outcome)
                         print(f"  {route} {mb:g} MB, proxy {index + 1}, run {turn + 1}: "
                               f"p99 {probes.ms(0.99):.1f} ms, max {probes.ms(1):.1f} ms, "
                               f"{seconds:.2f} s, {outcome}", flush=True)  # fmt: skip

@@ -1,16 +1,18 @@
 """What the availability run needs to measure on a loaded machine: CPU hogs and a prober process.
 
 `cpu_hogs(n)` starts n busy Python processes (a loop that never sleeps) for the time of its
-block and stops them after, so that the proxy shares the machine's cores with CPU-bound work as
-it would on a busy host. `probing(port)` sends `GET /healthz` from a process of its own over one
-keep-alive connection, one probe `PROBE_PAUSE_S` after the previous answer (a probe not answered
-200 within `PROBE_TIMEOUT_S` counts as unanswered and the connection is reopened): work in the
-run's own process (building a 30 MB body, sending it) never delays a probe.
+block and stops them after (or when the run's process is gone), so that the proxy shares the
+machine's cores with CPU-bound work as it would on a busy host. `probing(port)` sends
+`GET /healthz` from a process of its own over one keep-alive connection, one probe
+`PROBE_PAUSE_S` after the previous answer (a probe not answered 200 within `PROBE_TIMEOUT_S`
+counts as unanswered and the connection is reopened): work in the run's own process (building a
+30 MB body, sending it) never delays a probe.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,8 +25,8 @@ PROBE_TIMEOUT_S = 2.0
 _SPAWN = multiprocessing.get_context("spawn")
 
 
-def _busy(stop: Any) -> None:
-    while not stop.is_set():
+def _busy(stop: Any, parent: int) -> None:
+    while not stop.is_set() and os.getppid() == parent:  # never outlives the run
         for _ in range(200_000):
             pass
 
@@ -33,7 +35,8 @@ def _busy(stop: Any) -> None:
 def cpu_hogs(count: int) -> Iterator[list[int]]:
     """`count` CPU-bound processes running for the block (their pids)."""
     stop = _SPAWN.Event()
-    hogs = [_SPAWN.Process(target=_busy, args=(stop,), daemon=True) for _ in range(count)]
+    args = (stop, os.getpid())
+    hogs = [_SPAWN.Process(target=_busy, args=args, daemon=True) for _ in range(count)]
     for hog in hogs:
         hog.start()
     try:

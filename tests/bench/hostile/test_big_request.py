@@ -51,9 +51,13 @@ def test_the_plain_answers_report_their_usage() -> None:
 
 
 def test_a_cell_row_pools_its_repeats() -> None:
-    cell = Cell(Latencies(3, [0.001, 0.002, 0.003]), [2.0, 1.0, 4.0], {"200": 3})
+    cell = Cell()
+    cell.add(Latencies(2, [0.001, 0.0035]), 2.0, "200")
+    cell.add(Latencies(1, [0.002]), 1.0, "200")
+    cell.add(Latencies(2, [0.0015]), 4.0, "502 (upstream)")
     assert cell.row("prepare", 30, "base") == (
-        "| a. 30 MB prepare | base | 3/3 | 2.0 | 3.0 | 3.0 | 2.00 s (1.0-4.0) | 3x 200 |"
+        "| a. 30 MB prepare | base | 4/5 | 2.0 | 3.5 | 3.5 | 2, 2, 4 | 2.00 s (1.0-4.0) | "
+        "2x 200, 1x 502 (upstream) |"
     )
 
 
