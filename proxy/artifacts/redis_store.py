@@ -9,8 +9,9 @@ slot and a pipeline for one scope never crosses slots):
 
 `<scope-tag>` is 24 hex chars of SHA-256(scope); the scope itself never appears in a key.
 
-Value layout: one encoding byte (`0x00` raw, `0x01` zlib) then the (possibly compressed) body
-`<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c": created_at}`.
+Value layout (`redis_values.py`): one encoding byte (`0x00` raw, `0x01` zlib) then the (possibly
+compressed) body `<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c":
+created_at}`.
 
 Round trips per `put_many` (one scope, any number of items):
   * 1 when every artifact already exists (a history re-sent each turn): a pipeline of
@@ -36,7 +37,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -45,6 +45,7 @@ from redis.exceptions import RedisError
 from proxy.artifacts.leases import Leases
 from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
 from proxy.artifacts.redis_ratios import RedisCountRatios
+from proxy.artifacts.redis_values import decode_value, encode_value
 from proxy.artifacts.store import (
     Artifact,
     NewArtifact,
@@ -54,44 +55,11 @@ from proxy.artifacts.store import (
     is_artifact_id,
 )
 
-_RAW = b"\x00"
-_ZLIB = b"\x01"
 _THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
 _FAILURES = (RedisError, OSError, asyncio.TimeoutError)
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
 
 
-def encode_value(item: NewArtifact, created_at: float, compress_over: int) -> bytes:
-    """Serialise one artifact; raises TypeError when `kind`/`meta` are not JSON-serialisable."""
-    header = orjson.dumps({"k": item.kind, "m": item.meta, "c": created_at})
-    body = header + b"\n" + item.content.encode("utf-8", "surrogatepass")
-    if len(body) > compress_over:
-        packed = zlib.compress(body, 1)
-        if len(packed) < len(body):
-            return _ZLIB + packed
-    return _RAW + body
-
-
-def decode_value(artifact_id: str, raw: bytes) -> Artifact:
-    """Inverse of `encode_value`; raises ValueError (or zlib.error) on a corrupt value."""
-    encoding, payload = raw[:1], raw[1:]
-    if encoding == _ZLIB:
-        payload = zlib.decompress(payload)
-    elif encoding != _RAW:
-        raise ValueError(f"unknown artifact encoding byte {encoding!r}")
-    header_json, sep, content = payload.partition(b"\n")
-    if not sep:
-        raise ValueError("artifact value has no header separator")
-    header = orjson.loads(header_json)
-    if not isinstance(header, dict) or not isinstance(header.get("m"), dict):
-        raise ValueError("artifact header is malformed")
-    return Artifact(
-        id=artifact_id,
-        content=content.decode("utf-8", "surrogatepass"),
-        kind=str(header.get("k", "")),
-        meta=header["m"],
-        created_at=float(header.get("c", 0.0)),
-    )
 
 
 class RedisStore(_Ids):
