@@ -39,7 +39,7 @@ from proxy.upstream.base import Upstream
 from proxy.upstream.windows import RequestWindows
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class ClientRequest:
     """One client request as the edge hands it over: what it is, who sends it, where it goes."""
 
@@ -132,7 +132,7 @@ class CompletionDriver:
         return UpstreamSummarizer(windows.upstream, self.upstreams, headers_for, model)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class _Exchange:
     """The preparations one exchange may still ask for, after its first."""
 

@@ -48,7 +48,7 @@ MAX_REPORTED_TOKENS = 10**15
 """An upstream's token count beyond this is implausible and ignored (a metric is a float)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class CompletionContext:
     """Everything one completion needs from its caller."""
 

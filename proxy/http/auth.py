@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ class Tenant:
     anonymous: bool = False
     """Passthrough without any credential: a scope for this request only, nothing stored."""
 
-    @property
+    @functools.cached_property
     def contributor(self) -> str:
         """Whose samples the count calibration learns: a hash of the tenant's scope without its
         session (one tenant, or one passthrough credential, is one contributor however many
