@@ -158,7 +158,13 @@ class TenantResolver:
         if self._mode == "passthrough":
             return self._passthrough_tenant(headers)
         token = bearer_token(headers)
-        tenant = self._by_key.get(token) if token else None
+        if not token:
+            raise ProxyError(
+                ErrorCode.invalid_api_key,
+                "You didn't provide an API key. Send a ctxproxy key of your tenant as "
+                "'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
+            )
+        tenant = self._by_key.get(token)
         if tenant is None:
             raise ProxyError(
                 ErrorCode.invalid_api_key,
