@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
-from proxy.engine.config_base import StepConfig
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.finish import finish, last_resort
+from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
     FIRST_CALL,
@@ -28,11 +27,9 @@ from proxy.engine.prepare_request import (
 )
 from proxy.engine.reducer import (
     Plan,
-    Reduction,
     ReductionContext,
     build_context,
     plan_reduction,
-    relaxed_policy,
     store_and_apply,
 )
 from proxy.engine.step_api import StepServices
@@ -327,68 +324,7 @@ class Preparer:
         if precompute:  # summaries started ahead of time; nothing changes in this request
             return request.unchanged(Outcome.within_trigger)
         if call.last_resort:
-            ctx, planned = await _last_resort(request, ctx, planned, plan)
+            ctx, planned = await last_resort(request, ctx, planned, plan)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
-        return self._finish(request, reduction, synthetic)
-
-    def _finish(
-        self, request: PreparingRequest, reduction: Reduction, synthetic: list[Any]
-    ) -> Prepared:
-        manifest, counter = request.manifest, request.counter
-        manifest.actions = reduction.actions
-        if reduction.unconfirmed:
-            manifest.notes.append(
-                f"artifact store did not confirm {reduction.unconfirmed} write(s): "
-                "that content was kept"
-            )
-        if reduction.over_scope_cap:
-            manifest.notes.append(
-                f"this request references {reduction.over_scope_cap} artifacts, more than "
-                f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
-                "kept, the scope's other artifacts are evicted first"
-            )
-        wire = request.wire
-        added = synthetic if reduction.referenced else []
-        body = wire.render(request.body, reduction.messages, added)
-        after = reduction.message_tokens + wire.overhead_tokens(body, counter)
-        manifest.tokens_after = after
-        if after > request.budget.limit >= request.tokens:
-            # What the steps did (e.g. the read tools an offload adds) would not fit, the
-            # request itself does: it goes as it came.
-            manifest.notes.append("the reduced request would not fit: forwarded unchanged")
-            return request.unchanged(Outcome.within_allowance)
-        if after > request.budget.limit:
-            unconfirmed = bool(reduction.unconfirmed)
-            raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
-        if not reduction.actions:
-            return request.unchanged(Outcome.nothing_reduced)
-        manifest.outcome = (
-            Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
-        )
-        read = request.policy.read_tool
-        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
-        offered = tools_added if reduction.referenced and synthetic else None
-        return Prepared(
-            wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
-        )
-
-
-async def _last_resort(
-    request: PreparingRequest,
-    ctx: ReductionContext,
-    planned: Plan,
-    plan: Callable[[Policy], Awaitable[tuple[ReductionContext, Plan]]],
-) -> tuple[ReductionContext, Plan]:
-    """Loosen what is protected, level by level, only while the plan would be refused."""
-    for level in range(1, StepConfig.RELAX_LEVELS + 1):
-        if planned.total <= request.budget.limit:
-            break
-        relaxed = relaxed_policy(request.policy, level)
-        if relaxed is None:
-            break
-        ctx, planned = await plan(relaxed.policy)
-        notes = [n for n in relaxed.notes if n not in request.manifest.notes]
-        request.manifest.notes.extend(notes)
-    return ctx, planned
-
+        return finish(request, reduction, synthetic, planned.log.refused)

@@ -11,7 +11,13 @@ from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action
-from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
+from proxy.engine.planner import (
+    ReplayLog,
+    StepPlan,
+    applying_step,
+    plan_horizons,
+    total_after,
+)
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import (
     Cut,
@@ -157,6 +163,8 @@ class Plan:
     """Planned tokens of the prepared request."""
     protected: int
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
+    log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
+    """What the replay did: each step's cuts and eager moves, the cuts it refused."""
 
 
 async def plan_reduction(
@@ -173,15 +181,16 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    def replay(cut_last: bool) -> tuple[list[int], list[list[Cut]]]:
-        cuts: list[list[Cut]] = [[] for _ in steps]
+    def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
+        log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
-            cuts=cuts, cut_last=cut_last, **kwargs
-        )
-        return horizons, cuts
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.trigger,
+            target=budget.target, growth=growth, cut_last=cut_last, log=log,
+        )  # fmt: skip
+        return horizons, log
 
-    horizons, cuts = replay(services.precompute)
+    horizons, log = replay(services.precompute)
+    cuts = log.cuts
     if services.precompute:
         await _precompute(steps, ctx, services, cuts)
         return Plan([], 0, 0)
@@ -192,7 +201,7 @@ async def plan_reduction(
     total = total_after(full, plans, horizons, **kwargs)
     if _near_trigger(ctx, services, total, budget.trigger):
         # the next cut's work (summaries), started now in the background
-        await _precompute(steps, ctx, services, replay(True)[1])
+        await _precompute(steps, ctx, services, replay(True)[1].cuts)
     cost = [
         full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
         for u in range(len(full))
@@ -203,7 +212,8 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
+    protected = fixed + sum(cost[u] for u in _protected_units(ctx, plans))
+    return Plan(outputs, total, protected, log)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:

@@ -1,0 +1,97 @@
+"""What goes upstream once the steps have rewritten a request: the reduced request, or the request
+as it came when the reduction would not fit where the request does or would not be smaller
+(never worse), or a refusal; and the last resort tried before a refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from proxy.engine.config_base import StepConfig
+from proxy.engine.manifest import NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.policy import Policy
+from proxy.engine.prepare_request import PreparingRequest
+from proxy.engine.reducer import Plan, Reduction, ReductionContext, relaxed_policy
+
+NOT_SMALLER = (
+    "the reduced request would not be smaller than the request as it came (the read tools it "
+    "brings included): sent as it came"
+)
+CUTS_REFUSED = (
+    "no reduction would make this request smaller (the read tools a reduction brings cost more "
+    "than it frees): sent as it came"
+)
+
+
+def finish(
+    request: PreparingRequest, reduction: Reduction, synthetic: list[Any], refused: int = 0
+) -> Prepared:
+    """The prepared request (`reduction` rendered, `synthetic` tools added when it names an
+    artifact), or the request as it came, or a refusal. `refused`: reductions the planner left
+    out because they would not have lowered the count (never worse)."""
+    manifest, counter = request.manifest, request.counter
+    manifest.actions = reduction.actions
+    _store_notes(request, reduction)
+    wire = request.wire
+    added = synthetic if reduction.referenced else []
+    body = wire.render(request.body, reduction.messages, added)
+    after = reduction.message_tokens + wire.overhead_tokens(body, counter)
+    manifest.tokens_after = after
+    if after > request.budget.limit >= request.tokens:
+        # What the steps did (e.g. the read tools an offload adds) would not fit, the
+        # request itself does: it goes as it came.
+        manifest.notes.append("the reduced request would not fit: forwarded unchanged")
+        return request.unchanged(Outcome.within_allowance)
+    if after > request.budget.limit:
+        unconfirmed = bool(reduction.unconfirmed)
+        raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
+    if not reduction.actions:
+        if refused:
+            manifest.note(NoteCode.never_worse, CUTS_REFUSED)
+        return request.unchanged(Outcome.nothing_reduced)
+    if after >= request.tokens:  # never worse: the request as it came is no larger
+        manifest.note(NoteCode.never_worse, NOT_SMALLER)
+        return request.unchanged(Outcome.nothing_reduced)
+    manifest.outcome = (
+        Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
+    )
+    read = request.policy.read_tool
+    tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
+    offered = tools_added if reduction.referenced and synthetic else None
+    return Prepared(
+        wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
+    )
+
+
+def _store_notes(request: PreparingRequest, reduction: Reduction) -> None:
+    manifest = request.manifest
+    if reduction.unconfirmed:
+        manifest.notes.append(
+            f"artifact store did not confirm {reduction.unconfirmed} write(s): "
+            "that content was kept"
+        )
+    if reduction.over_scope_cap:
+        manifest.notes.append(
+            f"this request references {reduction.over_scope_cap} artifacts, more than "
+            f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
+            "kept, the scope's other artifacts are evicted first"
+        )
+
+
+async def last_resort(
+    request: PreparingRequest,
+    ctx: ReductionContext,
+    planned: Plan,
+    plan: Callable[[Policy], Awaitable[tuple[ReductionContext, Plan]]],
+) -> tuple[ReductionContext, Plan]:
+    """Loosen what is protected, level by level, only while the plan would be refused."""
+    for level in range(1, StepConfig.RELAX_LEVELS + 1):
+        if planned.total <= request.budget.limit:
+            break
+        relaxed = relaxed_policy(request.policy, level)
+        if relaxed is None:
+            break
+        ctx, planned = await plan(relaxed.policy)
+        notes = [n for n in relaxed.notes if n not in request.manifest.notes]
+        request.manifest.notes.extend(notes)
+    return ctx, planned
