@@ -99,6 +99,9 @@ class ReplayLog:
     """Per step: its `when_seen` moves."""
     refused: int = 0
     """Moves not made because they would not have lowered the running total."""
+    slack: int = 0
+    """The remembered slack (`Pinned.slack`) still in force at the end: no cut was made after
+    the remembered units, so the request has that many tokens fewer than planned."""
 
     @classmethod
     def empty(cls, steps: int) -> ReplayLog:
@@ -194,7 +197,7 @@ def plan_horizons(
     for t in range(len(full)):
         held = t < pin.units
         if held:
-            moved = _set(horizons, pin.seen_at(t), t)
+            moved = _set(steps, horizons, pin.seen_at(t), t)
         else:
             moved = _act_when_seen(totals, t, horizons, log)
         log.seen_moved(t, horizons, moved)
@@ -204,7 +207,7 @@ def plan_horizons(
             meter.arrive(t, arrived)
         if held:
             cut = horizons.copy()
-            _set(cut, pin.cuts_at(t), t)
+            _set(steps, cut, pin.cuts_at(t), t)
         elif running - slack <= trigger and not (cut_last and t == len(full) - 1):
             continue
         else:
@@ -214,6 +217,7 @@ def plan_horizons(
             log.cut(t, horizons, cut)
             horizons = cut
             running = totals.total(t, horizons)
+    log.slack = slack
     if cuts is not None:
         for k, step_cuts in enumerate(log.cuts):
             cuts[k].extend(step_cuts)
@@ -228,13 +232,17 @@ def _goals(meter: GrowthMeter | None, trigger: int, target: int) -> list[int]:
     return goals
 
 
-def _set(horizons: list[int], moves: list[tuple[int, int]], t: int) -> list[int]:
-    """Apply remembered (step, horizon) moves at time point t (never past unit t, never back);
-    the steps that moved."""
+def _set(
+    steps: list[StepPlan], horizons: list[int], moves: list[tuple[int, int]], t: int
+) -> list[int]:
+    """Apply remembered (step, horizon) moves at time point t (never past what the step allows
+    there, e.g. after a last resort that relaxed it; never back); the steps that moved."""
     moved = []
     for k, h in moves:
-        h = min(h, t + 1)
-        if 0 <= k < len(horizons) and h > horizons[k]:
+        if not 0 <= k < len(horizons):
+            continue
+        h = min(h, steps[k].limits[t], t + 1)
+        if h > horizons[k]:
             horizons[k] = h
             moved.append(k)
     return moved
