@@ -78,20 +78,43 @@ def _store_notes(request: PreparingRequest, reduction: Reduction) -> None:
         )
 
 
+Planner = Callable[[Policy, int | None], Awaitable[tuple[ReductionContext, Plan]]]
+"""Plans the request under a policy (the request's own, or a relaxed one), and where "recent"
+ends for the relaxed steps (`PrepareContext.recent_end`; None: after the last unit)."""
+
+
+async def plans(
+    request: PreparingRequest, plan: Planner, last_resort_allowed: bool
+) -> tuple[ReductionContext, Plan, int]:
+    """The plan that goes: the request's policy, or the last resort (only while the plan would
+    be refused); and the relaxed level used (0: none). A form the conversation's previous request
+    went at under the last resort is kept (relaxed the same way) until a new cut is due."""
+    history, manifest = request.history, request.manifest
+    relaxed = relaxed_policy(request.policy, history.relaxed) if history.relaxed else None
+    if relaxed is not None:
+        ctx, planned = await plan(relaxed.policy, history.recent_end)
+        if not history.cut_since(planned.log) and planned.expected <= request.budget.limit:
+            manifest.notes.extend(n for n in relaxed.notes if n not in manifest.notes)
+            return ctx, planned, history.relaxed
+    ctx, planned = await plan(request.policy, None)
+    if not last_resort_allowed:
+        return ctx, planned, 0
+    return await last_resort(request, ctx, planned, plan)
+
+
 async def last_resort(
-    request: PreparingRequest,
-    ctx: ReductionContext,
-    planned: Plan,
-    plan: Callable[[Policy], Awaitable[tuple[ReductionContext, Plan]]],
-) -> tuple[ReductionContext, Plan]:
+    request: PreparingRequest, ctx: ReductionContext, planned: Plan, plan: Planner
+) -> tuple[ReductionContext, Plan, int]:
     """Loosen what is protected, level by level, only while the plan would be refused."""
+    used = 0
     for level in range(1, StepConfig.RELAX_LEVELS + 1):
-        if planned.total <= request.budget.limit:
+        if planned.expected <= request.budget.limit:
             break
         relaxed = relaxed_policy(request.policy, level)
         if relaxed is None:
             break
-        ctx, planned = await plan(relaxed.policy)
+        ctx, planned = await plan(relaxed.policy, None)
+        used = level
         notes = [n for n in relaxed.notes if n not in request.manifest.notes]
         request.manifest.notes.extend(notes)
-    return ctx, planned
+    return ctx, planned, used

@@ -12,8 +12,9 @@ from typing import Any
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
+from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
-from proxy.engine.finish import finish, last_resort
+from proxy.engine.finish import finish, plans
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
@@ -27,6 +28,7 @@ from proxy.engine.prepare_request import (
 )
 from proxy.engine.reducer import (
     Plan,
+    Reduction,
     ReductionContext,
     build_context,
     plan_reduction,
@@ -45,12 +47,7 @@ from proxy.engine.threads import (
 )
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import (
-    WorkingSetKey,
-    reinsert,
-    working_set_notes,
-    working_set_place,
-)
+from proxy.engine.working_set import working_set_notes
 from proxy.errors import RefusalReason
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
@@ -161,40 +158,27 @@ class Preparer:
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
-        key, anchors = self._working_set(wire, body, policy, tenant, call)
-        carries_tools = False
-        if key is not None:
-            kept = await reinsert(store, tenant.scope, wire, wire.items(body), anchors)
-            if kept.exchanges:
-                tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
-                body = wire.render(body, kept.items, tools)
-                raw, carries_tools = wire.encode(body), True
-                call = dataclasses.replace(call, offer_tools=False)
+        items = wire.items(body)
+        history = await recall_history(store, tenant.scope, wire, items, policy, call.offer_tools)
+        kept, carries_tools = history.kept, False
+        if kept.exchanges:
+            tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
+            body = wire.render(body, kept.items, tools)
+            raw, carries_tools = wire.encode(body), True
+            call = dataclasses.replace(call, offer_tools=False)
+        if history.working_set is not None:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
         request.summarizer = summarizer
+        request.history = history
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
             manifest.refusal_limit = limit
         prepared = await self._decide(request, tenant, store, call)
-        prepared.working_set = key
+        prepared.working_set = history.working_set
         return prepared
-
-    def _working_set(
-        self, wire: WireFormat, body: dict[str, Any], policy: Policy, tenant: Requester,
-        call: CallOptions,
-    ) -> tuple[WorkingSetKey | None, dict[int, str]]:
-        """Where this request's read rounds are kept, when the policy keeps them, and where
-        earlier ones may go back."""
-        read = policy.read_tool
-        if not (call.offer_tools and policy.reduces and read.enabled and read.working_set):
-            return None, {}
-        limits = policy.artifacts
-        return working_set_place(
-            wire, wire.items(body), tenant.scope, limits.ttl_seconds, limits.max_per_scope
-        )
 
     async def _decide(
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
@@ -204,7 +188,9 @@ class Preparer:
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
         seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
-        reduce = policy.reduces and (over or seen)
+        # A conversation cut before keeps its cuts, even when this request is under its trigger
+        # (the budget moved): its prompt keeps the prefix the upstream saw.
+        reduce = policy.reduces and (over or seen or request.history.pins)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
@@ -313,18 +299,45 @@ class Preparer:
             request.summarizer, self.background, precompute,
         )
 
-        async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
+        history = request.history
+        sizing = history.sizing(request.budget.allowance)
+
+        async def plan(
+            policy: Policy, recent_end: int | None = None
+        ) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
                 wire, request.messages, conversation, policy, counter, request.costs,
-                artifact_id, own_text_mac, request.budget.allowance,
+                artifact_id, own_text_mac, request.budget.allowance, sizing, recent_end,
             )  # fmt: skip
-            return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
+            pinned = history.pinned(ctx.units)
+            budget = request.budget
+            return ctx, await plan_reduction(ctx, budget, base, reduced_base, services, pinned)
 
-        ctx, planned = await plan(policy)
         if precompute:  # summaries started ahead of time; nothing changes in this request
+            await plan(policy)
             return request.unchanged(Outcome.within_trigger)
-        if call.last_resort:
-            ctx, planned = await last_resort(request, ctx, planned, plan)
+        ctx, planned, relaxed = await plans(request, plan, call.last_resort)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
-        return finish(request, reduction, synthetic, planned.log.refused)
+        prepared = finish(request, reduction, synthetic, planned.log.refused)
+        made = _made(request, ctx, planned, reduction, prepared, sizing)
+        kept = dataclasses.replace(made, relaxed=relaxed, recent_end=ctx.recent_end)
+        await keep_cuts(store, history, kept)
+        return prepared
+
+
+def _made(
+    request: PreparingRequest,
+    ctx: ReductionContext,
+    planned: Plan,
+    reduction: Reduction,
+    prepared: Prepared,
+    sizing: int,
+) -> Made:
+    """What this preparation decided, as the next request of its conversation will replay it."""
+    sent = prepared.manifest.outcome in (Outcome.reduced, Outcome.reduced_above_target)
+    slack = planned.total - prepared.manifest.tokens_after if not reduction.unconfirmed else 0
+    return Made(
+        request.policy, len(request.messages), len(ctx.units), sizing, planned.log, sent,
+        max(slack, 0),
+    )  # fmt: skip

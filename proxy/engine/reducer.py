@@ -12,6 +12,7 @@ from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action
 from proxy.engine.planner import (
+    Pinned,
     ReplayLog,
     StepPlan,
     applying_step,
@@ -86,6 +87,8 @@ def build_context(
     artifact_id: Callable[[str], str],
     own_text_mac: OwnTextMac,
     allowance: int,
+    sizing: int | None = None,
+    recent_end: int | None = None,
 ) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -114,6 +117,8 @@ def build_context(
         own_text_mac=own_text_mac,
         allowance=allowance,
         max_stored_chars=policy.artifacts.max_chars,
+        sizing=allowance if sizing is None else sizing,
+        recent_end=len(units) if recent_end is None else min(recent_end, len(units)),
         policy=policy,
     )
 
@@ -166,10 +171,23 @@ class Plan:
     log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
     """What the replay did: each step's cuts and eager moves, the cuts it refused."""
 
+    @property
+    def expected(self) -> int:
+        """The tokens the request will have: the planned ones, less the slack of a remembered
+        form kept as it was sent."""
+        return self.total - self.log.slack
+
 
 async def plan_reduction(
-    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices
+    ctx: ReductionContext,
+    budget: Budget,
+    base: int,
+    reduced_base: int,
+    services: StepServices,
+    pinned: Pinned | None = None,
 ) -> Plan:
+    """Each step's plan, the horizons the replay gives them (`pinned`: the moves remembered
+    for the first units, kept), each step's settled I/O and its rewrite."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -185,7 +203,7 @@ async def plan_reduction(
         log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
             full, plans, base=base, reduced_base=reduced_base, trigger=budget.trigger,
-            target=budget.target, growth=growth, cut_last=cut_last, log=log,
+            target=budget.target, growth=growth, cut_last=cut_last, pinned=pinned, log=log,
         )  # fmt: skip
         return horizons, log
 
