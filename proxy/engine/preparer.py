@@ -184,7 +184,7 @@ class Preparer:
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
     ) -> Prepared:
         policy, wire = request.policy, request.wire
-        over = request.tokens > request.budget.trigger
+        over = request.tokens > request.budget.reduce_over
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
         seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))

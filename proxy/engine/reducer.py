@@ -202,8 +202,9 @@ async def plan_reduction(
     def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
         log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, base=base, reduced_base=reduced_base, trigger=budget.trigger,
-            target=budget.target, growth=growth, cut_last=cut_last, pinned=pinned, log=log,
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
+            target=min(budget.target, budget.reduce_over), growth=growth, cut_last=cut_last,
+            pinned=pinned, log=log,
         )  # fmt: skip
         return horizons, log
 

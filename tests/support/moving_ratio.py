@@ -51,7 +51,8 @@ class Step:
     """The prepared body (None: refused)."""
     manifest: Any = None
     fits: bool = False
-    """The previous prepared body with this request's new items fits under its trigger."""
+    """The previous prepared body with this request's new items fits: under its trigger, and
+    under its refusal limit."""
 
 
 async def replay(
@@ -80,7 +81,9 @@ async def replay(
         step = Step(items, ratio.value, prepared.parsed, prepared.manifest)
         if previous is not None and previous.body is not None:
             grown = extension(previous.body, len(previous.items), items)
-            step.fits = counter.count_request(grown) <= prepared.manifest.trigger
+            manifest = prepared.manifest  # a prompt over the refusal limit does not fit either
+            fitting = min(manifest.trigger, manifest.refusal_limit)
+            step.fits = counter.count_request(grown) <= fitting
         out.append(step)
         previous = step
     return out
