@@ -5,17 +5,21 @@ a request under its trigger whose conversation was cut before keeps its cuts too
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio
 from moving_ratio import JITTER, MovingRatio, kept_prefix, replay, requests_of
 from pipeline_harness import TENANT, Harness, agent_history, make_harness, write_policy
+from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 from shared_tokens import shared_counters
 
+from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
-from proxy.engine.manifest import Outcome
+from proxy.engine.manifest import Outcome, Prepared
+from proxy.engine.preparer import Preparer
 from proxy.engine.working_set import working_set_scope
 from proxy.tokens.counters import TokenCounters
 
@@ -170,3 +174,41 @@ async def test_without_the_store_the_request_is_planned_afresh(
 
     steps = await run(tmp_path, counters, JITTER, store=Down(b"x"))
     assert all(s.body is not None for s in steps)
+
+
+class Replicas:
+    """Two proxies on one Redis taking turns, each request on the other one."""
+
+    def __init__(self, *preparers: Preparer) -> None:
+        self.preparers = preparers
+        self.turn = 0
+
+    async def prepare(self, body: dict[str, Any], raw: bytes, tenant: Any, wire: Any) -> Prepared:
+        self.turn += 1
+        return await self.preparers[self.turn % 2].prepare(body, raw, tenant, wire)
+
+
+@pytest.fixture
+async def redis_stores() -> AsyncIterator[tuple[RedisStore, RedisStore]]:
+    url = require_shared_redis()
+    prefix = unique_prefix()
+    one, two = (RedisStore(url, b"s" * 32, key_prefix=prefix) for _ in range(2))
+    yield one, two
+    await one.close()
+    await two.close()
+    client = redis.asyncio.Redis.from_url(url)
+    await delete_prefix(client, prefix)
+    await client.aclose()
+
+
+async def test_replicas_on_one_redis_keep_each_others_cuts(
+    tmp_path: Path, counters: TokenCounters, redis_stores: tuple[RedisStore, RedisStore]
+) -> None:
+    ratio = MovingRatio()
+    write_policy(tmp_path, WINDOW.format(mode="window"))
+    preparers = [make_harness(tmp_path, counters, store, calibration=ratio).preparer
+                 for store in redis_stores]  # fmt: skip
+    counter = counters.for_model("gpt-4o")
+    steps = await replay(Replicas(*preparers), ratio, TENANT, conversation(), JITTER, counter)
+    assert all(s.body is not None for s in steps) and breaks(steps) > 0
+    assert undue_breaks(steps) == []

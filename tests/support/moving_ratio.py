@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from proxy.engine.manifest import Prepared
 from proxy.engine.prepare_request import Requester
-from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.jsonio import dumps
@@ -16,6 +16,14 @@ from proxy.tokens.calibration_rule import AppliedRatio, CalibrationKey, RatioSou
 from proxy.tokens.counters import TokenCounter
 
 JITTER = (1.0, 1.1, 0.95, 1.05, 0.9, 1.08, 0.97, 1.02)
+
+
+class Prepares(Protocol):
+    """A `Preparer`, or anything that prepares like one (replicas taking turns)."""
+
+    async def prepare(
+        self, body: dict[str, Any], raw: bytes, tenant: Any, wire: Any
+    ) -> Prepared: ...
 
 
 @dataclass
@@ -56,7 +64,7 @@ class Step:
 
 
 async def replay(
-    preparer: Preparer,
+    preparer: Prepares,
     ratio: MovingRatio,
     tenant: Requester,
     requests: list[list[dict[str, Any]]],
