@@ -27,7 +27,7 @@ from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
-from proxy.engine.prepare_request import FOLLOW_UP, CallOptions, Requester
+from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
@@ -72,9 +72,14 @@ class CompletionDriver:
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
 
     async def prepare(
-        self, request: ClientRequest, summarizer: UpstreamSummarizer | None = None
+        self,
+        request: ClientRequest,
+        summarizer: UpstreamSummarizer | None = None,
+        *,
+        sent: bool = False,
     ) -> Prepared:
-        """The request as it would go upstream first (a dry run, a token count, a completion)."""
+        """The request as it would go upstream first (a dry run, a token count, a completion);
+        `sent`: it does go (a completion), so its cuts are kept for the next request."""
         summarizer = summarizer or self.summarizer(request)
         held = request.wire.provider_history(request.body)
         if held is not None:
@@ -88,7 +93,7 @@ class CompletionDriver:
         else:
             prepared = await self.preparer.prepare(
                 request.body, request.raw, request.requester, request.wire, request.windows,
-                summarizer=summarizer,
+                call=FIRST_CALL if sent else LOOKING, summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
         return prepared
@@ -96,7 +101,7 @@ class CompletionDriver:
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
         summarizer = self.summarizer(request)
-        prepared = await self.prepare(request, summarizer)
+        prepared = await self.prepare(request, summarizer, sent=True)
         self.metrics.record_preparation(prepared.manifest)
         exchange = _Exchange(self.preparer, request, prepared, summarizer)
         held = request.wire.provider_history(request.body) is not None

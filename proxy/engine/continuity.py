@@ -89,15 +89,18 @@ async def recall_history(
     items: list[Any],
     policy: Policy,
     first_call: bool,
+    keep: bool = True,
 ) -> History:
     """The working set's exchanges put back in `items` (when the policy keeps them) and the
     cuts remembered for the history, for the client's own request (`first_call`) under a
-    reducing policy; nothing else."""
+    reducing policy; nothing else. `keep`: this request's own cuts are kept for the next one
+    (`History.cuts_key`)."""
     if not (first_call and policy.reduces):
         return History(Reinserted(items, 0))
     limits, read = policy.artifacts, policy.read_tool
-    key, anchors = working_set_place(wire, items, scope, limits.ttl_seconds, limits.max_per_scope)
-    working_set = key if read.enabled and read.working_set else None
+    place, anchors = working_set_place(wire, items, scope, limits.ttl_seconds, limits.max_per_scope)
+    working_set = place if read.enabled and read.working_set else None
+    key = place if keep else None
     if not anchors:
         return History(Reinserted(items, 0), working_set, key)
     exchanges = exchange_ids(store, scope, anchors) if working_set is not None else {}

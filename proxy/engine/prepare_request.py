@@ -142,9 +142,16 @@ class CallOptions:
     offer_tools: bool = False
     last_resort: bool = True
     within_allowance: bool = False
+    keeps_cuts: bool = False
+    """The prepared request goes upstream as the client's own call: its cuts are kept for the
+    next request of its conversation (`engine.cut_memory`). A dry run or a token count reads
+    them but keeps none: what the upstream saw last is what the next request must keep."""
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)
 
 
-FIRST_CALL = CallOptions(offer_tools=True)
+FIRST_CALL = CallOptions(offer_tools=True, keeps_cuts=True)
+
+LOOKING = CallOptions(offer_tools=True)
+"""A dry run or a token count: prepared as the client's call would be, nothing kept for later."""

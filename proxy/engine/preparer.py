@@ -159,7 +159,9 @@ class Preparer:
         call: CallOptions,
     ) -> Prepared:
         items = wire.items(body)
-        history = await recall_history(store, tenant.scope, wire, items, policy, call.offer_tools)
+        history = await recall_history(
+            store, tenant.scope, wire, items, policy, call.offer_tools, call.keeps_cuts
+        )
         kept, carries_tools = history.kept, False
         if kept.exchanges:
             tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))

@@ -18,9 +18,13 @@ from shared_tokens import shared_counters
 
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import Artifact, MemoryStore, StoreUnavailable
+from proxy.engine.cut_memory import record_id
 from proxy.engine.manifest import Outcome, Prepared
+from proxy.engine.prepare_request import FIRST_CALL, LOOKING, CallOptions
 from proxy.engine.preparer import Preparer
-from proxy.engine.working_set import working_set_scope
+from proxy.engine.working_set import history_digest, working_set_scope
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.jsonio import dumps
 from proxy.tokens.counters import TokenCounters
 
 WINDOW = """
@@ -212,3 +216,20 @@ async def test_replicas_on_one_redis_keep_each_others_cuts(
     steps = await replay(Replicas(*preparers), ratio, TENANT, conversation(), JITTER, counter)
     assert all(s.body is not None for s in steps) and breaks(steps) > 0
     assert undue_breaks(steps) == []
+
+
+@pytest.mark.parametrize(("call", "kept"), [(FIRST_CALL, True), (LOOKING, False)])
+async def test_only_a_request_that_goes_upstream_keeps_its_cuts(
+    tmp_path: Path, counters: TokenCounters, call: CallOptions, kept: bool
+) -> None:
+    """A dry run or a token count (`LOOKING`) is prepared the same way, remembered cuts
+    included, but keeps none of its own: the next request must keep what the upstream saw."""
+    h = harness(tmp_path, counters, MovingRatio())
+    items = conversation()[-1]
+    body = {"model": "gpt-4o", "messages": items}
+    prepared = await h.preparer.prepare(body, dumps(body), TENANT, OPENAI_CHAT, call=call)
+    assert prepared.changed and prepared.manifest.actions
+    digest = history_digest(OPENAI_CHAT, items)
+    rid = record_id(h.store, TENANT.scope, digest)
+    found = await h.store.get(working_set_scope(TENANT.scope), rid)
+    assert (found is not None) is kept
