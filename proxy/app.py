@@ -174,10 +174,10 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
         )
         await redis_store.check_eviction_policy()
         services.store = redis_store
-        refusals = redis_store.budget_refusals
+        refusals = redis_store.refused_writes
     else:
         memory = MemoryStore(secret, max_bytes=store_settings.memory_max_bytes, budgets=budgets)
-        services.store, refusals = memory, memory.budget_refusals
+        services.store, refusals = memory, memory.refused_writes
     store = services.store
     services.metrics.watch_store(lambda: int(getattr(store, "failed_operations", 0)))
     services.metrics.watch_write_budgets(refusals.snapshot)

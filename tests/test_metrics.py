@@ -205,7 +205,7 @@ async def test_write_budget_refusals_are_read_at_scrape_time() -> None:
     metrics = Metrics()
     budgets = WriteBudgets(WriteBudget(bytes_per_minute=None, live_bytes=4))
     store = MemoryStore(b"secret", budgets=budgets)
-    metrics.watch_write_budgets(store.budget_refusals.snapshot)
+    metrics.watch_write_budgets(store.refused_writes.snapshot)
     listed = samples(metrics)
     for name in ("ctxproxy_store_writes_refused_total", "ctxproxy_store_bytes_refused_total"):
         for budget in ("live_bytes", "bytes_per_minute"):  # every budget, from the start

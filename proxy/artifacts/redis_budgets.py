@@ -19,10 +19,14 @@ artifacts that have expired (an entry whose time has come is checked against its
 so an artifact refreshed since is re-dated, not forgotten), refills the rate bucket, writes each
 new payload that the budgets allow (one written by another replica meanwhile is refreshed and
 confirmed), removes the refused ones from the index, evicts as many of the scope's oldest as the
-count cap still asks, and keeps the accounting keys alive for at least the TTL. `TOUCH` rides in
-the first round trip (the refresh) and only extends the accounting keys' TTL: a refresh makes
-artifacts live longer, their accounting must too. A Redis that lost the scripts (restarted) has
-them loaded again, at the cost of one more round trip then.
+count cap still asks, and keeps the accounting keys alive for at least the TTL. To check an
+expiry it reads an artifact's PTTL by its name in `exp`: a key it was not given, but one under the
+same hash tag, so on the same Cluster slot. It reads before it writes anything: a Redis over
+`maxmemory` refuses a script's writes that need memory only until the script has written, so the
+first write is a payload's, refused as a plain SET would be. `TOUCH` rides in the first round trip
+(the refresh) and only extends the accounting keys' TTL: a refresh makes artifacts live longer,
+their accounting must too. A Redis that lost the scripts (restarted) has them loaded again, at
+the cost of one more round trip then.
 """
 
 from __future__ import annotations

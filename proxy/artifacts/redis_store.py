@@ -107,7 +107,7 @@ class RedisStore(_Ids):
         self._clock = clock
         self._log = logger or _DEFAULT_LOGGER
         self._budgets = budgets or WriteBudgets()
-        self.budget_refusals = RefusalRecorder(self._log, clock)
+        self.refused_writes = RefusalRecorder(self._log, clock)
         """The writes the budgets refused (read by /metrics at scrape time)."""
         parts = urlsplit(url)
         self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # no credentials
@@ -220,7 +220,7 @@ class RedisStore(_Ids):
             stored = {}
         refused = tally.refusals()
         if refused:
-            self.budget_refusals.record(budget_owner(scope), refused)
+            self.refused_writes.record(budget_owner(scope), refused)
         written = [aid for aid in items if existing[aid] or stored.get(aid, False)]
         return Confirmed(written, refused)
 

@@ -209,7 +209,7 @@ class MemoryStore(_Ids):
         self._clock = clock
         self._budgets = budgets or WriteBudgets()
         self._ledger = Ledger()
-        self.budget_refusals = RefusalRecorder(logger or _LOG, clock)
+        self.refused_writes = RefusalRecorder(logger or _LOG, clock)
         """The writes the budgets refused (read by /metrics at scrape time)."""
         self._sweep_interval = sweep_interval
         self._next_sweep = clock() + sweep_interval
@@ -266,7 +266,7 @@ class MemoryStore(_Ids):
         self._trim_budget({(scope, aid) for aid in written})
         refused = tally.refusals()
         if refused:
-            self.budget_refusals.record(owner, refused)
+            self.refused_writes.record(owner, refused)
         return Confirmed(written, refused)
 
     def _put(

@@ -67,7 +67,7 @@ async def memory_rig() -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
         async def elapse(seconds: float) -> None:
             clock.now += seconds
 
-        return Rig("memory", store, elapse, store.budget_refusals.snapshot)
+        return Rig("memory", store, elapse, store.refused_writes.snapshot)
 
     yield make
     for store in made:
@@ -89,7 +89,7 @@ async def redis_rig() -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
             clock.now += seconds
             await age_keys(client, prefix, seconds)
 
-        return Rig("redis", store, elapse, store.budget_refusals.snapshot)
+        return Rig("redis", store, elapse, store.refused_writes.snapshot)
 
     try:
         yield make
