@@ -133,7 +133,8 @@ def judge(
     elsewhere = {k: n for k, n in findings.injected.items() if "summary" not in k and n}
     figure = ", ".join(f"{n} in {k}s" for k, n in elsewhere.items()) or "0"
     seen = ", ".join(f"{k} x{n}" for k, n in sorted(findings.texts.items()))
-    result.check(f"... in the proxy's other texts ({seen})", figure, not elsewhere)
+    result.check(f"injected marker spellings left as they were, in the proxy's other texts "
+                 f"(seen: {seen})", figure, not elsewhere)  # fmt: skip
     result.check("texts spelling the marker that the proxy did not sign (forged headers)",
                  str(findings.forged), findings.forged == 0)  # fmt: skip
     result.notes.append(
