@@ -15,7 +15,13 @@ from artifacts_harness import keyed
 from redis.asyncio.client import Pipeline
 from redis.exceptions import OutOfMemoryError, ResponseError
 from redis_process import RedisProcess, require_redis_server
-from shared_redis import REDIS_URL, delete_prefix, require_shared_redis, unique_prefix
+from shared_redis import (
+    REDIS_URL,
+    delete_prefix,
+    record_pipelines,
+    require_shared_redis,
+    unique_prefix,
+)
 
 from proxy.artifacts.budgets import WriteBudget, WriteBudgets, sub_scope
 from proxy.artifacts.redis_store import RedisStore
@@ -45,15 +51,7 @@ async def live() -> AsyncIterator[Live]:
 @pytest.fixture
 def pipelines(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The command names of every pipeline round trip."""
-    calls: list[list[str]] = []
-    original = Pipeline.execute
-
-    async def spy(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
-        calls.append([str(args[0]).upper() for args, _ in self.command_stack])
-        return await original(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", spy)
-    return calls
+    return record_pipelines(monkeypatch)
 
 
 def tag(scope: str) -> str:
