@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from proxy.cost_metrics import CostMetrics
 from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
@@ -148,6 +149,7 @@ class Metrics:
         self._preparation_metrics(self.registry)
         self._upstream_metrics(self.registry)
         self._read_metrics(self.registry)
+        self.costs = CostMetrics(self.registry)
         self._store_errors = _StoreErrors()
         self.registry.register(self._store_errors)
         self._count_ratios = _CountRatios()
@@ -315,6 +317,8 @@ class Metrics:
             self._child(self.cached_tokens, stats.upstream_calls[0].upstream).inc(
                 stats.cached_tokens
             )
+        if stats.answers:
+            self.costs.record(stats)
 
     def record_preparation(self, manifest: Manifest) -> None:
         """A chat completion's manifest (not refused; dry runs are not counted)."""

@@ -32,9 +32,10 @@ from proxy.engine.preparer import Preparer
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
-from proxy.stats import RequestStats
+from proxy.stats import Pricing, RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.prices import PriceTable, estimate
 from proxy.upstream.base import Upstream
 from proxy.upstream.windows import RequestWindows
 
@@ -70,6 +71,8 @@ class CompletionDriver:
     calibration: CountCalibration | None = None
     search_worker: SearchWorker | None = None
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
+    prices: PriceTable | None = None
+    """Prices by upstream and model: the answers' cost, the preparation's estimate."""
 
     async def prepare(
         self, request: ClientRequest, summarizer: UpstreamSummarizer | None = None
@@ -91,7 +94,21 @@ class CompletionDriver:
                 summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
+        self._priced(request, prepared)
         return prepared
+
+    def _priced(self, request: ClientRequest, prepared: Prepared) -> None:
+        """The request's prices in its stats (for its answers' cost) and the prompt's estimated
+        price in its manifest."""
+        if self.prices is None:
+            return
+        manifest, upstream = prepared.manifest, request.windows.upstream.name
+        prices = self.prices.lookup(upstream, manifest.model)
+        request.stats.pricing = Pricing(upstream, manifest.model, prices)
+        if manifest.counting_method:
+            manifest.cost_estimate = estimate(
+                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio
+            )
 
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""

@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.settings.prices import PriceSettings as PriceSettings
+
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
@@ -237,6 +239,10 @@ class Settings(_Strict):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: list[TenantSettings] = Field(default_factory=list)
     policies_dir: str | None = Field(default=None, description="Directory of policy YAML files.")
+    prices: list[PriceSettings] = Field(
+        default_factory=list,
+        description="Price overrides per model glob, before litellm's price map.",
+    )
     source: str = Field(default="<embedded default>", exclude=True)
 
     @model_validator(mode="after")
@@ -288,6 +294,11 @@ def _reference_problems(settings: Settings) -> list[str]:
         for t, tenant in enumerate(settings.tenants)
         for i, route in enumerate(tenant.routes)
         if route.upstream not in names
+    ]
+    problems += [
+        f"prices.{i}.upstream: unknown upstream {price.upstream!r}"
+        for i, price in enumerate(settings.prices)
+        if price.upstream is not None and price.upstream not in names
     ]
     if settings.auth.mode == "keys" and not any(t.keys for t in settings.tenants):
         problems.append("tenants: auth mode 'keys' needs at least one tenant with keys")
