@@ -10,10 +10,12 @@ provider's cache when the map gives no price for that.
 `request_cost` prices every answer of a request (the proxy's read rounds included) as reported,
 and estimates the request unchanged: the client's request sent once as it came, i.e. the first
 answer's prompt plus the tokens preparation removed (`tokens_before - tokens_after`, scaled by the
-count ratio into the upstream's tokens; negative when preparation added some), those tokens at
-the uncached input price, the same cache reads and writes, and the last answer's output. How
-much of the unchanged prompt the provider would have served from its cache is unknown; the
-estimate assumes no more than it served of the prepared one.
+count ratio into the upstream's tokens; negative when preparation added some), the same cache
+writes, and the last answer's output. The removed tokens are the conversation's old part, which
+the provider would have read from its cache had it read any of the prepared prompt (a warm
+cache), else billed in full. How much more of the unchanged prompt the provider would have
+served from its cache (what a cut made it miss) is unknown: the estimate assumes no more, so
+it overstates the unchanged price when preparation broke a cached prefix.
 """
 
 from __future__ import annotations
@@ -85,11 +87,17 @@ def price_of(usage: TokenUsage, prices: ModelPrices | None) -> float | None:
 
 def unchanged_usage(answers: Sequence[TokenUsage], removed: int) -> TokenUsage:
     """The request sent once as it came: the first answer's prompt with the `removed` tokens
-    back (uncached), the same cache reads and writes, the last answer's output."""
+    back, the same cache writes, the last answer's output. The removed tokens are old history:
+    read from the cache when the first answer read from it (the conversation's cache is warm),
+    else uncached."""
     first = answers[0]
-    uncached = max(0, first.uncached + removed)
-    cached = (first.cache_read or 0) + (first.cache_write or 0)
-    return TokenUsage(uncached + cached, answers[-1].output, first.cache_read, first.cache_write)
+    read, write, uncached = first.cache_read, first.cache_write, first.uncached
+    if read:
+        read = max(0, read + removed)
+    else:
+        uncached = max(0, uncached + removed)
+    whole = uncached + (read or 0) + (write or 0)
+    return TokenUsage(whole, answers[-1].output, read, write)
 
 
 def request_cost(

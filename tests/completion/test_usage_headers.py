@@ -32,8 +32,8 @@ def test_usage_and_cost() -> None:
     )  # fmt: skip
     headers = usage_headers(stats)
     assert headers["x-ctxproxy-cost-usd"] == usd(976 * 2.5e-6 + 1_024 * 1.25e-6 + 10 * 1e-5)
-    assert headers["x-ctxproxy-cost-unchanged-usd"] == usd(
-        1_976 * 2.5e-6 + 1_024 * 1.25e-6 + 10 * 1e-5
+    assert headers["x-ctxproxy-cost-unchanged-usd"] == usd(  # the removed 1,000 read too
+        976 * 2.5e-6 + 2_024 * 1.25e-6 + 10 * 1e-5
     )
     stats.answers.append(TokenUsage(100, 1, None, 50))
     headers = usage_headers(stats)

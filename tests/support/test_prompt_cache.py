@@ -144,3 +144,23 @@ def test_the_blocks_of_each_format() -> None:
     ]
     assert responses_blocks({"instructions": "i", "input": "hello"}) == [b'"i"', b'"hello"']
     assert len(responses_blocks({"input": [{"role": "user", "content": "x"}], "tools": []})) == 1
+
+
+def test_a_moved_marker_keeps_the_prefix_it_marked() -> None:
+    """`cache_control` is no part of the cached content: Claude Code moves its breakpoint to the
+    newest message every turn and reads the previous turn's prefix."""
+    cache = AnthropicCache(Clock())
+    marked = {"type": "text", "text": "x" * 8000, "cache_control": {"type": "ephemeral"}}
+    first = {"messages": [{"role": "user", "content": [marked]}]}
+    plain = {"type": "text", "text": "x" * 8000}
+    moved = {"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}
+    second = {
+        "messages": [
+            {"role": "user", "content": [plain]},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": [moved]},
+        ]
+    }
+    written = cache.request("k", anthropic_blocks(first)).cache_write
+    usage = cache.request("k", anthropic_blocks(second))
+    assert written > 1024 and usage.cache_read == written

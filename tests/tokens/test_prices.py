@@ -81,10 +81,15 @@ def test_a_usage_at_its_prices() -> None:
 def test_the_request_unchanged_is_the_first_call_with_the_removed_tokens_back() -> None:
     first = TokenUsage(5_000, 40, 4_096)
     second = TokenUsage(5_600, 30, 5_000)
+    # a warm cache (the first call read from it): the removed old history would have been read
     unchanged = unchanged_usage([first, second], removed=20_000)
-    assert unchanged == TokenUsage(25_000, 30, 4_096)
-    assert unchanged_usage([first], removed=-500) == TokenUsage(4_500, 40, 4_096)
-    assert unchanged_usage([first], removed=-9_000) == TokenUsage(4_096, 40, 4_096)  # clamped
+    assert unchanged == TokenUsage(25_000, 30, 24_096)
+    assert unchanged_usage([first], removed=-500) == TokenUsage(4_500, 40, 3_596)
+    assert unchanged_usage([first], removed=-9_000) == TokenUsage(904, 40, 0)  # clamped
+    # a cold one: billed in full
+    cold = TokenUsage(5_000, 40, 0, 5_000)
+    assert unchanged_usage([cold], removed=2_000) == TokenUsage(7_000, 40, 0, 5_000)
+    assert unchanged_usage([TokenUsage(300)], removed=-400) == TokenUsage(0)
     cost = request_cost([first, second], PRICES, 20_000)
     assert cost is not None
     assert cost.usd == pytest.approx(price_of(first + second, PRICES))

@@ -108,20 +108,31 @@ def _ttl(value: Any) -> float | None:
     return LONG_TTL_S if mark.get("ttl") == "1h" else DEFAULT_TTL_S
 
 
+def _unmarked(value: Any) -> Any:
+    """The block without its `cache_control` (a marker is no part of the cached content: a
+    breakpoint that moves on keeps the prefix it marked)."""
+    if isinstance(value, dict) and "cache_control" in value:
+        return {k: v for k, v in value.items() if k != "cache_control"}
+    return value
+
+
+def _block(value: Any, *context: Any) -> Block:
+    return Block(block_bytes([*context, _unmarked(value)]), _ttl(value))
+
+
 def anthropic_blocks(body: Mapping[str, Any]) -> list[Block]:
     """A Messages request: each tool, each system block, then each message's content blocks
     (a string content is one block; each block carries its message's role and index)."""
-    blocks = [Block(block_bytes(t), _ttl(t)) for t in _listed(body.get("tools"))]
+    blocks = [_block(t) for t in _listed(body.get("tools"))]
     system = body.get("system")
     if isinstance(system, str) and system:
-        blocks.append(Block(block_bytes(system)))
-    blocks += [Block(block_bytes(b), _ttl(b)) for b in _listed(system)]
+        blocks.append(_block(system))
+    blocks += [_block(b) for b in _listed(system)]
     for index, message in enumerate(_listed(body.get("messages"))):
         role = message.get("role") if isinstance(message, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         parts = content if isinstance(content, list) else [content]
-        for part in parts:
-            blocks.append(Block(block_bytes([index, role, part]), _ttl(part)))
+        blocks += [_block(part, index, role) for part in parts]
     return blocks
 
 
