@@ -75,9 +75,14 @@ class CompletionDriver:
     """Prices by upstream and model: the answers' cost, the preparation's estimate."""
 
     async def prepare(
-        self, request: ClientRequest, summarizer: UpstreamSummarizer | None = None
+        self,
+        request: ClientRequest,
+        summarizer: UpstreamSummarizer | None = None,
+        *,
+        estimate_cost: bool = False,
     ) -> Prepared:
-        """The request as it would go upstream first (a dry run, a token count, a completion)."""
+        """The request as it would go upstream first (a dry run, a token count, a completion);
+        `estimate_cost`: with the prompt's estimated price in the manifest (a dry run)."""
         summarizer = summarizer or self.summarizer(request)
         held = request.wire.provider_history(request.body)
         if held is not None:
@@ -94,18 +99,18 @@ class CompletionDriver:
                 summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
-        self._priced(request, prepared)
+        self._priced(request, prepared, estimate_cost)
         return prepared
 
-    def _priced(self, request: ClientRequest, prepared: Prepared) -> None:
-        """The request's prices in its stats (for its answers' cost) and the prompt's estimated
-        price in its manifest."""
+    def _priced(self, request: ClientRequest, prepared: Prepared, estimate_cost: bool) -> None:
+        """The request's prices in its stats (for its answers' cost) and, when asked, the
+        prompt's estimated price in its manifest."""
         if self.prices is None:
             return
         manifest, upstream = prepared.manifest, request.windows.upstream.name
         prices = self.prices.lookup(upstream, manifest.model)
         request.stats.pricing = Pricing(upstream, manifest.model, prices)
-        if manifest.counting_method:
+        if estimate_cost and manifest.counting_method:
             manifest.cost_estimate = estimate(
                 prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio
             )
