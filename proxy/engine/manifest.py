@@ -51,6 +51,9 @@ class NoteCode(StrEnum):
     no_credential = "no_credential"
     """The request presented no credential: nothing was stored for it, so nothing was offloaded,
     cleared or dropped (its content stays in the prompt)."""
+    store_write_budget = "store_write_budget"
+    """The tenant's store write budget (bytes per minute or live bytes) refused writes this
+    request needed: that content stays in the prompt (the note names the budget)."""
     invalid_forwarded = "invalid_forwarded"
     """Not prepared: the input is structurally broken (`on_invalid: forward`); it went upstream
     untouched. The manifest's notes name the first problem."""

@@ -112,6 +112,9 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL
+        tokenizer = policy.counting.tokenizer
+        if not self._counters.loaded(model, tokenizer):  # the first request of its encoding
+            await asyncio.to_thread(self._counters.for_model, model, tokenizer)
         unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
         learned = await upstream_learned(
             windows, model, unknown, policy.budget, self._calibration, tenant.contributor
@@ -337,17 +340,7 @@ class Preparer:
     ) -> Prepared:
         manifest, counter = request.manifest, request.counter
         manifest.actions = reduction.actions
-        if reduction.unconfirmed:
-            manifest.notes.append(
-                f"artifact store did not confirm {reduction.unconfirmed} write(s): "
-                "that content was kept"
-            )
-        if reduction.over_scope_cap:
-            manifest.notes.append(
-                f"this request references {reduction.over_scope_cap} artifacts, more than "
-                f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
-                "kept, the scope's other artifacts are evicted first"
-            )
+        reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
         wire = request.wire
         added = synthetic if reduction.referenced else []
         body = wire.render(request.body, reduction.messages, added)
@@ -359,8 +352,8 @@ class Preparer:
             manifest.notes.append("the reduced request would not fit: forwarded unchanged")
             return request.unchanged(Outcome.within_allowance)
         if after > request.budget.limit:
-            unconfirmed = bool(reduction.unconfirmed)
-            raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
+            failed = bool(reduction.store_failed)
+            raise request.refusal(after, manifest.protected_tokens, store_failed=failed)
         if not reduction.actions:
             return request.unchanged(Outcome.nothing_reduced)
         manifest.outcome = (

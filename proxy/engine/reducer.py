@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.artifacts.budgets import Refused, budget_refusals
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
-from proxy.engine.manifest import Action
+from proxy.engine.manifest import Action, Manifest, NoteCode
 from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import (
@@ -36,8 +37,44 @@ class Reduction:
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
+    budget_refused: tuple[Refused, ...] = ()
+    """The writes among `unconfirmed` that the tenant's write budgets refused."""
     over_scope_cap: int = 0
     """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
+
+    @property
+    def store_failed(self) -> int:
+        """Writes the store did not confirm for another reason than a write budget."""
+        return self.unconfirmed - sum(r.writes for r in self.budget_refused)
+
+    def note_store(self, manifest: Manifest, max_per_scope: int) -> None:
+        """What the manifest says about this reduction's writes."""
+        if self.budget_refused:
+            manifest.note(NoteCode.store_write_budget, budget_note(self.budget_refused))
+        if self.store_failed:
+            manifest.notes.append(
+                f"artifact store did not confirm {self.store_failed} write(s): "
+                "that content was kept"
+            )
+        if self.over_scope_cap:
+            manifest.notes.append(
+                f"this request references {self.over_scope_cap} artifacts, more than "
+                f"artifacts.max_per_scope ({max_per_scope}): all are kept, the scope's other "
+                "artifacts are evicted first"
+            )
+
+
+def budget_note(refused: tuple[Refused, ...]) -> str:
+    """The manifest's note naming the write budgets that refused writes."""
+    parts = [
+        f"{r.budget.value} ({r.limit:,} bytes): {r.writes} write(s) of {r.bytes:,} bytes refused"
+        for r in refused
+    ]
+    return (
+        "store write budget of this tenant reached, "
+        + "; ".join(parts)
+        + ": that content was kept in the prompt"
+    )
 
 
 @dataclass
@@ -267,11 +304,13 @@ async def store_and_apply(
     wanted: dict[str, NewArtifact] = {}
     for _, out in outputs:
         wanted.update(out.artifacts)
-    sent, confirmed = await _store(ctx.policy.artifacts, store, scope, wanted)
-    reduction = Reduction(messages=[])
+    sent, confirmed, refused = await _store(ctx.policy.artifacts, store, scope, wanted)
+    reduction = Reduction(messages=[], budget_refused=refused)
     edits: list[Edit] = []
     for step, out in outputs:
-        kept = [e for e in out.edits if e.artifact_id in confirmed]
+        kept = [
+            e for e in out.edits if e.artifact_id in confirmed and confirmed.issuperset(e.requires)
+        ]
         if not kept:
             continue
         edits.extend(kept)
@@ -307,15 +346,15 @@ def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
 
 async def _store(
     limits: ArtifactsPolicy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
-) -> tuple[int, set[str]]:
-    """(how many artifacts were sent, the ids the store confirmed)."""
+) -> tuple[int, set[str], tuple[Refused, ...]]:
+    """(how many artifacts were sent, the ids the store confirmed, what budgets refused)."""
     sendable = {i: a for i, a in wanted.items() if len(a.content) <= limits.max_chars}
     if not sendable:
-        return 0, set()
+        return 0, set(), ()
     confirmed = await store.put_many(
         scope, sendable, ttl_seconds=limits.ttl_seconds, max_per_scope=limits.max_per_scope
     )
-    return len(sendable), confirmed & sendable.keys()
+    return len(sendable), confirmed & sendable.keys(), budget_refusals(confirmed)
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:
