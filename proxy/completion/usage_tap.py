@@ -1,7 +1,7 @@
 """The upstream's usage, read from the stream bytes as they pass to the client.
 
-A relayed stream is never parsed; the tap only scans each chunk (with the end of the previous
-one, so a number split across chunks is still found) with the format's scanner
+A relayed stream is never parsed; the tap only scans each chunk (with the last 64 bytes before
+it, so a figure split across chunks, however small, is still found) with the format's scanner
 (`AnswerFormat.usage_scanner`), which keeps the last statement of each figure of the round. Each
 round of the synthetic loop is one answer in `RequestStats.answers` (the access line, the metrics
 and the cost): a stream's headers are gone before its usage comes.
@@ -13,7 +13,7 @@ from proxy.formats.base import AnswerFormat, UsageScanner
 from proxy.stats import RequestStats
 
 _OVERLAP = 64
-"""Bytes of the previous chunk scanned again with the next one."""
+"""Bytes before a chunk scanned again with it (more than a usage statement takes)."""
 
 
 class UsageTap:
@@ -26,8 +26,9 @@ class UsageTap:
         """Where this round's usage is in `stats.answers`, once it stated one."""
 
     def __call__(self, chunk: bytes) -> None:
-        found = self._scanner.feed(self._tail + chunk)
-        self._tail = chunk[-_OVERLAP:]
+        data = self._tail + chunk
+        found = self._scanner.feed(data)
+        self._tail = data[-_OVERLAP:]
         if not found:
             return
         usage = self._scanner.usage()

@@ -72,3 +72,14 @@ def test_usage_keys_inside_a_models_text_are_not_read() -> None:
     tap = UsageTap(OPENAI_CHAT, stats)
     tap(b'data: {"choices":[{"delta":{"content":"{\\"prompt_tokens\\": 99}"}}]}\n\n')
     assert stats.answers == []
+
+
+def test_any_chunking_gives_the_same_usage() -> None:
+    stream = START + b'event: content_block_delta\ndata: {"delta":{"text":"hi"}}\n\n' + DELTA
+    expected = TokenUsage(1239, 17, 1234, 0)
+    for size in (1, 2, 3, 7, 16, 63, 64, 65, len(stream)):
+        stats = RequestStats()
+        tap = UsageTap(ANTHROPIC_MESSAGES, stats)
+        for at in range(0, len(stream), size):
+            tap(stream[at : at + size])
+        assert stats.answers == [expected], size

@@ -231,3 +231,42 @@ async def test_config_prices_win_and_an_unknown_price_says_so(
     assert first["price"] == "config" and second["price"] == "unknown"
     assert "cost_usd" not in second
     assert json.dumps(second)  # the line stays JSON
+
+
+async def test_openai_streams_are_priced_in_the_access_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    messages: Any = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "one"}]
+    prices = priced("gpt-4o")
+    async with (
+        caching_proxy() as (fake, proxy),
+        openai.AsyncOpenAI(base_url=proxy.base_url, api_key="sk-c", max_retries=0) as client,
+    ):
+        for _ in range(2):
+            chat = await client.chat.completions.create(
+                model="gpt-4o",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            _ = [chunk async for chunk in chat]
+        chat_line = access_lines(caplog)[-1]
+        chat_reported = chat_usage(fake.reported[-1])
+        responses = await client.responses.create(
+            model="gpt-4o", instructions=SYSTEM, input="two", stream=True
+        )
+        _ = [event async for event in responses]
+        reported = fake.reported[-1]
+    assert chat_reported.cache_read  # the second chat stream read the first one's prefix
+    assert (chat_line["input_tokens"], chat_line["cached_tokens"]) == (
+        chat_reported.input,
+        chat_reported.cache_read,
+    )
+    assert chat_line["cost_usd"] == pytest.approx(price_of(chat_reported, prices))
+    line = access_lines(caplog)[-1]
+    assert (line["input_tokens"], line["output_tokens"]) == (
+        reported["input_tokens"],
+        reported["output_tokens"],
+    )
+    assert line["price"] == "model_map" and line["cost_usd"] > 0
