@@ -28,6 +28,7 @@ from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.calibration_sync import CalibrationSync
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
 from proxy.upstream.windows import ModelWindows
 
@@ -228,6 +229,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         calibration=services.calibration,
         search_worker=services.search_worker,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
+        prices=PriceTable(services.settings.prices, catalog),
     )
     watcher = asyncio.create_task(policies.watch(2.0))
     yield

@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from proxy.artifacts.budgets import WriteLimit
+from proxy.cost_metrics import CostMetrics
 from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
@@ -34,23 +35,8 @@ from proxy.tokens.calibration_rule import CalibrationKey, RatioSource
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 _LATENCY_BUCKETS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
-    30,
-    60,
-    120,
-)
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
+)  # fmt: skip
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000, 1_000_000)
 
@@ -176,6 +162,7 @@ class Metrics:
         self._preparation_metrics(self.registry)
         self._upstream_metrics(self.registry)
         self._read_metrics(self.registry)
+        self.costs = CostMetrics(self.registry)
         self._store_errors = _StoreErrors()
         self.registry.register(self._store_errors)
         self._write_budgets = _WriteBudgetRefusals()
@@ -349,6 +336,8 @@ class Metrics:
             self._child(self.cached_tokens, stats.upstream_calls[0].upstream).inc(
                 stats.cached_tokens
             )
+        if stats.answers:
+            self.costs.record(stats)
 
     def record_preparation(self, manifest: Manifest) -> None:
         """A chat completion's manifest (not refused; dry runs are not counted)."""

@@ -130,6 +130,9 @@ class Manifest:
     notes: list[str] = field(default_factory=list)
     note_codes: list[NoteCode] = field(default_factory=list)
     """The fixed codes of `x-ctxproxy-notes`, in the order they were noted, each once."""
+    cost_estimate: dict[str, Any] | None = None
+    """The prompt's price as prepared and unchanged (`tokens.prices.estimate`), set by the
+    completion driver for a dry run (it knows the upstream); None otherwise."""
 
     def note(self, code: NoteCode, text: str) -> None:
         """Record a note for people (`notes`) and its code for programs (`note_codes`)."""

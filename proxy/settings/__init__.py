@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.settings.prices import PriceSettings as PriceSettings
+
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
@@ -274,6 +276,9 @@ class Settings(_Strict):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: list[TenantSettings] = Field(default_factory=list)
     policies_dir: str | None = Field(default=None, description="Directory of policy YAML files.")
+    prices: list[PriceSettings] = Field(
+        default_factory=list, description="Price overrides by model glob (before litellm's map)."
+    )
     source: str = Field(default="<embedded default>", exclude=True)
 
     @model_validator(mode="after")
@@ -331,6 +336,11 @@ def _reference_problems(settings: Settings) -> list[str]:
         for i, route in enumerate(tenant.routes)
         if route.upstream not in names
     ]
+    problems += [
+        f"prices.{i}.upstream: unknown upstream {price.upstream!r}"
+        for i, price in enumerate(settings.prices)
+        if price.upstream is not None and price.upstream not in names
+    ]
     if settings.auth.mode == "keys" and not any(t.keys for t in settings.tenants):
         problems.append("tenants: auth mode 'keys' needs at least one tenant with keys")
     return problems
@@ -380,18 +390,4 @@ def _open_relay_problems(settings: Settings) -> list[str]:
         "without a key of its own (an open relay); remove it, use auth.mode: keys, or set "
         "auth.allow_operator_key_in_passthrough: true"
         for key in keys
-    ]
-
-
-def startup_warnings(settings: Settings) -> list[str]:
-    """What works but is probably a mistake: one line each (no secrets)."""
-    if settings.auth.mode != "keys":
-        return []
-    bare = [(i, u) for i, u in enumerate(settings.upstreams) if not u.api_key]
-    return [
-        f"tenant {tenant.name!r} has no upstream_key and "
-        + ", ".join(f"upstreams.{i} {u.name!r}" for i, u in bare)
-        + " no api_key: its requests there go upstream without Authorization"
-        for tenant in settings.tenants
-        if tenant.keys and not tenant.upstream_key and bare
     ]
