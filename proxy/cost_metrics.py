@@ -19,57 +19,57 @@ were answered with a usage are labels of their own, any later one is `other`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from proxy.stats import RequestStats
 
 MAX_MODEL_LABELS = 32
 MAX_MODEL_CHARS = 100
 OTHER_MODEL = "other"
+_LABELS = ("tenant", "policy", "model")
+_SERIES = {
+    "ctxproxy_unchanged_input_tokens": "Prompt tokens the same completions would have had "
+    "unchanged (estimated).",
+    "ctxproxy_cost_usd": "Price of the priced completions, USD.",
+    "ctxproxy_cost_unchanged_usd": "Price the same completions would have had unchanged "
+    "(estimated), USD.",
+    "ctxproxy_unpriced_answers": "Completions answered with a usage whose model has no known "
+    "price.",
+}
+_TOKENS_HELP = (
+    "Tokens upstreams reported for completions, by kind (input: the whole prompt, cache_read, "
+    "cache_write, output), the proxy's read rounds included."
+)
+
+Labels = tuple[str, str, str]
 
 
-class CostMetrics:
+class CostMetrics(Collector):
+    """Sums kept in plain dicts and turned into counters when scraped: a completion adds a few
+    numbers, not seven locked prometheus counters (this runs on every answered request)."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
-        labels = ["tenant", "policy", "model"]
-        self.tokens = Counter(
-            "ctxproxy_answer_tokens",
-            "Tokens upstreams reported for completions, by kind (input: the whole prompt, "
-            "cache_read, cache_write, output), the proxy's read rounds included.",
-            [*labels, "kind"],
-            registry=registry,
-        )
-        self.unchanged_tokens = Counter(
-            "ctxproxy_unchanged_input_tokens",
-            "Prompt tokens the same completions would have had unchanged (estimated).",
-            labels,
-            registry=registry,
-        )
-        self.cost = Counter(
-            "ctxproxy_cost_usd", "Price of the priced completions, USD.", labels, registry=registry
-        )
-        self.unchanged_cost = Counter(
-            "ctxproxy_cost_unchanged_usd",
-            "Price the same completions would have had unchanged (estimated), USD.",
-            labels,
-            registry=registry,
-        )
-        self.unpriced = Counter(
-            "ctxproxy_unpriced_answers",
-            "Completions answered with a usage whose model has no known price.",
-            labels,
-            registry=registry,
-        )
         self._models: set[str] = set()
-        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+        self._tokens: dict[tuple[str, str, str, str], float] = {}
+        self._sums: dict[str, dict[Labels, float]] = {name: {} for name in _SERIES}
+        registry.register(self)
 
-    def _child(self, metric: Any, *values: str) -> Any:
-        key = (metric, values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        tokens = CounterMetricFamily(
+            "ctxproxy_answer_tokens", _TOKENS_HELP, labels=[*_LABELS, "kind"]
+        )
+        for key, value in list(self._tokens.items()):
+            tokens.add_metric(key, value)
+        yield tokens
+        for name, help_text in _SERIES.items():
+            family = CounterMetricFamily(name, help_text, labels=_LABELS)
+            for labels, value in list(self._sums[name].items()):
+                family.add_metric(labels, value)
+            yield family
 
     def model_label(self, model: str) -> str:
         """The model itself while there is room for it, else `other`."""
@@ -85,18 +85,24 @@ class CostMetrics:
         usage, cost, pricing = stats.usage, stats.cost(), stats.pricing
         if usage is None or cost is None or pricing is None:
             return
-        labels = (stats.tenant, stats.policy, self.model_label(pricing.model))
-        kinds = {
-            "input": usage.input,
-            "cache_read": usage.cache_read or 0,
-            "cache_write": usage.cache_write or 0,
-            "output": usage.output,
-        }
-        for kind, tokens in kinds.items():
-            self._child(self.tokens, *labels, kind).inc(tokens)
-        self._child(self.unchanged_tokens, *labels).inc(cost.unchanged_input)
+        labels: Labels = (stats.tenant, stats.policy, self.model_label(pricing.model))
+        kinds = (
+            ("input", usage.input),
+            ("cache_read", usage.cache_read or 0),
+            ("cache_write", usage.cache_write or 0),
+            ("output", usage.output),
+        )
+        tokens = self._tokens
+        for kind, count in kinds:
+            key = (*labels, kind)
+            tokens[key] = tokens.get(key, 0) + count
+        self._add("ctxproxy_unchanged_input_tokens", labels, cost.unchanged_input)
         if cost.usd is None or cost.unchanged_usd is None:
-            self._child(self.unpriced, *labels).inc()
+            self._add("ctxproxy_unpriced_answers", labels, 1)
             return
-        self._child(self.cost, *labels).inc(cost.usd)
-        self._child(self.unchanged_cost, *labels).inc(cost.unchanged_usd)
+        self._add("ctxproxy_cost_usd", labels, cost.usd)
+        self._add("ctxproxy_cost_unchanged_usd", labels, cost.unchanged_usd)
+
+    def _add(self, name: str, labels: Labels, amount: float) -> None:
+        sums = self._sums[name]
+        sums[labels] = sums.get(labels, 0) + amount
