@@ -56,6 +56,11 @@ class RequestStats:
     """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
     reason: RefusalReason | None = None
     """Why the request was refused (the error's `reason` detail), when it says."""
+    _cost_of: tuple[int, Pricing | None, Manifest | None, Cost | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """`cost()` as last computed, for the answers, pricing and manifest it was computed from
+    (the headers, the metrics and the access line each ask for it)."""
 
     def upstream_started(self) -> float:
         now = time.perf_counter()
@@ -82,7 +87,14 @@ class RequestStats:
         """The answers' price and the request's unchanged (None: no usage, or not priced)."""
         if self.pricing is None or not self.answers:
             return None
-        return request_cost(self.answers, self.pricing.prices, self.removed_tokens())
+        memo = self._cost_of
+        if memo is not None:
+            answers, pricing, manifest, cost = memo  # the same objects: compared by identity
+            if (answers, pricing, manifest) == (len(self.answers), self.pricing, self.manifest):
+                return cost
+        cost = request_cost(self.answers, self.pricing.prices, self.removed_tokens())
+        self._cost_of = (len(self.answers), self.pricing, self.manifest, cost)
+        return cost
 
     def removed_tokens(self) -> int:
         """The upstream tokens preparation took out of the prompt (negative: added), from the

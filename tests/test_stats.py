@@ -42,3 +42,17 @@ def test_usage_cached_tokens_and_cost() -> None:
     cost = stats.cost()
     assert cost == request_cost(stats.answers, PRICES, 2_000)
     assert cost is not None and cost.usd == pytest.approx(1_176 * 1e-6 + 1_024 * 1e-7 + 12 * 2e-6)
+
+
+def test_the_cost_follows_the_answers_pricing_and_manifest_it_is_asked_after() -> None:
+    stats = RequestStats(manifest=counted(3_000, 1_000), pricing=Pricing("u", "m", PRICES))
+    stats.answers.append(TokenUsage(1_000, 5))
+    first = stats.cost()
+    assert first == request_cost(stats.answers, PRICES, 2_000) and stats.cost() == first
+    stats.answers.append(TokenUsage(1_200, 7, 1_024))  # a read round answered
+    assert stats.cost() == request_cost(stats.answers, PRICES, 2_000) != first
+    stats.manifest = counted(3_000, 2_000)  # the retry's preparation
+    assert stats.cost() == request_cost(stats.answers, PRICES, 1_000)
+    dearer = ModelPrices(2e-6, 4e-6, 2e-7, None, "config")
+    stats.pricing = Pricing("u", "m", dearer)
+    assert stats.cost() == request_cost(stats.answers, dearer, 1_000)
