@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import logging
 import re
 import sys
 import time
@@ -23,6 +24,15 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proxy.artifacts.budgets import (
+    Confirmed,
+    Ledger,
+    RefusalRecorder,
+    Tally,
+    WriteBudgets,
+    budget_owner,
+    counted_bytes,
+)
 from proxy.artifacts.leases import Leases, PinKey
 
 ID_PREFIX = "art_"
@@ -30,6 +40,7 @@ ID_HEX_CHARS = 32
 _ID_PATTERN = re.compile(r"art_[0-9a-f]{32}\Z")
 DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024
 _ENTRY_OVERHEAD_BYTES = 512
+_LOG = logging.getLogger("ctxproxy.artifacts")
 
 
 class StoreUnavailable(Exception):
@@ -72,7 +83,9 @@ class ArtifactStore(Protocol):
         """Store each `artifact id -> artifact` (ids from `artifact_id(scope, content)`), in
         order; return the ids whose write is confirmed. The cap evicts the scope's least
         recently referenced artifacts other than these (and other than those a lease pins): a
-        batch larger than `max_per_scope` is kept whole."""
+        batch larger than `max_per_scope` is kept whole. A store with write budgets
+        (`artifacts.budgets`) refuses what its owner's budgets do not allow and answers a
+        `budgets.Confirmed`, which names them."""
         ...
 
     def lease(self) -> contextlib.AbstractContextManager[None]:
@@ -151,6 +164,8 @@ class _Entry:
     artifact: Artifact
     expires_at: float
     size: int
+    counted: int = 0
+    """What it counts against its owner's live bytes (0 when the owner had no budget)."""
 
 
 def _held_size(item: NewArtifact) -> int:
@@ -173,7 +188,8 @@ class MemoryStore(_Ids):
     same `put_many` references or that a lease in flight pins (so both limits can be exceeded
     while requests that need more are in flight; the excess goes when their leases end).
     Expired entries of idle scopes are swept at most every `sweep_interval` seconds (during a
-    put), so memory stays bounded by live content.
+    put), so memory stays bounded by live content. `budgets` bound what each owner writes
+    (`artifacts.budgets`: `Ledger` keeps its live bytes and rate bucket).
     """
 
     def __init__(
@@ -183,12 +199,18 @@ class MemoryStore(_Ids):
         max_bytes: int = DEFAULT_MEMORY_MAX_BYTES,
         clock: Callable[[], float] = time.time,
         sweep_interval: float = 60.0,
+        budgets: WriteBudgets | None = None,
+        logger: logging.Logger | None = None,
     ) -> None:
         super().__init__(secret)
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
         self._max_bytes = max_bytes
         self._clock = clock
+        self._budgets = budgets or WriteBudgets()
+        self._ledger = Ledger()
+        self.refused_writes = RefusalRecorder(logger or _LOG, clock)
+        """The writes the budgets refused (read by /metrics at scrape time)."""
         self._sweep_interval = sweep_interval
         self._next_sweep = clock() + sweep_interval
         self._scopes: dict[str, OrderedDict[str, _Entry]] = {}
@@ -234,24 +256,49 @@ class MemoryStore(_Ids):
         self._leases.pin(scope, items)
         now = self._clock()
         self._sweep_if_due(now)
-        entries = self._scopes.setdefault(scope, OrderedDict())
-        for aid, item in items.items():
-            entry = entries.get(aid)
-            if entry is not None and entry.expires_at > now:
-                entry.expires_at = now + ttl_seconds
-            else:
-                if entry is not None:
-                    self._remove(scope, aid)
-                    entries = self._scopes.setdefault(scope, entries)
-                artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
-                entries[aid] = _Entry(artifact, now + ttl_seconds, _held_size(item))
-                self._held_bytes += entries[aid].size
-            entries.move_to_end(aid)
-            self._recency[(scope, aid)] = None
-            self._recency.move_to_end((scope, aid))
-        self._trim_scope(scope, entries, now, max_per_scope, keep=items.keys())
-        self._trim_budget({(scope, aid) for aid in items})
-        return set(items)
+        owner = budget_owner(scope)
+        tally = Tally(self._budgets.of(owner))
+        ttl = ttl_seconds
+        written = [aid for aid, it in items.items() if self._put(scope, aid, it, now, ttl, tally)]
+        entries = self._scopes.get(scope)
+        if entries is not None:
+            self._trim_scope(scope, entries, now, max_per_scope, keep=items.keys())
+        self._trim_budget({(scope, aid) for aid in written})
+        refused = tally.refusals()
+        if refused:
+            self.refused_writes.record(owner, refused)
+        return Confirmed(written, refused)
+
+    def _put(
+        self, scope: str, aid: str, item: NewArtifact, now: float, ttl_seconds: int, tally: Tally
+    ) -> bool:
+        """Refresh or store one artifact; False when its owner's budgets refuse it."""
+        entries = self._scopes.get(scope)
+        entry = None if entries is None else entries.get(aid)
+        if entry is not None and entry.expires_at > now:
+            entry.expires_at = now + ttl_seconds
+        else:
+            if entry is not None:
+                self._remove(scope, aid)
+            owner = budget_owner(scope)
+            budget = self._budgets.of(owner)
+            counted = counted_bytes(item.content) if budget.limited else 0
+            if budget.limited:
+                refused = self._ledger.refusal(
+                    owner, budget, counted, now, lambda: self._prune_owner(owner, now)
+                )
+                if refused is not None:
+                    tally.add(refused, counted)
+                    return False
+            artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
+            entry = _Entry(artifact, now + ttl_seconds, _held_size(item), counted)
+            self._scopes.setdefault(scope, OrderedDict())[aid] = entry
+            self._held_bytes += entry.size
+            self._ledger.added(owner, counted)
+        self._scopes[scope].move_to_end(aid)
+        self._recency[(scope, aid)] = None
+        self._recency.move_to_end((scope, aid))
+        return True
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
@@ -283,10 +330,13 @@ class MemoryStore(_Ids):
         self._scopes.clear()
         self._recency.clear()
         self._held_bytes = 0
+        self._ledger.clear()
 
     def _remove(self, scope: str, artifact_id: str) -> None:
         entries = self._scopes[scope]
-        self._held_bytes -= entries.pop(artifact_id).size
+        entry = entries.pop(artifact_id)
+        self._held_bytes -= entry.size
+        self._ledger.removed(budget_owner(scope), entry.counted)
         del self._recency[(scope, artifact_id)]
         if not entries:
             del self._scopes[scope]
@@ -330,7 +380,17 @@ class MemoryStore(_Ids):
         if now < self._next_sweep:
             return
         self._next_sweep = now + self._sweep_interval
+        self._ledger.forget_full_buckets(now)
         for scope in list(self._scopes):
-            entries = self._scopes[scope]
-            for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
-                self._remove(scope, aid)
+            self._drop_expired(scope, now)
+
+    def _drop_expired(self, scope: str, now: float) -> None:
+        entries = self._scopes[scope]
+        for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
+            self._remove(scope, aid)
+
+    def _prune_owner(self, owner: str, now: float) -> None:
+        """Drop the expired artifacts of `owner`'s scopes (before its live bytes refuse a write:
+        only expired artifacts that nobody read or swept since still count)."""
+        for scope in [s for s in self._scopes if budget_owner(s) == owner]:
+            self._drop_expired(scope, now)

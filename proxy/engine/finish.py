@@ -31,7 +31,7 @@ def finish(
     out because they would not have lowered the count (never worse)."""
     manifest, counter = request.manifest, request.counter
     manifest.actions = reduction.actions
-    _store_notes(request, reduction)
+    reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
     wire = request.wire
     added = synthetic if reduction.referenced else []
     body = wire.render(request.body, reduction.messages, added)
@@ -43,8 +43,8 @@ def finish(
         manifest.notes.append("the reduced request would not fit: forwarded unchanged")
         return request.unchanged(Outcome.within_allowance)
     if after > request.budget.limit:
-        unconfirmed = bool(reduction.unconfirmed)
-        raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
+        failed = bool(reduction.store_failed)
+        raise request.refusal(after, manifest.protected_tokens, store_failed=failed)
     if not reduction.actions:
         if refused:
             manifest.note(NoteCode.never_worse, CUTS_REFUSED)
@@ -61,21 +61,6 @@ def finish(
     return Prepared(
         wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
     )
-
-
-def _store_notes(request: PreparingRequest, reduction: Reduction) -> None:
-    manifest = request.manifest
-    if reduction.unconfirmed:
-        manifest.notes.append(
-            f"artifact store did not confirm {reduction.unconfirmed} write(s): "
-            "that content was kept"
-        )
-    if reduction.over_scope_cap:
-        manifest.notes.append(
-            f"this request references {reduction.over_scope_cap} artifacts, more than "
-            f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
-            "kept, the scope's other artifacts are evicted first"
-        )
 
 
 Planner = Callable[[Policy, int | None], Awaitable[tuple[ReductionContext, Plan]]]

@@ -123,10 +123,11 @@ class PreparingRequest:
 
     def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
         """The refusal of this request at `final` tokens, `protected` of them untouchable."""
-        anonymous = NoteCode.no_credential in self.manifest.note_codes
+        codes = self.manifest.note_codes
         return refusal(
             self.budget, self.policy, self.wire.items_param, final, protected,
-            store_failed=store_failed, no_credential=anonymous,
+            store_failed=store_failed, no_credential=NoteCode.no_credential in codes,
+            write_budget=NoteCode.store_write_budget in codes,
         )  # fmt: skip
 
 

@@ -106,6 +106,9 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL
+        tokenizer = policy.counting.tokenizer
+        if not self._counters.loaded(model, tokenizer):  # the first request of its encoding
+            await asyncio.to_thread(self._counters.for_model, model, tokenizer)
         unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
         learned = await upstream_learned(
             windows, model, unknown, policy.budget, self._calibration, tenant.contributor

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.artifacts.budgets import Refused, budget_refusals
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
-from proxy.engine.manifest import Action
+from proxy.engine.manifest import Action, Manifest, NoteCode
 from proxy.engine.planner import (
     Pinned,
     ReplayLog,
@@ -43,8 +44,44 @@ class Reduction:
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
+    budget_refused: tuple[Refused, ...] = ()
+    """The writes among `unconfirmed` that the tenant's write budgets refused."""
     over_scope_cap: int = 0
     """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
+
+    @property
+    def store_failed(self) -> int:
+        """Writes the store did not confirm for another reason than a write budget."""
+        return self.unconfirmed - sum(r.writes for r in self.budget_refused)
+
+    def note_store(self, manifest: Manifest, max_per_scope: int) -> None:
+        """What the manifest says about this reduction's writes."""
+        if self.budget_refused:
+            manifest.note(NoteCode.store_write_budget, budget_note(self.budget_refused))
+        if self.store_failed:
+            manifest.notes.append(
+                f"artifact store did not confirm {self.store_failed} write(s): "
+                "that content was kept"
+            )
+        if self.over_scope_cap:
+            manifest.notes.append(
+                f"this request references {self.over_scope_cap} artifacts, more than "
+                f"artifacts.max_per_scope ({max_per_scope}): all are kept, the scope's other "
+                "artifacts are evicted first"
+            )
+
+
+def budget_note(refused: tuple[Refused, ...]) -> str:
+    """The manifest's note naming the write budgets that refused writes."""
+    parts = [
+        f"{r.budget.value} ({r.limit:,} bytes): {r.writes} write(s) of {r.bytes:,} bytes refused"
+        for r in refused
+    ]
+    return (
+        "store write budget of this tenant reached, "
+        + "; ".join(parts)
+        + ": that content was kept in the prompt"
+    )
 
 
 @dataclass
@@ -173,21 +210,15 @@ class Plan:
 
     @property
     def expected(self) -> int:
-        """The tokens the request will have: the planned ones, less the slack of a remembered
-        form kept as it was sent."""
+        """The planned tokens less the slack of a remembered form kept as it was sent."""
         return self.total - self.log.slack
 
 
 async def plan_reduction(
-    ctx: ReductionContext,
-    budget: Budget,
-    base: int,
-    reduced_base: int,
-    services: StepServices,
+    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices,
     pinned: Pinned | None = None,
-) -> Plan:
-    """Each step's plan, the horizons the replay gives them (`pinned`: the moves remembered
-    for the first units, kept), each step's settled I/O and its rewrite."""
+) -> Plan:  # fmt: skip
+    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -209,12 +240,11 @@ async def plan_reduction(
         return horizons, log
 
     horizons, log = replay(services.precompute)
-    cuts = log.cuts
     if services.precompute:
-        await _precompute(steps, ctx, services, cuts)
+        await _precompute(steps, ctx, services, log.cuts)
         return Plan([], 0, 0)
     assigned = _assigned(horizons, len(steps))
-    for step, units, made in zip(steps, assigned, cuts, strict=True):
+    for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
     total = total_after(full, plans, horizons, **kwargs)
@@ -231,8 +261,7 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    protected = fixed + sum(cost[u] for u in _protected_units(ctx, plans))
-    return Plan(outputs, total, protected, log)
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)), log)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
@@ -296,11 +325,13 @@ async def store_and_apply(
     wanted: dict[str, NewArtifact] = {}
     for _, out in outputs:
         wanted.update(out.artifacts)
-    sent, confirmed = await _store(ctx.policy.artifacts, store, scope, wanted)
-    reduction = Reduction(messages=[])
+    sent, confirmed, refused = await _store(ctx.policy.artifacts, store, scope, wanted)
+    reduction = Reduction(messages=[], budget_refused=refused)
     edits: list[Edit] = []
     for step, out in outputs:
-        kept = [e for e in out.edits if e.artifact_id in confirmed]
+        kept = [
+            e for e in out.edits if e.artifact_id in confirmed and confirmed.issuperset(e.requires)
+        ]
         if not kept:
             continue
         edits.extend(kept)
@@ -336,15 +367,15 @@ def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
 
 async def _store(
     limits: ArtifactsPolicy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
-) -> tuple[int, set[str]]:
-    """(how many artifacts were sent, the ids the store confirmed)."""
+) -> tuple[int, set[str], tuple[Refused, ...]]:
+    """(how many artifacts were sent, the ids the store confirmed, what budgets refused)."""
     sendable = {i: a for i, a in wanted.items() if len(a.content) <= limits.max_chars}
     if not sendable:
-        return 0, set()
+        return 0, set(), ()
     confirmed = await store.put_many(
         scope, sendable, ttl_seconds=limits.ttl_seconds, max_per_scope=limits.max_per_scope
     )
-    return len(sendable), confirmed & sendable.keys()
+    return len(sendable), confirmed & sendable.keys(), budget_refusals(confirmed)
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:

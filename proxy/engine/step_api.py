@@ -40,6 +40,9 @@ class Edit:
     message: dict[str, Any] | None
     artifact_id: str
     """The edit happens only if the store confirmed writing this artifact."""
+    requires: tuple[str, ...] = ()
+    """Other artifacts its message names: the edit happens only if these are confirmed too (a
+    store may confirm some writes of a batch and not others, e.g. over a write budget)."""
 
 
 @dataclass

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.artifacts.budgets import sub_scope
 from proxy.artifacts.store import Artifact, ArtifactStore, NewArtifact, StoreUnavailable
 from proxy.engine.wire import WireFormat
 from proxy.errors import ProxyError
@@ -34,7 +35,7 @@ _log = logging.getLogger("ctxproxy.working_set")
 
 
 def working_set_scope(scope: str) -> str:
-    return f"{scope}\x00working-set"
+    return sub_scope(scope, "working-set")
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     body (default `openai_chat`)."""
     raw, body = await read_json_body(request)
     client = _client_request_of(request, _dry_run_format(request), raw, body)
-    prepared = await request.app[SERVICES].started_driver().prepare(client)
+    prepared = await request.app[SERVICES].started_driver().prepare(client, estimate_cost=True)
     large = len(client.raw) >= LARGE_BODY_BYTES
     answer = (
         await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)

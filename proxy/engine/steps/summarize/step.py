@@ -311,7 +311,8 @@ class Summarize(Step[SummarizeConfig]):
             body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
         turns = len({ctx.unit_turn[u] for u in span})
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
-        stand_in(ctx, indices, archive_id, tokens, item, out)
+        shown = tuple(artifact_id for _, artifact_id, _ in named if artifact_id in results)
+        stand_in(ctx, indices, archive_id, tokens, item, out, shown)
         return indices, item
 
     def _tail(
