@@ -27,7 +27,7 @@ from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
-from proxy.engine.prepare_request import FOLLOW_UP, CallOptions, Requester
+from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
@@ -79,9 +79,11 @@ class CompletionDriver:
         request: ClientRequest,
         summarizer: UpstreamSummarizer | None = None,
         *,
+        sent: bool = False,
         estimate_cost: bool = False,
     ) -> Prepared:
         """The request as it would go upstream first (a dry run, a token count, a completion);
+        `sent`: it does go (a completion), so its cuts are kept for the next request;
         `estimate_cost`: with the prompt's estimated price in the manifest (a dry run)."""
         summarizer = summarizer or self.summarizer(request)
         held = request.wire.provider_history(request.body)
@@ -96,7 +98,7 @@ class CompletionDriver:
         else:
             prepared = await self.preparer.prepare(
                 request.body, request.raw, request.requester, request.wire, request.windows,
-                summarizer=summarizer,
+                call=FIRST_CALL if sent else LOOKING, summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
         self._priced(request, prepared, estimate_cost)
@@ -118,7 +120,7 @@ class CompletionDriver:
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
         summarizer = self.summarizer(request)
-        prepared = await self.prepare(request, summarizer)
+        prepared = await self.prepare(request, summarizer, sent=True)
         self.metrics.record_preparation(prepared.manifest)
         exchange = _Exchange(self.preparer, request, prepared, summarizer)
         held = request.wire.provider_history(request.body) is not None

@@ -57,6 +57,9 @@ class NoteCode(StrEnum):
     invalid_forwarded = "invalid_forwarded"
     """Not prepared: the input is structurally broken (`on_invalid: forward`); it went upstream
     untouched. The manifest's notes name the first problem."""
+    never_worse = "never_worse"
+    """A reduction was left out because it would not have made the request smaller (the read
+    tools it brings included): the request went as it came."""
 
 
 class SummarySource(StrEnum):

@@ -12,7 +12,14 @@ from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action, Manifest, NoteCode
-from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
+from proxy.engine.planner import (
+    Pinned,
+    ReplayLog,
+    StepPlan,
+    applying_step,
+    plan_horizons,
+    total_after,
+)
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import (
     Cut,
@@ -117,6 +124,8 @@ def build_context(
     artifact_id: Callable[[str], str],
     own_text_mac: OwnTextMac,
     allowance: int,
+    sizing: int | None = None,
+    recent_end: int | None = None,
 ) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -145,6 +154,8 @@ def build_context(
         own_text_mac=own_text_mac,
         allowance=allowance,
         max_stored_chars=policy.artifacts.max_chars,
+        sizing=allowance if sizing is None else sizing,
+        recent_end=len(units) if recent_end is None else min(recent_end, len(units)),
         policy=policy,
     )
 
@@ -194,11 +205,20 @@ class Plan:
     """Planned tokens of the prepared request."""
     protected: int
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
+    log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
+    """What the replay did: each step's cuts and eager moves, the cuts it refused."""
+
+    @property
+    def expected(self) -> int:
+        """The planned tokens less the slack of a remembered form kept as it was sent."""
+        return self.total - self.log.slack
 
 
 async def plan_reduction(
-    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices
-) -> Plan:
+    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices,
+    pinned: Pinned | None = None,
+) -> Plan:  # fmt: skip
+    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -210,26 +230,27 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    def replay(cut_last: bool) -> tuple[list[int], list[list[Cut]]]:
-        cuts: list[list[Cut]] = [[] for _ in steps]
+    def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
+        log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
-            cuts=cuts, cut_last=cut_last, **kwargs
-        )
-        return horizons, cuts
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
+            target=min(budget.target, budget.reduce_over), growth=growth, cut_last=cut_last,
+            pinned=pinned, log=log,
+        )  # fmt: skip
+        return horizons, log
 
-    horizons, cuts = replay(services.precompute)
+    horizons, log = replay(services.precompute)
     if services.precompute:
-        await _precompute(steps, ctx, services, cuts)
+        await _precompute(steps, ctx, services, log.cuts)
         return Plan([], 0, 0)
     assigned = _assigned(horizons, len(steps))
-    for step, units, made in zip(steps, assigned, cuts, strict=True):
+    for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
     total = total_after(full, plans, horizons, **kwargs)
     if _near_trigger(ctx, services, total, budget.trigger):
         # the next cut's work (summaries), started now in the background
-        await _precompute(steps, ctx, services, replay(True)[1])
+        await _precompute(steps, ctx, services, replay(True)[1].cuts)
     cost = [
         full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
         for u in range(len(full))
@@ -240,7 +261,7 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)), log)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:

@@ -19,11 +19,20 @@ from synthetic_harness import BIG, SyntheticProxies
 GREEDY_KEY = "sk-proxy-greedy-Wb1test"
 MODEST_KEY = "sk-proxy-modest-Wb2test"
 ARTIFACT = re.compile(r"art_[0-9a-f]{32}")
-RESULT_CHARS = 2_500  # over the small policy's offload threshold (2,000), three fit its window
+RESULT_CHARS = 2_500  # over the offload threshold (2,000), three fit the small window
+LEAN = (
+    "extends: small\n"
+    "steps: [{kind: offload_tool_results, threshold_chars: 2000, preview_head_chars: 200,\n"
+    "         preview_tail_chars: 100}, {kind: clear_tool_results}, {kind: drop_turns}]\n"
+)
+"""The small policy with short previews: one result's offload saves more than the read tools
+cost (never worse: with the default 2,000 characters of preview it would not, and the result
+would stay whole)."""
 
 
 def two_tenants() -> dict[str, Any]:
-    """`greedy` may hold two results' worth of artifacts, `modest` the default budget."""
+    """`greedy` may hold two results' worth of artifacts (and its requests' cut records),
+    `modest` the default budget."""
     return {
         "auth": {"mode": "keys"},
         "server": {"metrics_auth": "none"},
@@ -31,12 +40,14 @@ def two_tenants() -> dict[str, Any]:
             {
                 "name": "greedy",
                 "keys": [GREEDY_KEY],
-                "policy": "small",
-                "write_budget": {"max_live_bytes": 2 * RESULT_CHARS + 100},
+                "policy": "lean",
+                # two results, and the cuts each request keeps (a few hundred bytes)
+                "write_budget": {"max_live_bytes": 2 * RESULT_CHARS + 2_000},
                 "session": {"source": "header"},
             },
-            {"name": "modest", "keys": [MODEST_KEY], "policy": "small"},
+            {"name": "modest", "keys": [MODEST_KEY], "policy": "lean"},
         ],
+        "policies": {"lean": LEAN},
     }
 
 
