@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from proxy.artifacts.budgets import WriteBudget, WriteBudgets
 from proxy.completion.driver import CompletionDriver
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import TenantResolver
@@ -21,12 +22,13 @@ from proxy.http.middleware import edge_middleware
 from proxy.http.services import SERVICES, Services
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
-from proxy.settings import Settings
+from proxy.settings import Settings, WriteBudgetSettings
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.calibration_sync import CalibrationSync
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
 from proxy.upstream.windows import ModelWindows
 
@@ -135,6 +137,24 @@ async def _search_worker(app: web.Application) -> AsyncIterator[None]:
     worker.close()
 
 
+def write_budgets(settings: Settings) -> WriteBudgets:
+    """Each tenant's write budget, by the scope its budgets are kept under (`budget_owner`): in
+    keys mode the tenant's name; in passthrough mode each credential's scope, all with the
+    passthrough tenant's budget."""
+
+    def budget(own: WriteBudgetSettings) -> WriteBudget:
+        return WriteBudget(own.bytes_per_minute, own.max_live_bytes)
+
+    if settings.auth.mode == "passthrough":
+        return WriteBudgets(budget(settings.write_budget_for(settings.auth.passthrough_tenant)))
+    tenants = {
+        t.name: budget(settings.write_budget_for(t.name))
+        for t in settings.tenants
+        if t.write_budget is not None
+    }
+    return WriteBudgets(budget(settings.store.write_budget), tenants)
+
+
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     from proxy.artifacts.redis_store import RedisStore
     from proxy.artifacts.store import MemoryStore
@@ -142,6 +162,7 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
     store_settings = services.settings.store
     secret = _store_secret(services.settings)
+    budgets = write_budgets(services.settings)
     if store_settings.kind == "redis":
         redis_store = RedisStore(
             store_settings.url,
@@ -150,13 +171,17 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
             pool_size=store_settings.pool_size,
             pool_timeout=store_settings.pool_timeout_s,
             socket_timeout=store_settings.socket_timeout_s,
+            budgets=budgets,
         )
         await redis_store.check_eviction_policy()
         services.store = redis_store
+        refusals = redis_store.refused_writes
     else:
-        services.store = MemoryStore(secret, max_bytes=store_settings.memory_max_bytes)
+        memory = MemoryStore(secret, max_bytes=store_settings.memory_max_bytes, budgets=budgets)
+        services.store, refusals = memory, memory.refused_writes
     store = services.store
     services.metrics.watch_store(lambda: int(getattr(store, "failed_operations", 0)))
+    services.metrics.watch_write_budgets(refusals.snapshot)
     yield
     await services.store.close()
 
@@ -204,6 +229,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         calibration=services.calibration,
         search_worker=services.search_worker,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
+        prices=PriceTable(services.settings.prices, catalog),
     )
     watcher = asyncio.create_task(policies.watch(2.0))
     yield

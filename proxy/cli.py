@@ -17,8 +17,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.settings import ConfigError, Settings, startup_warnings
+from proxy.settings import ConfigError, Settings
 from proxy.settings.loading import load_settings
+from proxy.settings.startup import startup_warnings
 
 EXIT_CONFIG = 2
 POLICY_LOGGER = "ctxproxy.policy"

@@ -51,6 +51,9 @@ class RefusalReason(StrEnum):
     summarizer_failed = "summarizer_failed"
     no_credential = "no_credential"
     """Too long to send as it is, and nothing can be stored for a request without a credential."""
+    store_write_budget = "store_write_budget"
+    """Too long to send as it is, and the tenant's store write budget refused what had to be
+    stored to make it fit (`store.write_budget`)."""
 
 
 class ProxyError(Exception):

@@ -132,8 +132,7 @@ def access_fields(
         "duration_ms": round(duration_s * 1000, 2),
         "upstream_ms": None if upstream is None else round(upstream * 1000, 2),
     }
-    if stats.cached_tokens is not None:
-        fields["cached_tokens"] = stats.cached_tokens
+    _usage_fields(fields, stats)
     summary = manifest.summary() if manifest is not None else None
     if summary is not None:
         fields["summary"] = manifest.summary_label() if manifest is not None else None
@@ -150,6 +149,28 @@ def access_fields(
     if stats.reason is not None:
         fields["reason"] = stats.reason
     return fields
+
+
+def _usage_fields(fields: dict[str, Any], stats: RequestStats) -> None:
+    """The upstream's usage summed over the answers, and its cost (`price: unknown` when the
+    model has no known price)."""
+    usage = stats.usage
+    if usage is None:
+        return
+    fields["input_tokens"] = usage.input
+    if usage.cache_read is not None:
+        fields["cached_tokens"] = usage.cache_read
+    if usage.cache_write is not None:
+        fields["cache_write_tokens"] = usage.cache_write
+    fields["output_tokens"] = usage.output
+    cost = stats.cost()
+    if cost is None or stats.pricing is None:
+        return
+    prices = stats.pricing.prices
+    fields["price"] = "unknown" if prices is None or cost.usd is None else prices.source
+    if cost.usd is not None and cost.unchanged_usd is not None:
+        fields["cost_usd"] = round(cost.usd, 10)
+        fields["cost_unchanged_usd"] = round(cost.unchanged_usd, 10)
 
 
 _PROBES = frozenset({"/", "/healthz", "/readyz", "/metrics"})
@@ -184,6 +205,9 @@ def access_log(fields: dict[str, Any]) -> None:
     if fields["tokens_before"] is not None:
         message += " tokens=%s->%s actions=%s outcome=%s"
         args += [fields[k] for k in ("tokens_before", "tokens_after", "actions", "outcome")]
+    if "cost_usd" in fields:
+        message += " cost_usd=%s unchanged=%s"
+        args += [fields["cost_usd"], fields["cost_unchanged_usd"]]
     for name in ("error", "reason"):
         if name in fields:
             message += f" {name}=%s"

@@ -23,6 +23,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from proxy.artifacts.budgets import WriteLimit
+from proxy.cost_metrics import CostMetrics
 from proxy.engine.manifest import Manifest, SummarySource
 from proxy.errors import RefusalReason
 from proxy.stats import RequestStats
@@ -33,23 +35,8 @@ from proxy.tokens.calibration_rule import CalibrationKey, RatioSource
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
 _LATENCY_BUCKETS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
-    30,
-    60,
-    120,
-)
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120
+)  # fmt: skip
 _OVERHEAD_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _TOKEN_BUCKETS = (1_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 200_000, 400_000, 1_000_000)
 
@@ -122,6 +109,33 @@ class _StoreErrors(Collector):
         return self.collect()
 
 
+class _WriteBudgetRefusals(Collector):
+    """The writes (and their bytes) that tenants' write budgets refused, by budget, read from
+    the store at scrape time (`budgets.RefusalRecorder.snapshot`); every budget is listed."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], dict[WriteLimit, tuple[int, int]]] = dict
+
+    def collect(self) -> Iterator[Metric]:
+        writes = CounterMetricFamily(
+            "ctxproxy_store_writes_refused",
+            "Artifact writes a tenant's write budget refused (the content stayed in the prompt).",
+            labels=["reason"],
+        )
+        sizes = CounterMetricFamily(
+            "ctxproxy_store_bytes_refused",
+            "Bytes of the artifact writes a tenant's write budget refused.",
+            labels=["reason"],
+        )
+        counts = self.source()
+        for budget in WriteLimit:
+            refused, size = counts.get(budget, (0, 0))
+            writes.add_metric([budget.value], refused)
+            sizes.add_metric([budget.value], size)
+        yield writes
+        yield sizes
+
+
 class _PolicyReload(Collector):
     """1 while the policy files on disk failed to load (the previous set in use), else 0."""
 
@@ -148,8 +162,11 @@ class Metrics:
         self._preparation_metrics(self.registry)
         self._upstream_metrics(self.registry)
         self._read_metrics(self.registry)
+        self.costs = CostMetrics(self.registry)
         self._store_errors = _StoreErrors()
         self.registry.register(self._store_errors)
+        self._write_budgets = _WriteBudgetRefusals()
+        self.registry.register(self._write_budgets)
         self._count_ratios = _CountRatios()
         self.registry.register(self._count_ratios)
         self._policy_reload = _PolicyReload()
@@ -288,6 +305,10 @@ class Metrics:
         """Where `ctxproxy_store_errors` reads its value (set once the store is built)."""
         self._store_errors.source = failed_operations
 
+    def watch_write_budgets(self, refused: Callable[[], dict[WriteLimit, tuple[int, int]]]) -> None:
+        """Where `ctxproxy_store_writes_refused` and `_bytes_refused` read their values."""
+        self._write_budgets.source = refused
+
     def watch_policies(self, failed: Callable[[], bool]) -> None:
         """Where `ctxproxy_policy_reload_failed` reads whether the last reload failed."""
         self._policy_reload.source = failed
@@ -315,6 +336,8 @@ class Metrics:
             self._child(self.cached_tokens, stats.upstream_calls[0].upstream).inc(
                 stats.cached_tokens
             )
+        if stats.answers:
+            self.costs.record(stats)
 
     def record_preparation(self, manifest: Manifest) -> None:
         """A chat completion's manifest (not refused; dry runs are not counted)."""

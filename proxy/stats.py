@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from proxy.engine.manifest import Manifest
 from proxy.errors import RefusalReason
+from proxy.tokens.prices import Cost, ModelPrices, request_cost
+from proxy.tokens.usage import TokenUsage, total_usage
 
 NO_LABEL = "-"
 
@@ -20,6 +22,17 @@ class UpstreamCall:
     upstream: str
     seconds: float
     """From sending the request to its response headers."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """What the request's answers are priced at (set by the driver once it is prepared)."""
+
+    upstream: str
+    model: str
+    """The request's model (a metric label, bounded there)."""
+    prices: ModelPrices | None
+    """None: no price is known for the model (its cost is unknown, never guessed)."""
 
 
 @dataclass
@@ -35,13 +48,19 @@ class RequestStats:
     upstream_calls: list[UpstreamCall] = field(default_factory=list)
     synthetic_rounds: int = 0
     artifact_reads: int = 0
-    cached_tokens: int | None = None
-    """Prompt tokens the upstream read from its cache, as its usage reported them (whole JSON
-    answers: summed over the rounds)."""
+    answers: list[TokenUsage] = field(default_factory=list)
+    """The usage of each upstream answer that stated one, in order (the synthetic rounds one
+    each; streams as their bytes passed)."""
+    pricing: Pricing | None = None
     error: str | None = None
     """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
     reason: RefusalReason | None = None
     """Why the request was refused (the error's `reason` detail), when it says."""
+    _cost_of: tuple[int, Pricing | None, Manifest | None, Cost | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """`cost()` as last computed, for the answers, pricing and manifest it was computed from
+    (the headers, the metrics and the access line each ask for it)."""
 
     def upstream_started(self) -> float:
         now = time.perf_counter()
@@ -51,6 +70,40 @@ class RequestStats:
 
     def upstream_answered(self, upstream: str, sent: float) -> None:
         self.upstream_calls.append(UpstreamCall(upstream, time.perf_counter() - sent))
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The answers' usage summed (None: no answer stated one)."""
+        return total_usage(self.answers)
+
+    @property
+    def cached_tokens(self) -> int | None:
+        """Prompt tokens the upstream read from its cache, summed over the answers (None: no
+        answer said)."""
+        usage = self.usage
+        return None if usage is None else usage.cache_read
+
+    def cost(self) -> Cost | None:
+        """The answers' price and the request's unchanged (None: no usage, or not priced)."""
+        if self.pricing is None or not self.answers:
+            return None
+        memo = self._cost_of
+        if memo is not None:
+            answers, pricing, manifest, cost = memo  # the same objects: compared by identity
+            if (answers, pricing, manifest) == (len(self.answers), self.pricing, self.manifest):
+                return cost
+        cost = request_cost(self.answers, self.pricing.prices, self.removed_tokens())
+        self._cost_of = (len(self.answers), self.pricing, self.manifest, cost)
+        return cost
+
+    def removed_tokens(self) -> int:
+        """The upstream tokens preparation took out of the prompt (negative: added), from the
+        manifest's counts and count ratio."""
+        manifest = self.manifest
+        if manifest is None or not manifest.counting_method:
+            return 0
+        removed = manifest.tokens_before - manifest.tokens_after
+        return round(removed * manifest.count_ratio)
 
     @property
     def overhead_seconds(self) -> float | None:

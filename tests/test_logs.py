@@ -157,7 +157,8 @@ async def test_one_access_line_per_request(
         ("GET", "/", 200),
     ]
     assert "outcome=reduced actions" not in lines[0].getMessage()
-    assert lines[0].getMessage().endswith("actions=offload_tool_results:1 outcome=reduced")
+    message = lines[0].getMessage()
+    assert "actions=offload_tool_results:1 outcome=reduced cost_usd=" in message
     assert chat["outcome"] == "reduced" and health["outcome"] is None
     assert chat["request_id"] == request_id and health["request_id"] == health_id
     assert chat["method"] == "POST" and chat["route"] == "/v1/chat/completions"
@@ -241,6 +242,31 @@ def test_the_access_line_carries_the_summary() -> None:
     assert (fields["summarizer_ms"], fields["summarizer_tokens"]) == (500.0, 100)
     stats.manifest = Manifest(policy="p", model="m", mode="window")
     assert "summary" not in access_fields("r2", "POST", "/x", 200, stats, 1.0)
+
+
+def test_the_access_line_carries_usage_and_cost() -> None:
+    from proxy.engine.manifest import Manifest
+    from proxy.logs import access_fields
+    from proxy.stats import Pricing, RequestStats
+    from proxy.tokens.prices import ModelPrices
+    from proxy.tokens.usage import TokenUsage
+
+    stats = RequestStats()
+    stats.manifest = Manifest(policy="p", model="m", mode="window")
+    fields = access_fields("r0", "POST", "/v1/messages", 200, stats, 1.0)
+    assert "input_tokens" not in fields and "cost_usd" not in fields  # no usage reported
+    stats.answers = [TokenUsage(3_000, 20, 2_000, 500)]
+    stats.pricing = Pricing("claude", "m", ModelPrices(1e-6, 5e-6, 1e-7, 1.25e-6, "config"))
+    fields = access_fields("r1", "POST", "/v1/messages", 200, stats, 1.0)
+    assert (fields["input_tokens"], fields["cached_tokens"]) == (3_000, 2_000)
+    assert (fields["cache_write_tokens"], fields["output_tokens"]) == (500, 20)
+    expected = 500 * 1e-6 + 2_000 * 1e-7 + 500 * 1.25e-6 + 20 * 5e-6
+    assert fields["price"] == "config"
+    assert fields["cost_usd"] == pytest.approx(expected)
+    assert fields["cost_unchanged_usd"] == pytest.approx(expected)  # nothing was counted
+    stats.pricing = Pricing("claude", "m", None)
+    fields = access_fields("r2", "POST", "/v1/messages", 200, stats, 1.0)
+    assert fields["price"] == "unknown" and "cost_usd" not in fields
 
 
 def test_a_librarys_own_record_fields_stay_out_of_the_json_line() -> None:

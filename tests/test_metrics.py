@@ -11,6 +11,7 @@ from artifacts_harness import keyed
 from prometheus_client.parser import text_string_to_metric_families
 from synthetic_harness import call_tool
 
+from proxy.artifacts.budgets import WriteBudget, WriteBudgets
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore, NewArtifact, StoreUnavailable
 from proxy.engine.manifest import Action, Manifest
@@ -198,6 +199,21 @@ async def test_store_errors_are_read_at_scrape_time() -> None:
         assert value(metrics, "ctxproxy_store_errors_total") == 2
     finally:
         await store.close()
+
+
+async def test_write_budget_refusals_are_read_at_scrape_time() -> None:
+    metrics = Metrics()
+    budgets = WriteBudgets(WriteBudget(bytes_per_minute=None, live_bytes=4))
+    store = MemoryStore(b"secret", budgets=budgets)
+    metrics.watch_write_budgets(store.refused_writes.snapshot)
+    listed = samples(metrics)
+    for name in ("ctxproxy_store_writes_refused_total", "ctxproxy_store_bytes_refused_total"):
+        for budget in ("live_bytes", "bytes_per_minute"):  # every budget, from the start
+            assert listed[(name, frozenset({("reason", budget)}))] == 0
+    items = keyed(store, "t", NewArtifact("four", "k"), NewArtifact("fifth", "k"))
+    assert len(await store.put_many("t", items, ttl_seconds=5, max_per_scope=5)) == 1
+    assert value(metrics, "ctxproxy_store_writes_refused_total", reason="live_bytes") == 1
+    assert value(metrics, "ctxproxy_store_bytes_refused_total", reason="live_bytes") == 5
 
 
 def _summarized(source: str, usage: dict[str, int] | None = None) -> Manifest:

@@ -27,6 +27,9 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,23 +110,42 @@ async def complete(
     return f"{response.status}" + (f" {code}" if code else "")
 
 
-def row(moment: str, replica: int, tenant: str, manifest: dict[str, Any], status: str) -> str:
+@dataclass(frozen=True)
+class Measure:
+    """One tenant's allowance on one replica at one moment (`status`: of b's probe request)."""
+
+    moment: str
+    replica: int
+    tenant: str
+    allowance: int
+    count_ratio: float
+    source: str
+    status: str
+
+    def row(self) -> str:
+        return (
+            f"| {self.moment} | {self.replica} | {self.tenant} | {self.allowance:,} | "
+            f"{self.count_ratio} | {self.source} | {self.status} |"
+        )
+
+
+def measured(
+    moment: str, replica: int, tenant: str, manifest: dict[str, Any], status: str
+) -> Measure:
     source = manifest.get("count_ratio_source", "-")  # an older proxy does not say
-    return (
-        f"| {moment} | {replica} | {tenant} | {manifest['allowance']:,} | "
-        f"{manifest['count_ratio']} | {source} | {status} |"
-    )
+    return Measure(moment, replica, tenant, manifest["allowance"], manifest["count_ratio"],
+                   source, status)  # fmt: skip
 
 
 async def measure(
     session: aiohttp.ClientSession, ports: list[int], moment: str, *, dry: bool
-) -> list[str]:
-    rows = []
+) -> list[Measure]:
+    measures = []
     for replica, port in enumerate(ports, 1):
         status = await complete(session, port, "b", PROBE_TOKENS, dry=dry)
-        rows.append(row(moment, replica, "b", await dry_run(session, port, "b"), status))
-        rows.append(row(moment, replica, "a", await dry_run(session, port, "a"), "-"))
-    return rows
+        measures.append(measured(moment, replica, "b", await dry_run(session, port, "b"), status))
+        measures.append(measured(moment, replica, "a", await dry_run(session, port, "a"), "-"))
+    return measures
 
 
 HEADER = (
@@ -133,13 +155,13 @@ HEADER = (
 )
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    if args.proxy_path:
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (args.proxy_path, os.environ.get("PYTHONPATH", "")) if p
-        )
+@asynccontextmanager
+async def replicas(
+    args: argparse.Namespace, log_lines: collections.Counter[str]
+) -> AsyncIterator[list[int]]:
+    """The ports of two proxies on one Redis (a key prefix of their own, deleted afterwards) in
+    front of the inflating upstream."""
     prefix = f"ctxproxy-bench-calib:{uuid.uuid4().hex[:12]}:"
-    log_lines: collections.Counter[str] = collections.Counter()
     try:
         async with FakeUpstream(default=inflating(args.factor)) as upstream:
             with tempfile.TemporaryDirectory(prefix="ctxproxy-calibration-") as tmp:
@@ -150,34 +172,53 @@ async def main_async(args: argparse.Namespace) -> int:
                     running_proxy(args.ctxproxy, configs[0], ports[0], log_lines),
                     running_proxy(args.ctxproxy, configs[1], ports[1], log_lines),
                 ):
-                    rows = await _run(ports, args)
+                    yield ports
     finally:
         delete_prefix(prefix, args.redis_url)
-    print(f"\n{HEADER}\n" + "\n".join(rows))
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    if args.proxy_path:
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (args.proxy_path, os.environ.get("PYTHONPATH", "")) if p
+        )
+    log_lines: collections.Counter[str] = collections.Counter()
+    async with replicas(args, log_lines) as ports:
+        measures, _ = await poison(ports, args)
+    print(f"\n{HEADER}\n" + "\n".join(m.row() for m in measures))
     problems = ", ".join(f"{k} x{v}" for k, v in log_lines.items()) or "none"
     print(f"\nproxy log: {problems}")
     return 0
 
 
-async def _run(ports: list[int], args: argparse.Namespace) -> list[str]:
+async def poison(
+    ports: list[int], args: argparse.Namespace
+) -> tuple[list[Measure], collections.Counter[str]]:
+    """b measured, a's inflated answers on replica 1, b measured again: (the measures, the
+    statuses of a's completions)."""
     async with aiohttp.ClientSession() as session:
-        rows = await measure(session, ports, "before", dry=True)  # no sample of b's
-        statuses = [
-            await complete(session, ports[0], "a", ANSWER_TOKENS) for _ in range(args.answers)
-        ]
+        measures = await measure(session, ports, "before", dry=True)  # no sample of b's
+        statuses = collections.Counter(
+            [await complete(session, ports[0], "a", ANSWER_TOKENS) for _ in range(args.answers)]
+        )
         print(f"a's {args.answers} completions on replica 1 ({args.factor}x usage): "
-              f"{collections.Counter(statuses)}", flush=True)  # fmt: skip
+              f"{statuses}", flush=True)  # fmt: skip
         await asyncio.sleep(4 * args.sync_s + 0.5)  # both replicas sync a few times
-        rows += await measure(session, ports, f"after {args.answers} answers", dry=False)
-    return rows
+        measures += await measure(session, ports, f"after {args.answers} answers", dry=False)
+    return measures, statuses
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The poisoning's options (`bench.hostile.round_two` takes them too)."""
     parser.add_argument("--answers", type=int, default=4)
     parser.add_argument("--factor", type=float, default=3.0)
     parser.add_argument("--sync-s", type=float, default=0.2)
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
     parser.add_argument("--ctxproxy", default=None, help="the ctxproxy console script to run")
     parser.add_argument("--proxy-path", default=None, help="a checkout whose proxy package runs")
     return asyncio.run(main_async(parser.parse_args()))

@@ -182,7 +182,8 @@ def _code(status: int, head: bytes) -> str:
         return ""
     try:
         error = json.loads(head)["error"]
-        return f" {error.get('code') or error.get('type')}"
+        own = error.get("ctxproxy") if isinstance(error.get("ctxproxy"), dict) else {}
+        return f" {error.get('code') or own.get('code') or error.get('type')}"
     except (ValueError, KeyError, TypeError):
         return ""
 
@@ -241,36 +242,48 @@ HEADER = (
 )
 
 
-async def main_async(args: argparse.Namespace) -> int:
+async def bomb_phases(
+    args: argparse.Namespace, log_lines: collections.Counter[str]
+) -> tuple[list[Phase], list[Recorded]]:
+    """Every phase once per coding against one proxy; (the phases, what the upstream received)."""
     codings = args.codings.split(",")
     for coding in codings:  # built before any probe: building them is this process's work
         bomb(coding, args.request_mib * MIB)
         bomb(coding, args.answer_mib * MIB)
-    log_lines: collections.Counter[str] = collections.Counter()
+    phases: list[Phase] = []
     async with FakeUpstream(default=bomb_script(args.answer_mib * MIB)) as upstream:
         with tempfile.TemporaryDirectory(prefix="ctxproxy-compression-") as tmp:
             port = free_port()
             config = proxy_config("keys", port, upstream.base_url, None, Path(tmp))
             with running_proxy(args.ctxproxy, config, port, log_lines) as server:
-                rows = []
                 for name in PHASES:
                     for coding in codings:
-                        phase = await run_phase(name, coding, args, port, server.proc.pid)
-                        rows.append(phase.row())
-                        print(rows[-1], flush=True)
-    print(f"\n{HEADER}\n" + "\n".join(rows))
+                        phases.append(await run_phase(name, coding, args, port, server.proc.pid))
+                        print(phases[-1].row(), flush=True)
+    return phases, list(upstream.received)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    log_lines: collections.Counter[str] = collections.Counter()
+    phases, _ = await bomb_phases(args, log_lines)
+    print(f"\n{HEADER}\n" + "\n".join(phase.row() for phase in phases))
     problems = ", ".join(f"{k} x{v}" for k, v in log_lines.items()) or "none"
     print(f"\nproxy log: {problems}")
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bombs' options (`bench.hostile.round_two` takes them too)."""
     parser.add_argument("--codings", default="gzip,deflate,br")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--request-mib", type=int, default=1024)
     parser.add_argument("--answer-mib", type=int, default=2048)
     parser.add_argument("--timeout", type=float, default=120.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
     parser.add_argument("--ctxproxy", default=None, help="the ctxproxy console script to run")
     return asyncio.run(main_async(parser.parse_args()))
 

@@ -1,11 +1,12 @@
 """Redis round trips and bytes sent per request when an agent re-sends its history.
 
-    python -m bench.overhead.redis_roundtrips [--url redis://127.0.0.1:6379/14]
+    python -m bench.overhead.redis_roundtrips [--url redis://127.0.0.1:6379/14] [--no-budgets]
 
 Prepares the same over-budget history 50 times (as an agent re-sends it every turn), then a
 history growing by one turn per request for 50 requests, through `Preparer` with a real
 `RedisStore`, counting the store's pipelines (round trips) and the bytes of the commands it sends.
-The keys use a fresh prefix and are deleted afterwards.
+The store has the default write budgets of `store.write_budget` (as `ctxproxy serve` gives it),
+unless `--no-budgets`. The keys use a fresh prefix and are deleted afterwards.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"
 
 from pipeline_harness import TENANT, agent_history, write_policy
 
+from proxy.artifacts.budgets import WriteBudget, WriteBudgets
 from proxy.artifacts.redis_store import RedisStore
 from proxy.engine.preparer import Preparer
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.policy.store import PolicyStore
+from proxy.settings import WriteBudgetSettings
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
@@ -63,11 +66,16 @@ class Counting:
         client.pipeline = pipeline
 
 
-async def run(url: str) -> None:
+async def run(url: str, budgets: bool) -> None:
     directory = Path(tempfile.mkdtemp())
     write_policy(directory, POLICY)
     prefix = f"ctxproxy-bench-{secrets.token_hex(4)}:"
-    store = RedisStore(url, secrets.token_bytes(32), key_prefix=prefix)
+    default = WriteBudgetSettings()
+    limits = WriteBudgets(WriteBudget(default.bytes_per_minute, default.max_live_bytes))
+    store = RedisStore(
+        url, secrets.token_bytes(32), key_prefix=prefix, budgets=limits if budgets else None
+    )
+    print(f"write budgets: {'store.write_budget defaults' if budgets else 'none'}")
     counting = Counting(store)
     preparer = Preparer(
         policies=PolicyStore.load(directory),
@@ -115,7 +123,9 @@ async def report(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", default="redis://127.0.0.1:6379/14")
-    asyncio.run(run(parser.parse_args().url))
+    parser.add_argument("--no-budgets", action="store_true", help="a store without budgets")
+    arguments = parser.parse_args()
+    asyncio.run(run(arguments.url, not arguments.no_budgets))
 
 
 if __name__ == "__main__":

@@ -171,10 +171,14 @@ def validate(
                 actions = head.get("x-ctxproxy-actions")
                 if name == "ctxproxy-pass" and actions != "none":
                     raise RuntimeError(f"{name} {size}: expected no action, got {actions}")
-                if name == "ctxproxy-offload" and not (
-                    actions and "offload_tool_results" in actions and "drop_turns" in actions
-                ):
+                reduced = actions and "offload_tool_results" in actions and "drop_turns" in actions
+                # never worse: a body whose reduction cannot pay for the read tools goes as it
+                # came (the 2 KB body: its protected tail is most of it)
+                kept = "never_worse" in (head.get("x-ctxproxy-notes") or "")
+                if name == "ctxproxy-offload" and not (reduced or kept):
                     raise RuntimeError(f"{name} {size}: expected offload + drop, got {actions}")
+                if kept and not stream:
+                    notes.append(f"{name} {size}: never_worse (sent as it came)")
                 if actions and not stream:
                     notes.append(
                         f"{name} {size}: x-ctxproxy-actions: {actions}, tokens "

@@ -1,17 +1,19 @@
 """`RedisStore`: the shared artifact store for N proxy replicas (Redis or Redis Cluster).
 
-Key scheme (every key of a scope carries the same hash tag, so a Cluster keeps a scope on one
-slot and a pipeline for one scope never crosses slots):
+Key scheme (every key of a scope carries the hash tag of the scope's budget owner,
+`budgets.budget_owner`: the tenant's scope without session or sub-scope, so a Cluster keeps an
+owner on one slot and a pipeline or script for one scope never crosses slots):
 
-    {prefix}{<scope-tag>}:a:<artifact id>   the artifact value
-    {prefix}{<scope-tag>}:idx               sorted set: artifact id -> last reference time
+    {prefix}{<owner-tag>}:a:<artifact id>   the artifact value (a scope that is its own owner)
+    {prefix}{<owner-tag>}:idx               sorted set: artifact id -> last reference time
+    {prefix}{<owner-tag>}:<scope-tag>:a:<id>, :<scope-tag>:idx   the same for another scope of
+                                            the owner (a session, the working set, summaries)
     {prefix}{<scope-tag>}:claim:<digest>    a claim (`claim`): 32 hex chars of SHA-256(key)
+    {prefix}{<owner-tag>}:live|exp|rate     the owner's write budgets (`redis_budgets`)
 
-`<scope-tag>` is 24 hex chars of SHA-256(scope); the scope itself never appears in a key.
+A tag is 24 hex chars of SHA-256(scope); the scope itself never appears in a key.
 
-Value layout (`redis_values.py`): one encoding byte (`0x00` raw, `0x01` zlib) then the (possibly
-compressed) body `<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c":
-created_at}`.
+Value layout: `redis_values`.
 
 Round trips per `put_many` (one scope, any number of items):
   * 1 when every artifact already exists (a history re-sent each turn): a pipeline of
@@ -19,6 +21,9 @@ Round trips per `put_many` (one scope, any number of items):
     `ZRANGE` of the entries beyond `max_per_scope`. No payload is sent.
   * 2 when something is missing or must be evicted: the second pipeline `SET ... EX` only the
     missing payloads, `DEL`s the evicted payload keys and `ZREM`s them from the index.
+With write budgets (`budgets`), the first pipeline also extends the owner's accounting keys
+(`redis_budgets.TOUCH`) and the second is one script (`redis_budgets.WRITE`) that checks the
+budgets and writes, atomically: still one round trip, or two.
 Both pipelines are non-transactional and every command in them is idempotent, so a retry after
 a dropped connection is safe. A concurrent writer can at worst evict an artifact another replica
 just refreshed, which is the cap's semantics anyway; a failed `SET` leaves an index entry with no
@@ -34,16 +39,28 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
+from proxy.artifacts import redis_budgets
+from proxy.artifacts.budgets import (
+    Confirmed,
+    RefusalRecorder,
+    Tally,
+    WriteBudget,
+    WriteBudgets,
+    WriteLimit,
+    budget_owner,
+    counted_bytes,
+)
 from proxy.artifacts.leases import Leases
+from proxy.artifacts.redis_budgets import ScopeKeys
 from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
+from proxy.artifacts.redis_health import StoreHealth
 from proxy.artifacts.redis_ratios import RedisCountRatios
 from proxy.artifacts.redis_values import decode_value, encode_value
 from proxy.artifacts.store import (
@@ -55,11 +72,12 @@ from proxy.artifacts.store import (
     is_artifact_id,
 )
 
+__all__ = ["RedisStore", "decode_value", "encode_value"]
+
 _THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
 _FAILURES = (RedisError, OSError, asyncio.TimeoutError)
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
-
-
+_BUDGETED = frozenset({"live_bytes", "bytes_per_minute"})
 
 
 class RedisStore(_Ids):
@@ -79,6 +97,7 @@ class RedisStore(_Ids):
         compress_over: int = 4096,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
+        budgets: WriteBudgets | None = None,
     ) -> None:
         super().__init__(secret)
         if "{" in key_prefix or "}" in key_prefix:
@@ -87,12 +106,12 @@ class RedisStore(_Ids):
         self._compress_over = compress_over
         self._clock = clock
         self._log = logger or _DEFAULT_LOGGER
+        self._budgets = budgets or WriteBudgets()
+        self.refused_writes = RefusalRecorder(self._log, clock)
+        """The writes the budgets refused (read by /metrics at scrape time)."""
         parts = urlsplit(url)
         self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # no credentials
-        self._password = parts.password
-        self._healthy = True
-        self.failed_operations = 0
-        """Store operations that failed since start (read by /metrics at scrape time)."""
+        self._health = StoreHealth(self._where, parts.password, self._log)
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=pool_size,
@@ -112,6 +131,11 @@ class RedisStore(_Ids):
         it)."""
         return self._redis
 
+    @property
+    def failed_operations(self) -> int:
+        """Store operations that failed since start (read by /metrics at scrape time)."""
+        return self._health.failed_operations
+
     def pinned(self, scope: str, artifact_id: str) -> bool:
         """Whether a lease of this process pins the artifact (this store's cap keeps it)."""
         return self._leases.pinned(scope, artifact_id)
@@ -121,11 +145,10 @@ class RedisStore(_Ids):
     def _tag(self, scope: str) -> str:
         return hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
-    def _payload_key(self, tag: str, artifact_id: str) -> str:
-        return f"{self._prefix}{{{tag}}}:a:{artifact_id}"
-
-    def _index_key(self, tag: str) -> str:
-        return f"{self._prefix}{{{tag}}}:idx"
+    def _keys(self, scope: str) -> ScopeKeys:
+        owner = budget_owner(scope)
+        base = f"{self._prefix}{{{self._tag(owner)}}}:"
+        return ScopeKeys(base, base if owner == scope else f"{base}{self._tag(scope)}:")
 
     # -- store API ----------------------------------------------------------------------------
 
@@ -138,8 +161,8 @@ class RedisStore(_Ids):
         return RedisCountRatios(
             self._redis,
             self._prefix,
-            failed=self._failed,
-            recovered=self._recovered,
+            failed=self._health.failed,
+            recovered=self._health.recovered,
             failures=_FAILURES,
         )
 
@@ -171,23 +194,35 @@ class RedisStore(_Ids):
         if not items:
             return set()
         self._leases.pin(scope, items)
-        tag = self._tag(scope)
+        keys, budget = self._keys(scope), self._budgets.of(budget_owner(scope))
         try:
-            existing, overflow = await self._refresh(tag, list(items), ttl_seconds, max_per_scope)
+            existing, overflow = await self._refresh(
+                keys, list(items), ttl_seconds, max_per_scope, budget
+            )
         except _FAILURES as exc:
-            self._failed(exc)
+            self._health.failed(exc)
             return set()
         # The cap evicts others first: never this batch, nor what a lease here pins.
-        evicted = {
+        evicted = [
             aid for aid in overflow if aid not in items and not self._leases.pinned(scope, aid)
-        }
+        ]
         missing = {aid: it for aid, it in items.items() if not existing[aid]}
+        tally = Tally(budget)
         try:
-            stored = await self._write(tag, missing, evicted, ttl_seconds)
+            if budget.limited:
+                stored = await self._write_budgeted(
+                    keys, missing, evicted, len(overflow), ttl_seconds, budget, tally
+                )
+            else:
+                stored = await self._write(keys, missing, set(evicted), ttl_seconds)
         except _FAILURES as exc:  # the refreshed ones stay confirmed
-            self._failed(exc)
+            self._health.failed(exc)
             stored = {}
-        return {aid for aid in items if existing[aid] or stored.get(aid, False)}
+        refused = tally.refusals()
+        if refused:
+            self.refused_writes.record(budget_owner(scope), refused)
+        written = [aid for aid in items if existing[aid] or stored.get(aid, False)]
+        return Confirmed(written, refused)
 
     async def claim(self, scope: str, key: str, *, ttl_seconds: int) -> bool:
         digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -195,20 +230,20 @@ class RedisStore(_Ids):
         try:
             taken = await self._redis.set(name, b"1", nx=True, ex=max(ttl_seconds, 1))
         except _FAILURES as exc:
-            self._failed(exc)
+            self._health.failed(exc)
             return False
-        self._recovered()
+        self._health.recovered()
         return bool(taken)
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
             return None
         try:
-            raw = await self._redis.get(self._payload_key(self._tag(scope), artifact_id))
+            raw = await self._redis.get(self._keys(scope).payload(artifact_id))
         except _FAILURES as exc:
-            self._failed(exc)
+            self._health.failed(exc)
             raise StoreUnavailable(f"artifact store at {self._where} is unavailable") from exc
-        self._recovered()
+        self._health.recovered()
         if not isinstance(raw, bytes):  # None (missing); str cannot occur: no decode_responses
             return None
         self._leases.pin(scope, (artifact_id,))
@@ -226,13 +261,13 @@ class RedisStore(_Ids):
         ids = [aid for aid in artifact_ids if is_artifact_id(aid)]
         if not ids:
             return {}
-        tag = self._tag(scope)
+        keys = self._keys(scope)
         try:
-            raws = await self._redis.mget([self._payload_key(tag, aid) for aid in ids])
+            raws = await self._redis.mget([keys.payload(aid) for aid in ids])
         except _FAILURES as exc:
-            self._failed(exc)
+            self._health.failed(exc)
             raise StoreUnavailable(f"artifact store at {self._where} is unavailable") from exc
-        self._recovered()
+        self._health.recovered()
         found = {}
         for aid, raw in zip(ids, raws, strict=True):
             if isinstance(raw, bytes):
@@ -255,9 +290,9 @@ class RedisStore(_Ids):
         try:
             await self._redis.ping()
         except _FAILURES as exc:
-            self._failed(exc)
+            self._health.failed(exc)
             return False
-        self._recovered()
+        self._health.recovered()
         return True
 
     async def close(self) -> None:
@@ -266,43 +301,83 @@ class RedisStore(_Ids):
     # -- round trips --------------------------------------------------------------------------
 
     async def _refresh(
-        self, tag: str, ids: list[str], ttl: int, max_per_scope: int
-    ) -> tuple[dict[str, bool], set[str]]:
-        """Round trip 1: refresh TTLs, record references, find the oldest beyond the cap."""
-        index = self._index_key(tag)
+        self, keys: ScopeKeys, ids: list[str], ttl: int, max_per_scope: int, budget: WriteBudget
+    ) -> tuple[dict[str, bool], list[str]]:
+        """Round trip 1: refresh TTLs, record references, find the oldest beyond the cap (oldest
+        first); with a live-bytes budget, keep the owner's accounting alive as long."""
         now = self._clock()
         pipe = self._redis.pipeline(transaction=False)
         for aid in ids:
-            pipe.expire(self._payload_key(tag, aid), ttl)
+            pipe.expire(keys.payload(aid), ttl)
         # Later items of a batch count as referenced later (microsecond steps).
-        pipe.zadd(index, {aid: now + i * 1e-6 for i, aid in enumerate(ids)})
-        pipe.expire(index, ttl)
-        pipe.zrange(index, 0, -(max_per_scope + 1))
+        pipe.zadd(keys.index, {aid: now + i * 1e-6 for i, aid in enumerate(ids)})
+        pipe.expire(keys.index, ttl)
+        pipe.zrange(keys.index, 0, -(max_per_scope + 1))
+        if budget.live_bytes is not None:
+            live, expiry, _ = keys.accounting
+            pipe.evalsha(redis_budgets.TOUCH_SHA, 2, live, expiry, ttl)
         results = await pipe.execute(raise_on_error=False)
-        self._note_errors(results)
+        if budget.live_bytes is not None:
+            touched = results.pop()
+            if isinstance(touched, NoScriptError):  # Redis restarted: load it, once more
+                touched = await redis_budgets.touch(self._redis, keys, ttl)
+            results.append(touched)
+        self._health.note_errors(results)
         existing = {aid: results[i] is True for i, aid in enumerate(ids)}
-        overflow = results[-1]
-        evicted = set() if isinstance(overflow, Exception) else {m.decode() for m in overflow}
+        overflow = results[len(ids) + 2]
+        evicted = [] if isinstance(overflow, Exception) else [m.decode() for m in overflow]
         return existing, evicted
 
     async def _write(
-        self, tag: str, missing: dict[str, NewArtifact], evicted: set[str], ttl: int
+        self, keys: ScopeKeys, missing: dict[str, NewArtifact], evicted: set[str], ttl: int
     ) -> dict[str, bool]:
         """Round trip 2 (only when needed): store missing payloads, delete evicted ones."""
         to_store = {aid: item for aid, item in missing.items() if aid not in evicted}
         values = await self._encode_all(to_store)
         if not values and not evicted:
-            self._recovered()
+            self._health.recovered()
             return {}
         pipe = self._redis.pipeline(transaction=False)
         for aid, value in values.items():
-            pipe.set(self._payload_key(tag, aid), value, ex=ttl)
+            pipe.set(keys.payload(aid), value, ex=ttl)
         if evicted:
-            pipe.delete(*(self._payload_key(tag, aid) for aid in evicted))
-            pipe.zrem(self._index_key(tag), *evicted)
+            pipe.delete(*(keys.payload(aid) for aid in evicted))
+            pipe.zrem(keys.index, *evicted)
         results = await pipe.execute(raise_on_error=False)
-        self._note_errors(results)
+        self._health.note_errors(results)
         return {aid: results[i] is True for i, aid in enumerate(values)}
+
+    async def _write_budgeted(
+        self,
+        keys: ScopeKeys,
+        missing: dict[str, NewArtifact],
+        evicted: list[str],
+        overflow: int,
+        ttl: int,
+        budget: WriteBudget,
+        tally: Tally,
+    ) -> dict[str, bool]:
+        """Round trip 2 with write budgets: one script checks them and writes what they allow
+        (`redis_budgets.WRITE`); what they refuse goes to `tally`."""
+        values = await self._encode_all({a: i for a, i in missing.items() if a not in evicted})
+        if not values and not evicted:
+            self._health.recovered()
+            return {}
+        sizes = {aid: counted_bytes(missing[aid].content) for aid in values}
+        now = self._clock()
+        reply = await redis_budgets.write(
+            self._redis, keys, values, sizes, evicted, overflow, ttl=ttl, budget=budget, now=now
+        )
+        found = redis_budgets.statuses(reply, list(values))
+        if found is None:
+            self._health.note_errors([reply if isinstance(reply, Exception) else ValueError(reply)])
+            return {}
+        errors = [s for s in found.values() if s != "ok" and s not in _BUDGETED]
+        self._health.note_errors([RedisError(errors[0])] if errors else [])
+        for aid, status in found.items():
+            if status in _BUDGETED:
+                tally.add(WriteLimit(status), sizes[aid])
+        return {aid: status == "ok" for aid, status in found.items()}
 
     async def _encode_all(self, items: dict[str, NewArtifact]) -> dict[str, bytes]:
         """Encode payloads; an item whose meta cannot be serialised is left out (-> False)."""
@@ -321,44 +396,3 @@ class RedisStore(_Ids):
                     "artifact %s not stored: unserialisable kind/meta (%s)", aid, type(exc).__name__
                 )
         return values
-
-    # -- health logging: once per incident -----------------------------------------------------
-
-    def _failed(self, exc: BaseException) -> None:
-        """A Redis call failed: re-raise a cancellation it swallowed, else note the outage.
-
-        On Python 3.11 a cancellation that races the socket timeout can leave redis-py as a
-        TimeoutError with the cancel request consumed (the task still reports `cancelling()`).
-        Treating it as a store failure would let an abandoned request go on, e.g. call the
-        upstream for a client that has disconnected, so the cancellation is restored instead.
-        """
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise asyncio.CancelledError() from exc
-        self.failed_operations += 1
-        self._went_unhealthy(exc)
-
-    def _note_errors(self, results: list[Any]) -> None:
-        errors = [r for r in results if isinstance(r, Exception)]
-        if errors:
-            self.failed_operations += 1
-            self._went_unhealthy(errors[0])
-        else:
-            self._recovered()
-
-    def _went_unhealthy(self, exc: BaseException) -> None:
-        if not self._healthy:
-            return
-        self._healthy = False
-        message = str(exc)
-        if self._password:
-            message = message.replace(self._password, "***")
-        self._log.warning(
-            "artifact store at %s unavailable: %s: %s", self._where, type(exc).__name__, message
-        )
-
-    def _recovered(self) -> None:
-        if self._healthy:
-            return
-        self._healthy = True
-        self._log.warning("artifact store at %s available again", self._where)

@@ -1,20 +1,20 @@
-"""The values `RedisStore` keeps: one encoding byte (`0x00` raw, `0x01` zlib) then the (possibly
-compressed) body `<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c":
-created_at}`. A content of `LONG_CHARS` or more is encoded and compressed, and read back, a
-slice at a time (zlib writes the same stream either way), so that no step holds the GIL for the
-whole text.
+"""How `RedisStore` lays out one artifact in a Redis value.
+
+One encoding byte (`0x00` raw, `0x01` zlib) then the (possibly compressed) body
+`<header JSON>\\n<content UTF-8>`; the header is `{"k": kind, "m": meta, "c": created_at}`. A
+content of `LONG_CHARS` or more is encoded and compressed, and read back, a slice at a time (zlib
+writes the same stream either way), so that no step holds the GIL for the whole text.
 """
 
 from __future__ import annotations
 
 import codecs
 import zlib
-from collections.abc import Iterator
 
 import orjson
 
 from proxy.artifacts.store import Artifact, NewArtifact
-from proxy.jsonio.slices import LONG_CHARS, grown
+from proxy.jsonio.slices import LONG_CHARS, grown, utf8_slices
 
 _RAW = b"\x00"
 _ZLIB = b"\x01"
@@ -25,18 +25,13 @@ def encode_value(item: NewArtifact, created_at: float, compress_over: int) -> by
     header = orjson.dumps({"k": item.kind, "m": item.meta, "c": created_at})
     content = item.content
     if len(content) >= LONG_CHARS:  # a slice at a time: each step holds the GIL briefly
-        return _encoded_long([header, b"\n", *_utf8_slices(content)], compress_over)
+        return _encoded_long([header, b"\n", *utf8_slices(content)], compress_over)
     body = header + b"\n" + content.encode("utf-8", "surrogatepass")
     if len(body) > compress_over:
         packed = zlib.compress(body, 1)
         if len(packed) < len(body):
             return _ZLIB + packed
     return _RAW + body
-
-
-def _utf8_slices(text: str) -> Iterator[bytes]:
-    for start in range(0, len(text), LONG_CHARS):
-        yield text[start : start + LONG_CHARS].encode("utf-8", "surrogatepass")
 
 
 def _encoded_long(pieces: list[bytes], compress_over: int) -> bytes:

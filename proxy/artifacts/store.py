@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import logging
 import re
 import sys
 import time
@@ -23,14 +24,24 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proxy.artifacts.budgets import (
+    Confirmed,
+    Ledger,
+    RefusalRecorder,
+    Tally,
+    WriteBudgets,
+    budget_owner,
+    counted_bytes,
+)
 from proxy.artifacts.leases import Leases, PinKey
-from proxy.jsonio.slices import LONG_CHARS
+from proxy.jsonio.slices import LONG_CHARS, utf8_slices
 
 ID_PREFIX = "art_"
 ID_HEX_CHARS = 32
 _ID_PATTERN = re.compile(r"art_[0-9a-f]{32}\Z")
 DEFAULT_MEMORY_MAX_BYTES = 256 * 1024 * 1024
 _ENTRY_OVERHEAD_BYTES = 512
+_LOG = logging.getLogger("ctxproxy.artifacts")
 
 
 class StoreUnavailable(Exception):
@@ -73,7 +84,9 @@ class ArtifactStore(Protocol):
         """Store each `artifact id -> artifact` (ids from `artifact_id(scope, content)`), in
         order; return the ids whose write is confirmed. The cap evicts the scope's least
         recently referenced artifacts other than these (and other than those a lease pins): a
-        batch larger than `max_per_scope` is kept whole."""
+        batch larger than `max_per_scope` is kept whole. A store with write budgets
+        (`artifacts.budgets`) refuses what its owner's budgets do not allow and answers a
+        `budgets.Confirmed`, which names them."""
         ...
 
     def lease(self) -> contextlib.AbstractContextManager[None]:
@@ -104,20 +117,18 @@ def _utf8(text: str) -> bytes:
 
 
 def compute_artifact_id(secret: bytes, scope: str, content: str) -> str:
-    """`art_` + HMAC-SHA256(secret, scope, content)[:32 hex]. Pure; no I/O.
-
-    The scope is length-prefixed so that no (scope, content) pair can collide with another by
-    moving a separator between them.
+    """`art_` + HMAC-SHA256(secret, scope, content)[:32 hex]. Pure; no I/O. The scope is
+    length-prefixed so that no (scope, content) pair can collide with another by moving a
+    separator between them; a long content is fed a slice at a time (the GIL held to encode one).
     """
     scope_bytes = _utf8(scope)
     prefix = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00"
-    if len(content) >= LONG_CHARS:  # a slice at a time: the GIL is held only to encode one
-        mac = hmac.new(secret, prefix, "sha256")
-        for start in range(0, len(content), LONG_CHARS):
-            mac.update(_utf8(content[start : start + LONG_CHARS]))
-        return ID_PREFIX + mac.hexdigest()[:ID_HEX_CHARS]
-    digest = hmac.digest(secret, prefix + _utf8(content), "sha256").hex()  # no HMAC object
-    return ID_PREFIX + digest[:ID_HEX_CHARS]
+    if len(content) < LONG_CHARS:  # one shot: no HMAC object
+        return ID_PREFIX + hmac.digest(secret, prefix + _utf8(content), "sha256").hex()[:32]
+    mac = hmac.new(secret, prefix, "sha256")
+    for piece in utf8_slices(content):
+        mac.update(piece)
+    return ID_PREFIX + mac.hexdigest()[:ID_HEX_CHARS]
 
 
 def is_artifact_id(value: object) -> bool:
@@ -157,6 +168,8 @@ class _Entry:
     artifact: Artifact
     expires_at: float
     size: int
+    counted: int = 0
+    """What it counts against its owner's live bytes (0 when the owner had no budget)."""
 
 
 def _held_size(item: NewArtifact) -> int:
@@ -179,7 +192,8 @@ class MemoryStore(_Ids):
     same `put_many` references or that a lease in flight pins (so both limits can be exceeded
     while requests that need more are in flight; the excess goes when their leases end).
     Expired entries of idle scopes are swept at most every `sweep_interval` seconds (during a
-    put), so memory stays bounded by live content.
+    put), so memory stays bounded by live content. `budgets` bound what each owner writes
+    (`artifacts.budgets`: `Ledger` keeps its live bytes and rate bucket).
     """
 
     def __init__(
@@ -189,12 +203,18 @@ class MemoryStore(_Ids):
         max_bytes: int = DEFAULT_MEMORY_MAX_BYTES,
         clock: Callable[[], float] = time.time,
         sweep_interval: float = 60.0,
+        budgets: WriteBudgets | None = None,
+        logger: logging.Logger | None = None,
     ) -> None:
         super().__init__(secret)
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
         self._max_bytes = max_bytes
         self._clock = clock
+        self._budgets = budgets or WriteBudgets()
+        self._ledger = Ledger()
+        self.refused_writes = RefusalRecorder(logger or _LOG, clock)
+        """The writes the budgets refused (read by /metrics at scrape time)."""
         self._sweep_interval = sweep_interval
         self._next_sweep = clock() + sweep_interval
         self._scopes: dict[str, OrderedDict[str, _Entry]] = {}
@@ -240,24 +260,49 @@ class MemoryStore(_Ids):
         self._leases.pin(scope, items)
         now = self._clock()
         self._sweep_if_due(now)
-        entries = self._scopes.setdefault(scope, OrderedDict())
-        for aid, item in items.items():
-            entry = entries.get(aid)
-            if entry is not None and entry.expires_at > now:
-                entry.expires_at = now + ttl_seconds
-            else:
-                if entry is not None:
-                    self._remove(scope, aid)
-                    entries = self._scopes.setdefault(scope, entries)
-                artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
-                entries[aid] = _Entry(artifact, now + ttl_seconds, _held_size(item))
-                self._held_bytes += entries[aid].size
-            entries.move_to_end(aid)
-            self._recency[(scope, aid)] = None
-            self._recency.move_to_end((scope, aid))
-        self._trim_scope(scope, entries, now, max_per_scope, keep=items.keys())
-        self._trim_budget({(scope, aid) for aid in items})
-        return set(items)
+        owner = budget_owner(scope)
+        tally = Tally(self._budgets.of(owner))
+        ttl = ttl_seconds
+        written = [aid for aid, it in items.items() if self._put(scope, aid, it, now, ttl, tally)]
+        entries = self._scopes.get(scope)
+        if entries is not None:
+            self._trim_scope(scope, entries, now, max_per_scope, keep=items.keys())
+        self._trim_budget({(scope, aid) for aid in written})
+        refused = tally.refusals()
+        if refused:
+            self.refused_writes.record(owner, refused)
+        return Confirmed(written, refused)
+
+    def _put(
+        self, scope: str, aid: str, item: NewArtifact, now: float, ttl_seconds: int, tally: Tally
+    ) -> bool:
+        """Refresh or store one artifact; False when its owner's budgets refuse it."""
+        entries = self._scopes.get(scope)
+        entry = None if entries is None else entries.get(aid)
+        if entry is not None and entry.expires_at > now:
+            entry.expires_at = now + ttl_seconds
+        else:
+            if entry is not None:
+                self._remove(scope, aid)
+            owner = budget_owner(scope)
+            budget = self._budgets.of(owner)
+            counted = counted_bytes(item.content) if budget.limited else 0
+            if budget.limited:
+                refused = self._ledger.refusal(
+                    owner, budget, counted, now, lambda: self._prune_owner(owner, now)
+                )
+                if refused is not None:
+                    tally.add(refused, counted)
+                    return False
+            artifact = Artifact(aid, item.content, item.kind, dict(item.meta), now)
+            entry = _Entry(artifact, now + ttl_seconds, _held_size(item), counted)
+            self._scopes.setdefault(scope, OrderedDict())[aid] = entry
+            self._held_bytes += entry.size
+            self._ledger.added(owner, counted)
+        self._scopes[scope].move_to_end(aid)
+        self._recency[(scope, aid)] = None
+        self._recency.move_to_end((scope, aid))
+        return True
 
     async def get(self, scope: str, artifact_id: str) -> Artifact | None:
         if not is_artifact_id(artifact_id):
@@ -289,10 +334,13 @@ class MemoryStore(_Ids):
         self._scopes.clear()
         self._recency.clear()
         self._held_bytes = 0
+        self._ledger.clear()
 
     def _remove(self, scope: str, artifact_id: str) -> None:
         entries = self._scopes[scope]
-        self._held_bytes -= entries.pop(artifact_id).size
+        entry = entries.pop(artifact_id)
+        self._held_bytes -= entry.size
+        self._ledger.removed(budget_owner(scope), entry.counted)
         del self._recency[(scope, artifact_id)]
         if not entries:
             del self._scopes[scope]
@@ -336,7 +384,17 @@ class MemoryStore(_Ids):
         if now < self._next_sweep:
             return
         self._next_sweep = now + self._sweep_interval
+        self._ledger.forget_full_buckets(now)
         for scope in list(self._scopes):
-            entries = self._scopes[scope]
-            for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
-                self._remove(scope, aid)
+            self._drop_expired(scope, now)
+
+    def _drop_expired(self, scope: str, now: float) -> None:
+        entries = self._scopes[scope]
+        for aid in [aid for aid, entry in entries.items() if entry.expires_at <= now]:
+            self._remove(scope, aid)
+
+    def _prune_owner(self, owner: str, now: float) -> None:
+        """Drop the expired artifacts of `owner`'s scopes (before its live bytes refuse a write:
+        only expired artifacts that nobody read or swept since still count)."""
+        for scope in [s for s in self._scopes if budget_owner(s) == owner]:
+            self._drop_expired(scope, now)

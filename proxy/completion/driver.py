@@ -27,19 +27,20 @@ from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
 from proxy.engine.manifest import NoteCode, Prepared
-from proxy.engine.prepare_request import FOLLOW_UP, CallOptions, Requester
+from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
-from proxy.stats import RequestStats
+from proxy.stats import Pricing, RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.prices import PriceTable, estimate
 from proxy.upstream.base import Upstream
 from proxy.upstream.windows import RequestWindows
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class ClientRequest:
     """One client request as the edge hands it over: what it is, who sends it, where it goes."""
 
@@ -70,11 +71,20 @@ class CompletionDriver:
     calibration: CountCalibration | None = None
     search_worker: SearchWorker | None = None
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
+    prices: PriceTable | None = None
+    """Prices by upstream and model: the answers' cost, the preparation's estimate."""
 
     async def prepare(
-        self, request: ClientRequest, summarizer: UpstreamSummarizer | None = None
+        self,
+        request: ClientRequest,
+        summarizer: UpstreamSummarizer | None = None,
+        *,
+        sent: bool = False,
+        estimate_cost: bool = False,
     ) -> Prepared:
-        """The request as it would go upstream first (a dry run, a token count, a completion)."""
+        """The request as it would go upstream first (a dry run, a token count, a completion);
+        `sent`: it does go (a completion), so its cuts are kept for the next request;
+        `estimate_cost`: with the prompt's estimated price in the manifest (a dry run)."""
         summarizer = summarizer or self.summarizer(request)
         held = request.wire.provider_history(request.body)
         if held is not None:
@@ -88,15 +98,29 @@ class CompletionDriver:
         else:
             prepared = await self.preparer.prepare(
                 request.body, request.raw, request.requester, request.wire, request.windows,
-                summarizer=summarizer,
+                call=FIRST_CALL if sent else LOOKING, summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
+        self._priced(request, prepared, estimate_cost)
         return prepared
+
+    def _priced(self, request: ClientRequest, prepared: Prepared, estimate_cost: bool) -> None:
+        """The request's prices in its stats (for its answers' cost) and, when asked, the
+        prompt's estimated price in its manifest."""
+        if self.prices is None:
+            return
+        manifest, upstream = prepared.manifest, request.windows.upstream.name
+        prices = self.prices.lookup(upstream, manifest.model)
+        request.stats.pricing = Pricing(upstream, manifest.model, prices)
+        if estimate_cost and manifest.counting_method:
+            manifest.cost_estimate = estimate(
+                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio
+            )
 
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
         summarizer = self.summarizer(request)
-        prepared = await self.prepare(request, summarizer)
+        prepared = await self.prepare(request, summarizer, sent=True)
         self.metrics.record_preparation(prepared.manifest)
         exchange = _Exchange(self.preparer, request, prepared, summarizer)
         held = request.wire.provider_history(request.body) is not None
@@ -132,7 +156,7 @@ class CompletionDriver:
         return UpstreamSummarizer(windows.upstream, self.upstreams, headers_for, model)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class _Exchange:
     """The preparations one exchange may still ask for, after its first."""
 

@@ -17,7 +17,7 @@ Nothing here knows the HTTP server nor a wire format: the caller hands in a `Com
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,8 @@ from proxy.completion.retry import PrepareAgain, checked_first_answer
 from proxy.completion.round_fit import Refit
 from proxy.completion.rounds import SyntheticRounds
 from proxy.completion.stream import stream_rounds
-from proxy.completion.usage_tap import CachedTokensTap
+from proxy.completion.usage_headers import usage_headers
+from proxy.completion.usage_tap import UsageTap
 from proxy.engine.manifest import Prepared
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.base import ClientFormat
@@ -43,12 +44,8 @@ from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.upstream.base import Upstream, UpstreamResponse
 from proxy.upstream.headers import relay_response_headers
 
-CACHED_TOKENS_HEADER = "x-ctxproxy-cached-tokens"
-MAX_REPORTED_TOKENS = 10**15
-"""An upstream's token count beyond this is implausible and ignored (a metric is a float)."""
 
-
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class CompletionContext:
     """Everything one completion needs from its caller."""
 
@@ -108,7 +105,7 @@ async def _relayed_attempt(
     answer = await checked_first_answer(first, prepare_again)
     if isinstance(answer, Prepared):
         return await _attempt(context, answer, None)
-    tap = CachedTokensTap(wire, context.stats)
+    tap = UsageTap(wire, context.stats)
     reply = await relayed(
         answer, prepared.headers(), context.request_id, wire.relayed_error_event, tap
     )
@@ -116,7 +113,8 @@ async def _relayed_attempt(
         payload = _json_object(reply.body)
         _observe_usage(context, prepared, payload)
         if payload is not None:
-            _report_cached(context.stats, reply.headers, wire, wire.answer_usage(payload))
+            _count_usage(context.stats, wire, payload)
+            reply.headers.update(usage_headers(context.stats))
     return reply
 
 
@@ -196,6 +194,7 @@ async def complete_json(
         if first_round is not None and rounds.rounds == 0:
             first_round(payload)
         usage = wire.add_usage(usage, wire.answer_usage(payload))
+        _count_usage(rounds.stats, wire, payload)
         pending = wire.synthetic_only(payload, rounds.names) if rounds.loop_allowed else None
         if pending is None:
             break
@@ -208,7 +207,7 @@ async def complete_json(
     headers = relay_response_headers(answer.headers)
     headers.update(extra_headers)
     headers.update(rounds.response_headers())
-    _report_cached(rounds.stats, headers, wire, usage)
+    headers.update(usage_headers(rounds.stats))
     if wire.strip_synthetic_calls(payload, rounds.names) or rounds.rounds:
         if usage is not None:
             wire.with_usage(payload, usage)
@@ -216,15 +215,11 @@ async def complete_json(
     return Reply(200, headers, body=raw)
 
 
-def _report_cached(
-    stats: RequestStats, headers: MutableMapping[str, str], wire: ClientFormat, usage: Any
-) -> None:
-    """The upstream's cached prompt tokens: in `x-ctxproxy-cached-tokens` and the stats (for the
-    metrics and the access line), when its usage reports them."""
-    cached = wire.cached_tokens(usage)
-    if cached is not None and cached <= MAX_REPORTED_TOKENS:
-        stats.cached_tokens = cached
-        headers[CACHED_TOKENS_HEADER] = str(cached)
+def _count_usage(stats: RequestStats, wire: ClientFormat, payload: dict[str, Any]) -> None:
+    """One whole answer's usage, in the stats (its cost, the access line, the metrics)."""
+    usage = wire.token_usage(wire.answer_usage(payload))
+    if usage is not None:
+        stats.answers.append(usage)
 
 
 def _observe_usage(

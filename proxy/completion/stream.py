@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Mapping
 
 from proxy.completion.reply import CappedChunks, ChunkStream, Reply, read_capped
 from proxy.completion.rounds import SyntheticRounds
-from proxy.completion.usage_tap import CachedTokensTap
+from proxy.completion.usage_tap import UsageTap
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.sse import SSEParser
 from proxy.upstream.base import UpstreamResponse
@@ -50,7 +50,7 @@ async def _serve(rounds: SyntheticRounds, first: UpstreamResponse) -> AsyncGener
     answer: UpstreamResponse | None = first
     wire = rounds.wire
     stream = wire.stream_filter(rounds.names)
-    tap = CachedTokensTap(wire, rounds.stats)
+    tap = UsageTap(wire, rounds.stats)
     try:
         while answer is not None:
             stream.start_round(rounds.loop_allowed)

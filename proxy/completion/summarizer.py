@@ -34,7 +34,7 @@ HeadersFor = Callable[[Upstream], CIMultiDict[str]]
 """The headers a summarizer call to an upstream carries (the tenant's credentials for it)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class UpstreamSummarizer:
     route: Upstream
     """The upstream serving the request (the default)."""

@@ -146,6 +146,13 @@ class Budget:
     in the proxy's own counts, i.e. the upstream's numbers divided by it."""
     count_ratio_source: RatioSource = RatioSource.none
 
+    @property
+    def reduce_over(self) -> int:
+        """The tokens over which a request is reduced: the trigger, or the refusal limit when
+        that is lower (an explicit output limit larger than the reserved output): a prompt the
+        provider would refuse is reduced, whatever the trigger says."""
+        return min(self.trigger, self.limit) if self.limit > 0 else self.trigger
+
 
 def choose_window(
     policy: BudgetPolicy, model: str, models: ModelLookup, learned: LearnedWindow | None

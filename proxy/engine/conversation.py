@@ -73,7 +73,9 @@ class Unit(_Span):
     call_items: int = 1
     instruction: bool = False
     """An instruction the client placed inside the conversation (a system or developer message
-    after the prefix): never dropped, cleared, summarized or moved, like the system prefix."""
+    after the prefix), or the provider's own compaction of the conversation before it (which
+    stands for all of that history): never dropped, cleared, summarized or moved, like the
+    system prefix."""
 
     @property
     def is_tool_exchange(self) -> bool:

@@ -51,9 +51,15 @@ class NoteCode(StrEnum):
     no_credential = "no_credential"
     """The request presented no credential: nothing was stored for it, so nothing was offloaded,
     cleared or dropped (its content stays in the prompt)."""
+    store_write_budget = "store_write_budget"
+    """The tenant's store write budget (bytes per minute or live bytes) refused writes this
+    request needed: that content stays in the prompt (the note names the budget)."""
     invalid_forwarded = "invalid_forwarded"
     """Not prepared: the input is structurally broken (`on_invalid: forward`); it went upstream
     untouched. The manifest's notes name the first problem."""
+    never_worse = "never_worse"
+    """A reduction was left out because it would not have made the request smaller (the read
+    tools it brings included): the request went as it came."""
 
 
 class SummarySource(StrEnum):
@@ -127,6 +133,9 @@ class Manifest:
     notes: list[str] = field(default_factory=list)
     note_codes: list[NoteCode] = field(default_factory=list)
     """The fixed codes of `x-ctxproxy-notes`, in the order they were noted, each once."""
+    cost_estimate: dict[str, Any] | None = None
+    """The prompt's price as prepared and unchanged (`tokens.prices.estimate`), set by the
+    completion driver for a dry run (it knows the upstream); None otherwise."""
 
     def note(self, code: NoteCode, text: str) -> None:
         """Record a note for people (`notes`) and its code for programs (`note_codes`)."""

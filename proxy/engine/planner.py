@@ -19,7 +19,7 @@ total over the trigger again (hysteresis between trigger and target).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 
 from proxy.engine.growth import GrowthMeter, GrowthSizing
@@ -45,6 +45,79 @@ class StepPlan:
     when_seen: bool = False
     """The step acts on each unit as it arrives, trigger or not, whenever that unit costs less
     under it (e.g. offloading every oversized result): its horizon then moves past that unit."""
+
+
+Move = tuple[int, int]
+"""(the time point, a unit index, at which a horizon moved; the horizon it moved to)."""
+
+
+@dataclass
+class Pinned:
+    """The moves an earlier request of the conversation made over its units, replayed as they
+    were (whatever the budget is now)."""
+
+    units: int
+    """The time points covered: units 0..units-1."""
+    cuts: list[list[Move]]
+    """Per step (policy order): its cuts."""
+    seen: list[list[Move]]
+    """Per step: its `when_seen` moves."""
+    slack: int = 0
+    """How much the plan over-counted that request (its stand-in items are sized for the
+    widest numbers): while no new cut is made, the trigger is checked against the tokens the
+    request really had, not the planned ones."""
+    _seen_at: dict[int, list[tuple[int, int]]] = field(init=False, repr=False)
+    _cuts_at: dict[int, list[tuple[int, int]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._seen_at, self._cuts_at = _by_time(self.seen), _by_time(self.cuts)
+
+    def seen_at(self, t: int) -> list[tuple[int, int]]:
+        """The `when_seen` moves at time point t, as (step, horizon)."""
+        return self._seen_at.get(t, [])
+
+    def cuts_at(self, t: int) -> list[tuple[int, int]]:
+        """The cuts at time point t, as (step, horizon)."""
+        return self._cuts_at.get(t, [])
+
+
+def _by_time(moves: list[list[Move]]) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = {}
+    for k, step_moves in enumerate(moves):
+        for t, h in step_moves:
+            out.setdefault(t, []).append((k, h))
+    return out
+
+
+@dataclass
+class ReplayLog:
+    """What a replay did, besides the final horizons."""
+
+    cuts: list[list[Move]]
+    """Per step: its cuts (as `plan_horizons(cuts=)`)."""
+    seen: list[list[Move]]
+    """Per step: its `when_seen` moves."""
+    refused: int = 0
+    """Moves not made because they would not have lowered the running total."""
+    slack: int = 0
+    """The remembered slack (`Pinned.slack`) still in force at the end: no cut was made after
+    the remembered units, so the request has that many tokens fewer than planned."""
+
+    @classmethod
+    def empty(cls, steps: int) -> ReplayLog:
+        return cls([[] for _ in range(steps)], [[] for _ in range(steps)])
+
+    def seen_moved(self, t: int, horizons: list[int], moved: list[int]) -> None:
+        for k in moved:
+            self.seen[k].append((t, horizons[k]))
+
+    def cut(self, t: int, old: list[int], new: list[int]) -> None:
+        for k, (a, b) in enumerate(zip(new, old, strict=True)):
+            if a != b:
+                self.cuts[k].append((t, a))
+
+
+_NO_PIN = Pinned(0, [], [])
 
 
 @dataclass
@@ -100,6 +173,8 @@ def plan_horizons(
     growth: GrowthSizing | None = None,
     cuts: list[list[tuple[int, int]]] | None = None,
     cut_last: bool = False,
+    pinned: Pinned | None = None,
+    log: ReplayLog | None = None,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
@@ -109,30 +184,68 @@ def plan_horizons(
     unit index, at which its horizon was advanced, the horizon it moved to); a `when_seen` move
     is not a cut. Like the horizons, each is a function of the units up to its time point.
     `cut_last`: the last unit acts as if it crossed the trigger (the cut the next request
-    would make if it crossed it: what a background summary may be made for ahead of time)."""
+    would make if it crossed it: what a background summary may be made for ahead of time).
+    `pinned`: the units it covers move as it says, nothing is decided there again. `log`
+    receives the cuts, the `when_seen` moves and the cuts refused (never worse)."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
+    log = log if log is not None else ReplayLog.empty(len(steps))
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
+    pin = pinned if pinned is not None and pinned.units <= len(full) else _NO_PIN
+    slack = pin.slack
     running = base  # the total up to the previous unit: horizons only change on an advance
     for t in range(len(full)):
-        moved = _act_when_seen(steps, full, t, horizons)
+        held = t < pin.units
+        if held:
+            moved = _set(steps, horizons, pin.seen_at(t), t)
+        else:
+            moved = _act_when_seen(totals, t, horizons, log)
+        log.seen_moved(t, horizons, moved)
         arrived = totals.unit_cost(t, horizons)
         running = totals.total(t, horizons) if moved else running + arrived
         if meter is not None:
             meter.arrive(t, arrived)
-        if running <= trigger and not (cut_last and t == len(full) - 1):
+        if held:
+            cut = horizons.copy()
+            _set(steps, cut, pin.cuts_at(t), t)
+        elif running - slack <= trigger and not (cut_last and t == len(full) - 1):
             continue
-        goals = [target]
-        if meter is not None and trigger - meter.room() < target:
-            goals.insert(0, max(trigger - meter.room(), 0))
-        cut = _cut(totals, t, horizons, goals, trigger)
-        if cuts is not None:
-            for k, (new, old) in enumerate(zip(cut, horizons, strict=True)):
-                if new != old:
-                    cuts[k].append((t, new))
-        horizons = cut
-        running = totals.total(t, horizons)
+        else:
+            cut = _cut(totals, t, horizons, _goals(meter, trigger, target), trigger, log)
+            slack = slack if cut == horizons else 0  # a new stand-in item: the plan's count
+        if cut != horizons:
+            log.cut(t, horizons, cut)
+            horizons = cut
+            running = totals.total(t, horizons)
+    log.slack = slack
+    if cuts is not None:
+        for k, step_cuts in enumerate(log.cuts):
+            cuts[k].extend(step_cuts)
     return horizons
+
+
+def _goals(meter: GrowthMeter | None, trigger: int, target: int) -> list[int]:
+    """What a cut reduces to: the target, and deeper when the growth calls for it (first)."""
+    goals = [target]
+    if meter is not None and trigger - meter.room() < target:
+        goals.insert(0, max(trigger - meter.room(), 0))
+    return goals
+
+
+def _set(
+    steps: list[StepPlan], horizons: list[int], moves: list[tuple[int, int]], t: int
+) -> list[int]:
+    """Apply remembered (step, horizon) moves at time point t (never past what the step allows
+    there, e.g. after a last resort that relaxed it; never back); the steps that moved."""
+    moved = []
+    for k, h in moves:
+        if not 0 <= k < len(horizons):
+            continue
+        h = min(h, steps[k].limits[t], t + 1)
+        if h > horizons[k]:
+            horizons[k] = h
+            moved.append(k)
+    return moved
 
 
 def _reduce_to(totals: _Totals, t: int, horizons: list[int], goal: int) -> list[int]:
@@ -145,7 +258,14 @@ def _reduce_to(totals: _Totals, t: int, horizons: list[int], goal: int) -> list[
     return out
 
 
-def _cut(totals: _Totals, t: int, horizons: list[int], goals: list[int], trigger: int) -> list[int]:
+def _cut(
+    totals: _Totals,
+    t: int,
+    horizons: list[int],
+    goals: list[int],
+    trigger: int,
+    log: ReplayLog | None = None,
+) -> list[int]:
     """The cut, among those reducing to each goal (deepest first), whose prompts keep the most
     of themselves cached until the trigger is crossed again.
 
@@ -154,12 +274,20 @@ def _cut(totals: _Totals, t: int, horizons: list[int], goals: list[int], trigger
     previous prompt, p being what the cut leaves unchanged at the start of the old prompt. A
     deeper cut (smaller L) makes that cycle longer; a cut that changes the prompt later (larger
     p) re-sends less: the one with the smallest (T - p) / ((T - L)(T + L)) is chosen (the deepest
-    on a tie). g is the same for every candidate, so it drops out."""
+    on a tie). g is the same for every candidate, so it drops out.
+
+    Never worse: a cut that does not lower the total (the read tools it switches on included)
+    is not made."""
     best = horizons
     best_score = None
+    before = totals.total(t, horizons)
     for goal in goals:
         cut = _reduce_to(totals, t, horizons, goal)
         after = totals.total(t, cut)
+        if cut != horizons and after >= before:
+            if log is not None:
+                log.refused += 1
+            continue
         if after >= trigger:
             score = float("inf")
         else:
@@ -202,14 +330,25 @@ def _first_reduced(totals: _Totals, step: StepPlan, horizon: int) -> int:
     return next((u for u in range(horizon) if step.costs[u] != totals.full[u]), horizon)
 
 
-def _act_when_seen(steps: list[StepPlan], full: list[int], t: int, horizons: list[int]) -> bool:
-    """Move the horizon of every `when_seen` step that shrinks unit t past it; True if any
-    moved (the horizons, like every decision here, depend on units up to t only)."""
-    moved = False
-    for k, step in enumerate(steps):
-        if step.when_seen and step.costs[t] < full[t] and horizons[k] <= t:
-            horizons[k] = max(horizons[k], min(step.limits[t], t + 1))
-            moved = moved or horizons[k] > t
+def _act_when_seen(
+    totals: _Totals, t: int, horizons: list[int], log: ReplayLog | None = None
+) -> list[int]:
+    """Move the horizon of every `when_seen` step that shrinks unit t past it, if that lowers
+    the total (the first move switches on the read tools: a small result whose preview saves
+    less than they cost stays as it is); the steps that moved. Like every decision here, a
+    function of the units up to t."""
+    trial = horizons.copy()
+    for k, step in enumerate(totals.steps):
+        if step.when_seen and step.costs[t] < totals.full[t] and trial[k] <= t:
+            trial[k] = max(trial[k], min(step.limits[t], t + 1))
+    moved = [k for k, (new, old) in enumerate(zip(trial, horizons, strict=True)) if new > old]
+    if not moved:
+        return []
+    if totals.total(t, trial) >= totals.total(t, horizons):
+        if log is not None:
+            log.refused += 1
+        return []
+    horizons[:] = trial
     return moved
 
 

@@ -3,7 +3,7 @@ and the request as the `Preparer` holds it while it prepares it (`PreparingReque
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proxy.engine.budget import (
@@ -14,11 +14,13 @@ from proxy.engine.budget import (
     RatioReader,
     count_ratio_for,
 )
+from proxy.engine.continuity import History
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.refusal import refusal
 from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.wire import WireFormat
+from proxy.engine.working_set import Reinserted
 from proxy.errors import ProxyError
 from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.tokens.counters import TokenCounter
@@ -100,6 +102,8 @@ class PreparingRequest:
     carries_tools: bool = False
     """The working set put exchanges back, and the body carries the synthetic tools."""
     summarizer: Summarizer | None = None
+    history: History = field(default_factory=lambda: History(Reinserted([], 0)))
+    """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
 
     @property
     def tokens(self) -> int:
@@ -119,10 +123,11 @@ class PreparingRequest:
 
     def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
         """The refusal of this request at `final` tokens, `protected` of them untouchable."""
-        anonymous = NoteCode.no_credential in self.manifest.note_codes
+        codes = self.manifest.note_codes
         return refusal(
             self.budget, self.policy, self.wire.items_param, final, protected,
-            store_failed=store_failed, no_credential=anonymous,
+            store_failed=store_failed, no_credential=NoteCode.no_credential in codes,
+            write_budget=NoteCode.store_write_budget in codes,
         )  # fmt: skip
 
 
@@ -138,9 +143,16 @@ class CallOptions:
     offer_tools: bool = False
     last_resort: bool = True
     within_allowance: bool = False
+    keeps_cuts: bool = False
+    """The prepared request goes upstream as the client's own call: its cuts are kept for the
+    next request of its conversation (`engine.cut_memory`). A dry run or a token count reads
+    them but keeps none: what the upstream saw last is what the next request must keep."""
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)
 
 
-FIRST_CALL = CallOptions(offer_tools=True)
+FIRST_CALL = CallOptions(offer_tools=True, keeps_cuts=True)
+
+LOOKING = CallOptions(offer_tools=True)
+"""A dry run or a token count: prepared as the client's call would be, nothing kept for later."""

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
-from proxy.engine.config_base import StepConfig
+from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.finish import finish, plans
+from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
     FIRST_CALL,
@@ -32,7 +32,6 @@ from proxy.engine.reducer import (
     ReductionContext,
     build_context,
     plan_reduction,
-    relaxed_policy,
     store_and_apply,
 )
 from proxy.engine.step_api import StepServices
@@ -48,12 +47,7 @@ from proxy.engine.threads import (
 )
 from proxy.engine.tool_text import own_text_scope, remembered_ids
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import (
-    WorkingSetKey,
-    reinsert,
-    working_set_notes,
-    working_set_place,
-)
+from proxy.engine.working_set import working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
 from proxy.synthetic.registry import tool_specs
@@ -113,6 +107,9 @@ class Preparer:
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL
+        tokenizer = policy.counting.tokenizer
+        if not self._counters.loaded(model, tokenizer):  # the first request of its encoding
+            await asyncio.to_thread(self._counters.for_model, model, tokenizer)
         unknown = policy.budget.context_window == "auto" and not self._catalog.lookup(model)
         learned = await upstream_learned(
             windows, model, unknown, policy.budget, self._calibration, tenant.contributor
@@ -170,50 +167,41 @@ class Preparer:
         store: ArtifactStore,
         call: CallOptions,
     ) -> Prepared:
-        key, anchors = self._working_set(wire, body, policy, tenant, call)
-        carries_tools = False
-        if key is not None:
-            kept = await reinsert(store, tenant.scope, wire, wire.items(body), anchors)
-            if kept.exchanges:
-                tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
-                body = wire.render(body, kept.items, tools)
-                raw, carries_tools = wire.encode(body), True
-                call = dataclasses.replace(call, offer_tools=False)
+        items = wire.items(body)
+        history = await recall_history(
+            store, tenant.scope, wire, items, policy, call.offer_tools, call.keeps_cuts
+        )
+        kept, carries_tools = history.kept, False
+        if kept.exchanges:
+            tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
+            body = wire.render(body, kept.items, tools)
+            raw, carries_tools = wire.encode(body), True
+            call = dataclasses.replace(call, offer_tools=False)
+        if history.working_set is not None:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
         request.summarizer = summarizer
+        request.history = history
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
             manifest.refusal_limit = limit
         prepared = await self._decide(request, tenant, store, call)
-        prepared.working_set = key
+        prepared.working_set = history.working_set
         return prepared
-
-    def _working_set(
-        self, wire: WireFormat, body: dict[str, Any], policy: Policy, tenant: Requester,
-        call: CallOptions,
-    ) -> tuple[WorkingSetKey | None, dict[int, str]]:
-        """Where this request's read rounds are kept, when the policy keeps them, and where
-        earlier ones may go back."""
-        read = policy.read_tool
-        if not (call.offer_tools and policy.reduces and read.enabled and read.working_set):
-            return None, {}
-        limits = policy.artifacts
-        return working_set_place(
-            wire, wire.items(body), tenant.scope, limits.ttl_seconds, limits.max_per_scope
-        )
 
     async def _decide(
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
     ) -> Prepared:
         policy, wire = request.policy, request.wire
-        over = request.tokens > request.budget.trigger
+        over = request.tokens > request.budget.reduce_over
         # Under the trigger, only a step that acts on what it sees (oversized tool results
         # offloaded when seen) reduces anything: a quick scan, no parse, tells.
         seen = policy.acts_under_trigger(wire, request.messages, len(request.raw))
-        reduce = policy.reduces and (over or seen)
+        # A conversation cut before keeps its cuts, even when this request is under its trigger
+        # (the budget moved): its prompt keeps the prefix the upstream saw.
+        reduce = policy.reduces and (over or seen or request.history.pins)
         conversation = None
         # Structure matters only to refuse broken input or to reduce; a request forwarded
         # untouched either way skips the parse (the passthrough path stays cheap).
@@ -317,79 +305,45 @@ class Preparer:
             request.summarizer, self.background, precompute,
         )
 
-        async def plan(policy: Policy) -> tuple[ReductionContext, Plan]:
+        history = request.history
+        sizing = history.sizing(request.budget.allowance)
+
+        async def plan(
+            policy: Policy, recent_end: int | None = None
+        ) -> tuple[ReductionContext, Plan]:
             ctx = build_context(
                 wire, request.messages, conversation, policy, counter, request.costs,
-                artifact_id, own_text_mac, request.budget.allowance,
+                artifact_id, own_text_mac, request.budget.allowance, sizing, recent_end,
             )  # fmt: skip
-            return ctx, await plan_reduction(ctx, request.budget, base, reduced_base, services)
+            pinned = history.pinned(ctx.units)
+            budget = request.budget
+            return ctx, await plan_reduction(ctx, budget, base, reduced_base, services, pinned)
 
-        ctx, planned = await plan(policy)
         if precompute:  # summaries started ahead of time; nothing changes in this request
+            await plan(policy)
             return request.unchanged(Outcome.within_trigger)
-        if call.last_resort:
-            ctx, planned = await _last_resort(request, ctx, planned, plan)
+        ctx, planned, relaxed = await plans(request, plan, call.last_resort)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
-        return self._finish(request, reduction, synthetic)
-
-    def _finish(
-        self, request: PreparingRequest, reduction: Reduction, synthetic: list[Any]
-    ) -> Prepared:
-        manifest, counter = request.manifest, request.counter
-        manifest.actions = reduction.actions
-        if reduction.unconfirmed:
-            manifest.notes.append(
-                f"artifact store did not confirm {reduction.unconfirmed} write(s): "
-                "that content was kept"
-            )
-        if reduction.over_scope_cap:
-            manifest.notes.append(
-                f"this request references {reduction.over_scope_cap} artifacts, more than "
-                f"artifacts.max_per_scope ({request.policy.artifacts.max_per_scope}): all are "
-                "kept, the scope's other artifacts are evicted first"
-            )
-        wire = request.wire
-        added = synthetic if reduction.referenced else []
-        body = wire.render(request.body, reduction.messages, added)
-        after = reduction.message_tokens + wire.overhead_tokens(body, counter)
-        manifest.tokens_after = after
-        if after > request.budget.limit >= request.tokens:
-            # What the steps did (e.g. the read tools an offload adds) would not fit, the
-            # request itself does: it goes as it came.
-            manifest.notes.append("the reduced request would not fit: forwarded unchanged")
-            return request.unchanged(Outcome.within_allowance)
-        if after > request.budget.limit:
-            unconfirmed = bool(reduction.unconfirmed)
-            raise request.refusal(after, manifest.protected_tokens, store_failed=unconfirmed)
-        if not reduction.actions:
-            return request.unchanged(Outcome.nothing_reduced)
-        manifest.outcome = (
-            Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
-        )
-        read = request.policy.read_tool
-        tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
-        offered = tools_added if reduction.referenced and synthetic else None
-        return Prepared(
-            wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
-        )
+        prepared = finish(request, reduction, synthetic, planned.log.refused)
+        made = _made(request, ctx, planned, reduction, prepared, sizing)
+        kept = dataclasses.replace(made, relaxed=relaxed, recent_end=ctx.recent_end)
+        await keep_cuts(store, history, kept)
+        return prepared
 
 
-async def _last_resort(
+def _made(
     request: PreparingRequest,
     ctx: ReductionContext,
     planned: Plan,
-    plan: Callable[[Policy], Awaitable[tuple[ReductionContext, Plan]]],
-) -> tuple[ReductionContext, Plan]:
-    """Loosen what is protected, level by level, only while the plan would be refused."""
-    for level in range(1, StepConfig.RELAX_LEVELS + 1):
-        if planned.total <= request.budget.limit:
-            break
-        relaxed = relaxed_policy(request.policy, level)
-        if relaxed is None:
-            break
-        ctx, planned = await plan(relaxed.policy)
-        notes = [n for n in relaxed.notes if n not in request.manifest.notes]
-        request.manifest.notes.extend(notes)
-    return ctx, planned
-
+    reduction: Reduction,
+    prepared: Prepared,
+    sizing: int,
+) -> Made:
+    """What this preparation decided, as the next request of its conversation will replay it."""
+    sent = prepared.manifest.outcome in (Outcome.reduced, Outcome.reduced_above_target)
+    slack = planned.total - prepared.manifest.tokens_after if not reduction.unconfirmed else 0
+    return Made(
+        request.policy, len(request.messages), len(ctx.units), sizing, planned.log, sent,
+        max(slack, 0),
+    )  # fmt: skip

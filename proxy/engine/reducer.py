@@ -6,12 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.artifacts.budgets import Refused, budget_refusals
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
-from proxy.engine.manifest import Action
-from proxy.engine.planner import StepPlan, applying_step, plan_horizons, total_after
+from proxy.engine.manifest import Action, Manifest, NoteCode
+from proxy.engine.planner import (
+    Pinned,
+    ReplayLog,
+    StepPlan,
+    applying_step,
+    plan_horizons,
+    total_after,
+)
 from proxy.engine.policy import ArtifactsPolicy, Policy, ProtectPolicy
 from proxy.engine.step_api import (
     Cut,
@@ -36,8 +44,44 @@ class Reduction:
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
+    budget_refused: tuple[Refused, ...] = ()
+    """The writes among `unconfirmed` that the tenant's write budgets refused."""
     over_scope_cap: int = 0
     """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
+
+    @property
+    def store_failed(self) -> int:
+        """Writes the store did not confirm for another reason than a write budget."""
+        return self.unconfirmed - sum(r.writes for r in self.budget_refused)
+
+    def note_store(self, manifest: Manifest, max_per_scope: int) -> None:
+        """What the manifest says about this reduction's writes."""
+        if self.budget_refused:
+            manifest.note(NoteCode.store_write_budget, budget_note(self.budget_refused))
+        if self.store_failed:
+            manifest.notes.append(
+                f"artifact store did not confirm {self.store_failed} write(s): "
+                "that content was kept"
+            )
+        if self.over_scope_cap:
+            manifest.notes.append(
+                f"this request references {self.over_scope_cap} artifacts, more than "
+                f"artifacts.max_per_scope ({max_per_scope}): all are kept, the scope's other "
+                "artifacts are evicted first"
+            )
+
+
+def budget_note(refused: tuple[Refused, ...]) -> str:
+    """The manifest's note naming the write budgets that refused writes."""
+    parts = [
+        f"{r.budget.value} ({r.limit:,} bytes): {r.writes} write(s) of {r.bytes:,} bytes refused"
+        for r in refused
+    ]
+    return (
+        "store write budget of this tenant reached, "
+        + "; ".join(parts)
+        + ": that content was kept in the prompt"
+    )
 
 
 @dataclass
@@ -80,6 +124,8 @@ def build_context(
     artifact_id: Callable[[str], str],
     own_text_mac: OwnTextMac,
     allowance: int,
+    sizing: int | None = None,
+    recent_end: int | None = None,
 ) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -108,6 +154,8 @@ def build_context(
         own_text_mac=own_text_mac,
         allowance=allowance,
         max_stored_chars=policy.artifacts.max_chars,
+        sizing=allowance if sizing is None else sizing,
+        recent_end=len(units) if recent_end is None else min(recent_end, len(units)),
         policy=policy,
     )
 
@@ -157,11 +205,20 @@ class Plan:
     """Planned tokens of the prepared request."""
     protected: int
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
+    log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
+    """What the replay did: each step's cuts and eager moves, the cuts it refused."""
+
+    @property
+    def expected(self) -> int:
+        """The planned tokens less the slack of a remembered form kept as it was sent."""
+        return self.total - self.log.slack
 
 
 async def plan_reduction(
-    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices
-) -> Plan:
+    ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices,
+    pinned: Pinned | None = None,
+) -> Plan:  # fmt: skip
+    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -173,26 +230,27 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    def replay(cut_last: bool) -> tuple[list[int], list[list[Cut]]]:
-        cuts: list[list[Cut]] = [[] for _ in steps]
+    def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
+        log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, trigger=budget.trigger, target=budget.target, growth=growth,
-            cuts=cuts, cut_last=cut_last, **kwargs
-        )
-        return horizons, cuts
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
+            target=min(budget.target, budget.reduce_over), growth=growth, cut_last=cut_last,
+            pinned=pinned, log=log,
+        )  # fmt: skip
+        return horizons, log
 
-    horizons, cuts = replay(services.precompute)
+    horizons, log = replay(services.precompute)
     if services.precompute:
-        await _precompute(steps, ctx, services, cuts)
+        await _precompute(steps, ctx, services, log.cuts)
         return Plan([], 0, 0)
     assigned = _assigned(horizons, len(steps))
-    for step, units, made in zip(steps, assigned, cuts, strict=True):
+    for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
     total = total_after(full, plans, horizons, **kwargs)
     if _near_trigger(ctx, services, total, budget.trigger):
         # the next cut's work (summaries), started now in the background
-        await _precompute(steps, ctx, services, replay(True)[1])
+        await _precompute(steps, ctx, services, replay(True)[1].cuts)
     cost = [
         full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
         for u in range(len(full))
@@ -203,7 +261,7 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)))
+    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)), log)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
@@ -267,11 +325,13 @@ async def store_and_apply(
     wanted: dict[str, NewArtifact] = {}
     for _, out in outputs:
         wanted.update(out.artifacts)
-    sent, confirmed = await _store(ctx.policy.artifacts, store, scope, wanted)
-    reduction = Reduction(messages=[])
+    sent, confirmed, refused = await _store(ctx.policy.artifacts, store, scope, wanted)
+    reduction = Reduction(messages=[], budget_refused=refused)
     edits: list[Edit] = []
     for step, out in outputs:
-        kept = [e for e in out.edits if e.artifact_id in confirmed]
+        kept = [
+            e for e in out.edits if e.artifact_id in confirmed and confirmed.issuperset(e.requires)
+        ]
         if not kept:
             continue
         edits.extend(kept)
@@ -307,15 +367,15 @@ def _tokens_freed(ctx: PrepareContext, edits: list[Edit]) -> int:
 
 async def _store(
     limits: ArtifactsPolicy, store: ArtifactStore, scope: str, wanted: dict[str, NewArtifact]
-) -> tuple[int, set[str]]:
-    """(how many artifacts were sent, the ids the store confirmed)."""
+) -> tuple[int, set[str], tuple[Refused, ...]]:
+    """(how many artifacts were sent, the ids the store confirmed, what budgets refused)."""
     sendable = {i: a for i, a in wanted.items() if len(a.content) <= limits.max_chars}
     if not sendable:
-        return 0, set()
+        return 0, set(), ()
     confirmed = await store.put_many(
         scope, sendable, ttl_seconds=limits.ttl_seconds, max_per_scope=limits.max_per_scope
     )
-    return len(sendable), confirmed & sendable.keys()
+    return len(sendable), confirmed & sendable.keys(), budget_refusals(confirmed)
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:

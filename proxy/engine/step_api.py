@@ -40,6 +40,9 @@ class Edit:
     message: dict[str, Any] | None
     artifact_id: str
     """The edit happens only if the store confirmed writing this artifact."""
+    requires: tuple[str, ...] = ()
+    """Other artifacts its message names: the edit happens only if these are confirmed too (a
+    store may confirm some writes of a batch and not others, e.g. over a write budget)."""
 
 
 @dataclass
@@ -87,6 +90,14 @@ class PrepareContext:
     max_stored_chars: int
     """The longest content the store takes (`artifacts.max_chars`): longer ones are stored
     truncated (`result_rewrites.stored_text`)."""
+    sizing: int
+    """The allowance the texts a step writes are sized by (a summary's budget, when it rolls
+    up): the request's own, or the one its conversation's remembered cuts were made with, so
+    that a move of the budget does not rewrite them (`engine.cut_memory`)."""
+    recent_end: int
+    """Where "recent" ends for a relaxed step (the last resort's previews of the recent
+    exchanges): after the last unit, or after the units of the remembered request whose last
+    resort this request keeps (so that the same results keep the same previews)."""
 
     def unit_cost(self, u: int) -> int:
         unit = self.units[u]

@@ -4,6 +4,7 @@ wire format's business: `engine.wire.WireFormat.result_text`/`with_result_text`)
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,6 +82,16 @@ def stored_form(text: str, max_chars: int) -> str:
     return grown([*slices, marker])
 
 
+_MARKER_ANYCASE = re.compile(re.escape(MARKER), re.IGNORECASE)
+
+
+def neutralised(text: str) -> str:
+    """`text` with every spelling of the proxy's marker made plain text (`(ctxproxy`, as long:
+    offsets into the original still hold), so that nothing quoted from the conversation or a
+    tool reads as the proxy's own words."""
+    return _MARKER_ANYCASE.sub("(ctxproxy", text)
+
+
 def preview(
     stored: StoredText,
     text: str,
@@ -96,6 +107,7 @@ def preview(
     artifact_id = stored.artifact_id
     head, tail = text[:head_chars], text[len(text) - tail_chars :] if tail_chars else ""
     omitted = len(text) - len(head) - len(tail)
+    head, tail = neutralised(head), neutralised(tail)  # after the sizes: the same lengths
     how = (
         f'{READ_TOOL}(artifact_id="{artifact_id}", offset={len(head)}) pages through '
         f"the rest; {SEARCH_TOOL} finds text in it"

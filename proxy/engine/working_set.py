@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.artifacts.store import ArtifactStore, NewArtifact, StoreUnavailable
+from proxy.artifacts.budgets import sub_scope
+from proxy.artifacts.store import Artifact, ArtifactStore, NewArtifact, StoreUnavailable
 from proxy.engine.wire import WireFormat
 from proxy.errors import ProxyError
 from proxy.jsonio import dumps, loads
@@ -34,7 +35,7 @@ _log = logging.getLogger("ctxproxy.working_set")
 
 
 def working_set_scope(scope: str) -> str:
-    return f"{scope}\x00working-set"
+    return sub_scope(scope, "working-set")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,15 @@ class Reinserted:
     """How many kept exchanges were put back (0: `items` is the request's own list)."""
     unavailable: bool = False
     """The store did not answer: nothing was put back."""
+    at: dict[int, int] = field(default_factory=dict)
+    """The answer (an index into the request's own items) each exchange went back before, and
+    how many items it added there."""
+
+    def moved(self, index: int) -> tuple[int, int]:
+        """Where the request's own item at `index` stands now, and how many exchanges went back
+        before it."""
+        before = [added for at, added in self.at.items() if at < index]
+        return index + sum(before), len(before)
 
 
 def history_digest(wire: WireFormat, items: Sequence[Any]) -> str:
@@ -108,22 +118,34 @@ async def reinsert(
     anchors = answer_anchors(wire, items) if anchors is None else anchors
     if not anchors:
         return Reinserted(items, 0)
-    own = working_set_scope(scope)
-    ids = {index: store.artifact_id(own, digest) for index, digest in anchors.items()}
+    ids = exchange_ids(store, scope, anchors)
     try:
-        found = await store.get_many(own, list(ids.values()))
+        found = await store.get_many(working_set_scope(scope), list(ids.values()))
     except StoreUnavailable:
         return Reinserted(items, 0, unavailable=True)
+    return put_back(wire, items, ids, found)
+
+
+def exchange_ids(store: ArtifactStore, scope: str, anchors: dict[int, str]) -> dict[int, str]:
+    """Anchor index -> the id its kept exchange would have (in `working_set_scope(scope)`)."""
+    own = working_set_scope(scope)
+    return {index: store.artifact_id(own, digest) for index, digest in anchors.items()}
+
+
+def put_back(
+    wire: WireFormat, items: list[Any], ids: dict[int, str], found: Mapping[str, Artifact]
+) -> Reinserted:
+    """`items` with the kept exchanges `found` (by id, `exchange_ids`) put back in place."""
     out = list(items)
-    inserted = 0
+    at: dict[int, int] = {}
     for index in sorted(ids, reverse=True):  # from the end: earlier indices stay valid
         artifact = found.get(ids[index])
         exchange = _exchange(artifact.content) if artifact is not None else None
         if exchange:
             shared = _already_sent(wire, exchange, out, index)
             out[index + shared : index + shared] = exchange[shared:]
-            inserted += 1
-    return Reinserted(out if inserted else items, inserted)
+            at[index] = len(exchange) - shared
+    return Reinserted(out if at else items, len(at), at=at)
 
 
 def _already_sent(wire: WireFormat, exchange: list[Any], items: list[Any], start: int) -> int:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from proxy.errors import ProxyError
     from proxy.formats.sse import SSEEvent
     from proxy.synthetic.names import ToolNames
+    from proxy.tokens.usage import TokenUsage
 
 
 class AnswerStream(Protocol):
@@ -54,6 +55,18 @@ class AnswerStream(Protocol):
     def error(self, event: bytes) -> bytes:
         """The proxy's error event (`ClientFormat.error_event` / `upstream_error_event`) as this
         stream sends it, after the events it sent (a Responses stream numbers it next)."""
+
+
+class UsageScanner(Protocol):
+    """One streamed answer's usage, read from its bytes as they pass (a scan, nothing parsed)."""
+
+    def feed(self, data: bytes) -> bool:
+        """Scan these bytes; True when they stated a usage figure (a later statement of a
+        figure replaces an earlier one)."""
+
+    def usage(self) -> TokenUsage | None:
+        """The usage the bytes fed so far state (the last value of each figure), None before
+        they state the prompt's tokens."""
 
 
 class AnswerFormat(Protocol):
@@ -148,12 +161,12 @@ class AnswerFormat(Protocol):
     def prompt_tokens(self, usage: Any) -> int | None:
         """The prompt tokens a usage reports (None when it reports none)."""
 
-    def cached_tokens(self, usage: Any) -> int | None:
-        """The prompt tokens a usage says the provider read from its cache (None: not said)."""
+    def token_usage(self, usage: Any) -> TokenUsage | None:
+        """A usage in neutral terms: the whole prompt, output, cache reads and writes (None
+        when it states no prompt tokens)."""
 
-    def stream_cached_tokens(self, data: bytes) -> int | None:
-        """The cached prompt tokens the last usage in these bytes of an event stream states (a
-        scan, nothing parsed; None when they state none)."""
+    def usage_scanner(self) -> UsageScanner:
+        """A fresh scanner of one streamed answer's usage."""
 
     def with_usage(self, payload: dict[str, Any], usage: dict[str, Any]) -> None:
         """Put the summed usage in the answer, in place."""

@@ -4,11 +4,12 @@ input. A format module imports these from here, never from another format."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.engine.conversation import Problem
 from proxy.errors import ErrorCode, ProxyError
+from proxy.tokens.usage import TokenUsage
 
 
 def int_value(value: object) -> int | None:
@@ -46,14 +47,35 @@ def _copy_usage(usage: dict[str, Any]) -> dict[str, Any]:
     return {k: _copy_usage(v) if isinstance(v, dict) else v for k, v in usage.items()}
 
 
-_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,12})(?![0-9])')
+def usage_keys(*keys: str) -> re.Pattern[bytes]:
+    """A scan for `"<key>": <digits>` of these keys in stream bytes. A key inside a string of
+    the stream (a model's text, a tool's arguments) has its quotes escaped and never matches."""
+    names = b"|".join(re.escape(key.encode()) for key in keys)
+    return re.compile(rb'"(' + names + rb')"\s*:\s*(\d{1,12})(?![0-9])')
 
 
-def stream_cached_tokens(data: bytes) -> int | None:
-    """The last `"cached_tokens": N` in stream bytes (OpenAI's usage details, chat or
-    Responses)."""
-    found = _CACHED.findall(data)
-    return int(found[-1]) if found else None
+class KeyScanner:
+    """One streamed answer's usage, from the last value of each usage key its bytes state (a
+    scan, nothing parsed: `AnswerFormat.usage_scanner`); `build` makes the format's
+    `TokenUsage` of those values (by key)."""
+
+    def __init__(
+        self, pattern: re.Pattern[bytes], build: Callable[[Mapping[str, int]], TokenUsage | None]
+    ) -> None:
+        self._pattern = pattern
+        self._build = build
+        self._values: dict[str, int] = {}
+
+    def feed(self, data: bytes) -> bool:
+        """Scan these bytes; True when they stated a value."""
+        found = False
+        for match in self._pattern.finditer(data):
+            self._values[match.group(1).decode()] = int(match.group(2))
+            found = True
+        return found
+
+    def usage(self) -> TokenUsage | None:
+        return self._build(self._values) if self._values else None
 
 
 def invalid_error(problems: Sequence[Problem], id_key: str = "tool_call_id") -> ProxyError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Mapping
@@ -40,7 +41,7 @@ class Tenant:
     anonymous: bool = False
     """Passthrough without any credential: a scope for this request only, nothing stored."""
 
-    @property
+    @functools.cached_property
     def contributor(self) -> str:
         """Whose samples the count calibration learns: a hash of the tenant's scope without its
         session (one tenant, or one passthrough credential, is one contributor however many
@@ -157,7 +158,13 @@ class TenantResolver:
         if self._mode == "passthrough":
             return self._passthrough_tenant(headers)
         token = bearer_token(headers)
-        tenant = self._by_key.get(token) if token else None
+        if not token:
+            raise ProxyError(
+                ErrorCode.invalid_api_key,
+                "You didn't provide an API key. Send a ctxproxy key of your tenant as "
+                "'Authorization: Bearer <key>' (or 'x-api-key: <key>').",
+            )
+        tenant = self._by_key.get(token)
         if tenant is None:
             raise ProxyError(
                 ErrorCode.invalid_api_key,

@@ -19,12 +19,11 @@ from proxy.http.auth import Tenant
 from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.relay import respond
 from proxy.http.routes import (
-    CHAT_ROUTE,
+    COMPLETION_ROUTES,
     COUNT_TOKENS_ROUTE,
     DEFAULT_FORMAT,
-    MESSAGES_ROUTE,
-    RESPONSES_ROUTE,
     format_of,
+    route_of,
 )
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.jsonio import dumps, loads_object, long_strings
@@ -36,13 +35,12 @@ from proxy.upstream.headers import forward_request_headers
 _MAX_QUERY_DIGITS = 15
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _complete(request, format_of(CHAT_ROUTE))
-
-
-async def messages(request: web.Request) -> web.StreamResponse:
-    """`POST /v1/messages`: Anthropic Messages through the same engine."""
-    return await _complete(request, format_of(MESSAGES_ROUTE))
+async def complete(request: web.Request) -> web.StreamResponse:
+    """`POST` to a route of `COMPLETION_ROUTES` (chat completions, Messages, Responses): the
+    request in its route's format through the engine and upstream. A Responses request that
+    continues history the provider holds (`previous_response_id`, `conversation`) is forwarded as
+    it came, the manifest saying it was not prepared."""
+    return await _complete(request, format_of(route_of(request)))
 
 
 async def count_tokens(request: web.Request) -> web.Response:
@@ -71,13 +69,6 @@ async def count_tokens(request: web.Request) -> web.Response:
     }
     tokens = manifest.tokens_after or manifest.tokens_before
     return web.json_response({"input_tokens": tokens, "ctxproxy": details})
-
-
-async def responses(request: web.Request) -> web.StreamResponse:
-    """`POST /v1/responses`: prepared like a chat completion, unless the request continues
-    history the provider holds (`previous_response_id`, `conversation`): then forwarded as it
-    came, the manifest saying it was not prepared."""
-    return await _complete(request, format_of(RESPONSES_ROUTE))
 
 
 async def _complete(request: web.Request, wire: ClientFormat) -> web.StreamResponse:
@@ -125,7 +116,7 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     body (default `openai_chat`)."""
     raw, body = await read_json_body(request)
     client = _client_request_of(request, _dry_run_format(request), raw, body)
-    prepared = await request.app[SERVICES].started_driver().prepare(client)
+    prepared = await request.app[SERVICES].started_driver().prepare(client, estimate_cost=True)
     if len(client.raw) >= LARGE_BODY_BYTES:  # long strings written in slices, off the loop
         answer = await asyncio.to_thread(_large_dry_run_answer, prepared)
     else:
@@ -275,10 +266,9 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_post(CHAT_ROUTE, chat_completions)
-    app.router.add_post(MESSAGES_ROUTE, messages)
+    for route in COMPLETION_ROUTES:
+        app.router.add_post(route, complete)
     app.router.add_post(COUNT_TOKENS_ROUTE, count_tokens)
-    app.router.add_post(RESPONSES_ROUTE, responses)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
     app.router.add_get("/", root)

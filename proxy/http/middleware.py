@@ -17,7 +17,7 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.body import ACCEPTED_CODINGS
-from proxy.http.routes import COMPLETION_ROUTES, format_of
+from proxy.http.routes import COMPLETION_ROUTES, format_of, route_of
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
@@ -106,15 +106,9 @@ def _needs_a_tenant(request: web.Request) -> bool:
     return request.path not in _UNAUTHENTICATED
 
 
-def route_label(request: web.Request) -> str:
-    """The matched route's pattern (`/v1/{tail}`), never the raw path: low cardinality."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "unmatched"
-
-
 def _note_refusal(request: web.Request, error: ProxyError) -> None:
     """A chat completion refused by preparation (dry runs are not counted)."""
-    if route_label(request) not in COMPLETION_ROUTES:
+    if route_of(request) not in COMPLETION_ROUTES:
         return
     if error.reason is not None:
         request.app[SERVICES].metrics.record_refusal(error.reason)
@@ -123,7 +117,7 @@ def _note_refusal(request: web.Request, error: ProxyError) -> None:
 def _observe(request: web.Request, request_id: str, status: int, stats: RequestStats) -> None:
     """Request metrics and the access line; never lets a failure here replace the answer."""
     try:
-        route = route_label(request)
+        route = route_of(request)
         request.app[SERVICES].metrics.record_request(route, status, stats)
         if access_logged(route, status):
             duration = time.perf_counter() - stats.started

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from aiohttp import web
+
 from proxy.formats import FORMATS
 from proxy.formats.base import ClientFormat
 
@@ -16,18 +18,26 @@ RESPONSES_ROUTE = "/v1/responses"
 DEFAULT_FORMAT = "openai_chat"
 """The format of every other route: the dry run's by default, passthrough routes', the edge's."""
 
-ROUTE_FORMATS: Mapping[str, str] = MappingProxyType(
+COMPLETION_ROUTES: Mapping[str, str] = MappingProxyType(
     {
         CHAT_ROUTE: "openai_chat",
         MESSAGES_ROUTE: "anthropic_messages",
-        COUNT_TOKENS_ROUTE: "anthropic_messages",
         RESPONSES_ROUTE: "openai_responses",
     }
 )
-COMPLETION_ROUTES = frozenset({CHAT_ROUTE, MESSAGES_ROUTE, RESPONSES_ROUTE})
-"""Routes whose requests are completed upstream (their refusals are counted)."""
+"""Routes whose requests are completed upstream, by the format serving them: each is served by
+`handlers.complete` (a new format's route is one line here), and their refusals are counted."""
+ROUTE_FORMATS: Mapping[str, str] = MappingProxyType(
+    {**COMPLETION_ROUTES, COUNT_TOKENS_ROUTE: "anthropic_messages"}
+)
 
 
 def format_of(path: str) -> ClientFormat:
     """The format a route speaks (the default one for any other route)."""
     return FORMATS[ROUTE_FORMATS.get(path, DEFAULT_FORMAT)]
+
+
+def route_of(request: web.Request) -> str:
+    """The matched route's pattern (`/v1/{tail}`), never the raw path: low cardinality."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"

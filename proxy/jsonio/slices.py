@@ -315,6 +315,13 @@ class _Slicer:
         return start, end
 
 
+def utf8_slices(text: str) -> Iterator[bytes]:
+    """`text`'s UTF-8 (lone surrogates passed through), `LONG_CHARS` characters at a time: joined,
+    the bytes of one `encode`, which holds the GIL for the whole text."""
+    for start in range(0, len(text), LONG_CHARS):
+        yield text[start : start + LONG_CHARS].encode("utf-8", "surrogatepass")
+
+
 def grown(pieces: Iterable[str]) -> str:
     """`"".join(pieces)` without one long copy: the text is grown a piece at a time, and CPython
     resizes a string nobody else holds in place (a `realloc`), so each step copies one piece.

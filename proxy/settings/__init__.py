@@ -19,6 +19,8 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.settings.prices import PriceSettings as PriceSettings
+
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
@@ -65,6 +67,30 @@ class ServerSettings(_Strict):
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+MIB = 1024 * 1024
+
+
+class WriteBudgetSettings(_Strict):
+    """What one tenant may write to the artifact store (`null`: no limit of that kind). In
+    passthrough mode every credential is a tenant scope of its own, with this budget each."""
+
+    bytes_per_minute: Annotated[int, Field(gt=0)] | None = Field(
+        default=64 * MIB,
+        description="Bytes of new artifacts a tenant may write per minute (a burst of one "
+        "minute's worth, then this rate); a write over it is not made (the content stays in "
+        "the prompt).",
+    )
+    max_live_bytes: Annotated[int, Field(gt=0)] | None = Field(
+        default=512 * MIB,
+        description="Bytes of artifacts a tenant may hold at once (until they expire or are "
+        "evicted); a write over it is not made.",
+    )
+
+    def overridden_by(self, other: WriteBudgetSettings | None) -> WriteBudgetSettings:
+        """These settings with the keys `other` sets itself (a tenant's own budget)."""
+        if other is None:
+            return self
+        return self.model_copy(update={k: getattr(other, k) for k in other.model_fields_set})
 
 
 class StoreSettings(_Strict):
@@ -85,6 +111,11 @@ class StoreSettings(_Strict):
     calibration_sync_s: Annotated[float, Field(gt=0)] = Field(
         default=5.0,
         description="Redis store only: how often replicas merge their count ratios in the store.",
+    )
+    write_budget: WriteBudgetSettings = Field(
+        default_factory=WriteBudgetSettings,
+        description="What each tenant (its sessions, working set and summaries included) may "
+        "write; `tenants[].write_budget` overrides it per tenant.",
     )
 
     @field_validator("url")
@@ -207,12 +238,20 @@ class TenantSettings(_Strict):
         default_factory=list,
         description="This tenant's own routes, tried before the global `routes`.",
     )
+    write_budget: WriteBudgetSettings | None = Field(
+        default=None,
+        description="This tenant's own write budget: the keys it sets replace those of "
+        "`store.write_budget` (in passthrough mode, the passthrough tenant's applies to every "
+        "credential).",
+    )
 
     @field_validator("name")
     @classmethod
     def _name_leaves_room_for_sessions(cls, name: str) -> str:
         if SESSION_SCOPE_MARK in name:
             raise ValueError(f"must not contain {SESSION_SCOPE_MARK!r} (it marks session scopes)")
+        if "\x00" in name:
+            raise ValueError("must not contain a NUL character (it marks derived scopes)")
         return name
 
 
@@ -237,6 +276,9 @@ class Settings(_Strict):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: list[TenantSettings] = Field(default_factory=list)
     policies_dir: str | None = Field(default=None, description="Directory of policy YAML files.")
+    prices: list[PriceSettings] = Field(
+        default_factory=list, description="Price overrides by model glob (before litellm's map)."
+    )
     source: str = Field(default="<embedded default>", exclude=True)
 
     @model_validator(mode="after")
@@ -268,6 +310,11 @@ class Settings(_Strict):
             )
         return self
 
+    def write_budget_for(self, tenant: str) -> WriteBudgetSettings:
+        """The write budget of tenant `tenant`: the store's, with the keys the tenant sets."""
+        own = next((t.write_budget for t in self.tenants if t.name == tenant), None)
+        return self.store.write_budget.overridden_by(own)
+
     @property
     def metrics_need_a_key(self) -> bool:
         auth = self.server.metrics_auth
@@ -288,6 +335,11 @@ def _reference_problems(settings: Settings) -> list[str]:
         for t, tenant in enumerate(settings.tenants)
         for i, route in enumerate(tenant.routes)
         if route.upstream not in names
+    ]
+    problems += [
+        f"prices.{i}.upstream: unknown upstream {price.upstream!r}"
+        for i, price in enumerate(settings.prices)
+        if price.upstream is not None and price.upstream not in names
     ]
     if settings.auth.mode == "keys" and not any(t.keys for t in settings.tenants):
         problems.append("tenants: auth mode 'keys' needs at least one tenant with keys")
@@ -338,18 +390,4 @@ def _open_relay_problems(settings: Settings) -> list[str]:
         "without a key of its own (an open relay); remove it, use auth.mode: keys, or set "
         "auth.allow_operator_key_in_passthrough: true"
         for key in keys
-    ]
-
-
-def startup_warnings(settings: Settings) -> list[str]:
-    """What works but is probably a mistake: one line each (no secrets)."""
-    if settings.auth.mode != "keys":
-        return []
-    bare = [(i, u) for i, u in enumerate(settings.upstreams) if not u.api_key]
-    return [
-        f"tenant {tenant.name!r} has no upstream_key and "
-        + ", ".join(f"upstreams.{i} {u.name!r}" for i, u in bare)
-        + " no api_key: its requests there go upstream without Authorization"
-        for tenant in settings.tenants
-        if tenant.keys and not tenant.upstream_key and bare
     ]

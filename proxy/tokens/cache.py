@@ -14,7 +14,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from proxy.jsonio import dumps_sorted
-from proxy.jsonio.slices import LONG_CHARS
+from proxy.jsonio.slices import LONG_CHARS, utf8_slices
 
 # Python's str hash is SipHash under a random per-process key unless PYTHONHASHSEED fixes it:
 # then, and only then, it is a safe cache key that costs no serialisation.
@@ -43,8 +43,8 @@ def long_digest(text: str) -> bytes:
     """sha256 of a long text's UTF-8, encoded a slice at a time: `hash()` reads the whole text in
     one call that holds the GIL (~15 ms at 30 MB), sha256 releases it while it hashes."""
     digest = hashlib.sha256()
-    for start in range(0, len(text), LONG_CHARS):
-        digest.update(text[start : start + LONG_CHARS].encode("utf-8", "surrogatepass"))
+    for piece in utf8_slices(text):
+        digest.update(piece)
     return digest.digest()[:16]
 
 

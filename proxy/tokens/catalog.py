@@ -12,10 +12,10 @@ from __future__ import annotations
 import importlib.util
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -64,6 +64,7 @@ def _candidates(model: str) -> Iterator[str]:
 
 
 MEMO_ENTRIES = 1024
+T = TypeVar("T")
 
 
 class ModelCatalog:
@@ -91,11 +92,16 @@ class ModelCatalog:
         return info
 
     def _search(self, model: str) -> ModelInfo | None:
+        return self.find(model, _model_info)
+
+    def find(self, model: str, usable: Callable[[Any], T | None]) -> T | None:
+        """`usable(entry)` of the first candidate name (see the module) whose entry it accepts
+        (not None): the prices read the same entries (`tokens.prices`). Not remembered here."""
         entries = self._load()
         for name in _candidates(model):
-            info = _model_info(entries.get(name))
-            if info is not None:
-                return info
+            found = usable(entries.get(name))
+            if found is not None:
+                return found
         return None
 
     def _load(self) -> dict[str, Any]:

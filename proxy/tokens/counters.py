@@ -282,6 +282,11 @@ class TokenCounters:
                 self._counters[method] = counter
         return counter
 
+    def loaded(self, model: str, tokenizer: str = "auto") -> bool:
+        """Whether `for_model(model, tokenizer)` is ready without loading a tokenizer (a first
+        load reads and builds it: 0.1-1 s of CPU, never to be done on the event loop)."""
+        return resolve_tokenizer(model, tokenizer) in self._counters
+
     def _build(self, method: str) -> Counter:
         if method == "estimate":
             return Counter(method, estimate_tokens, self.cache)

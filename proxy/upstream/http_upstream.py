@@ -78,7 +78,7 @@ class HttpUpstream:
         self.name = settings.name
         self.native_format = style.native_format
         self.api_key_header = style.api_key_header
-        self._defaults = style.default_headers
+        self._defaults = (*style.default_headers.items(), ("Accept-Encoding", ACCEPT_ENCODING))
         self._session = session
         self._base = str(URL(style.api_root(settings.base_url))).rstrip("/")
         self._root = self._base.removesuffix("/v1")
@@ -135,13 +135,10 @@ class HttpUpstream:
         if query:
             target += f"?{quote(query, safe=_QUERY_SAFE)}"
         url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
-        missing = {k: v for k, v in self._defaults.items() if k not in headers}
-        if missing:
+        missing = [(k, v) for k, v in self._defaults if k not in headers]
+        if missing:  # one copy: the caller's headers are never changed
             headers = CIMultiDict(headers)
-            headers.update(missing)
-        if "Accept-Encoding" not in headers:
-            headers = CIMultiDict(headers)
-            headers["Accept-Encoding"] = ACCEPT_ENCODING
+            headers.extend(missing)
         sent = timer.upstream_started() if timer is not None else 0.0
         try:
             async with asyncio.timeout(self.settings.timeouts.first_byte_s):
@@ -196,7 +193,12 @@ class _AiohttpResponse(UpstreamResponse):
         return ", ".join(self._response.headers.getall("Content-Encoding", ())).strip()
 
     async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.chunks()])
+        if self.content_encoding:
+            return b"".join([chunk async for chunk in self.chunks()])
+        try:
+            return await self._response.read()
+        except _READ_ERRORS as exc:
+            raise upstream_read_error(exc, self._upstream) from exc
 
     def chunks(self) -> AsyncIterator[bytes]:
         encoded = self.encoded_chunks()

@@ -27,6 +27,7 @@ from shared_redis import (
     REDIS_URL,
     age_keys,
     delete_prefix,
+    record_pipelines,
     require_shared_redis,
     scope_keys,
     unique_prefix,
@@ -401,15 +402,7 @@ async def test_every_confirmed_id_is_readable_after_mixed_batches(
 @pytest.fixture
 def pipeline_spy(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Records the command names of every pipeline round trip."""
-    calls: list[list[str]] = []
-    original = Pipeline.execute
-
-    async def spy(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
-        calls.append([str(args[0]).upper() for args, _ in self.command_stack])
-        return await original(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", spy)
-    return calls
+    return record_pipelines(monkeypatch)
 
 
 async def test_redis_repeat_write_skips_payload(

@@ -19,7 +19,7 @@ from shared_tokens import shared_counters
 from upstream_double import Call, UpstreamDouble, json_answer
 
 from proxy.completion.round_fit import fitted_call, shortening_steps
-from proxy.completion.run import CompletionContext, run_completion
+from proxy.completion.run import run_completion
 from proxy.engine.manifest import Prepared
 from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.errors import ErrorCode, ProxyError
@@ -213,7 +213,7 @@ async def test_no_upstream_call_of_a_request_exceeds_its_allowance(
         return await harness.preparer.prepare(body, raw, TENANT, OPENAI_CHAT, call=call)
 
     base = make_context(upstream, harness.store)
-    context = CompletionContext(**{**base.__dict__, "scope": TENANT.scope, "refit": refit})
+    context = dataclasses.replace(base, scope=TENANT.scope, refit=refit)
     reply = await run_completion(context, prepared)
     assert reply.status == 200
     allowance = prepared.manifest.allowance

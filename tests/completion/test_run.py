@@ -178,6 +178,8 @@ async def test_a_synthetic_round_then_the_final_answer() -> None:
         *EXTRA_HEADERS.items(),
         (ROUNDS_HEADER, "1"),
         (READS_HEADER, "1"),
+        ("x-ctxproxy-input-tokens", "250"),  # both rounds, without a price (none in the stats)
+        ("x-ctxproxy-output-tokens", "12"),
     ]
     first, second = upstream.calls
     assert first.body == request.body  # the prepared bytes, as they are

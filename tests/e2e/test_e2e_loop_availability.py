@@ -82,13 +82,16 @@ class HeldCounter:
 
 class HeldCounters:
     """The run's loaded tokenizers, each counter held by `hold` (the app only calls
-    `for_model`)."""
+    `for_model`, and `loaded` before a first load)."""
 
     def __init__(self, hold: Hold) -> None:
         self._hold = hold
 
     def for_model(self, model: str, tokenizer: str = "auto") -> TokenCounter:
         return HeldCounter(shared_counters().for_model(model, tokenizer), self._hold)
+
+    def loaded(self, model: str, tokenizer: str = "auto") -> bool:
+        return shared_counters().loaded(model, tokenizer)
 
 
 @contextmanager

@@ -253,3 +253,15 @@ def test_a_count_ratio_of_two_halves_the_budget() -> None:
     b = compute_budget(policy, "m", 1000, Models(), None, 2.0)
     assert (b.allowance, b.limit, b.count_ratio) == (4500, 4500, 2.0)
     assert (b.trigger, b.target) == (int(0.95 * 9000) // 2, int(0.7 * 9000) // 2)
+
+
+def test_a_request_is_reduced_over_the_trigger_or_over_a_lower_refusal_limit() -> None:
+    # reserved_output 512 (the policy's number) but the request asks for up to 1024 tokens: a
+    # prompt between the refusal limit and the trigger is one the provider would refuse
+    policy = BudgetPolicy(context_window=4604, reserved_output=512, trigger=0.95)
+    budget = compute_budget(policy, "m", 1024, Models())
+    assert budget.trigger == 3800 and budget.limit == 4604 - 1024 - 92
+    assert budget.reduce_over == budget.limit
+    roomy = compute_budget(policy, "m", 256, Models())
+    assert roomy.limit > roomy.trigger and roomy.reduce_over == roomy.trigger
+    assert Budget(100_000, 0, 0, 100_000, 10, 5).reduce_over == 10  # no limit known: the trigger

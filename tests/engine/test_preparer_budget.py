@@ -197,3 +197,21 @@ async def test_the_newest_result_is_cleared_only_to_avoid_a_refusal(
     m = (await prepare(harness, body)).manifest
     assert m.tokens_after <= m.allowance
     assert any("last resort" in note for note in m.notes)
+
+
+async def test_a_prompt_over_the_refusal_limit_but_under_the_trigger_is_reduced(
+    tmp_path: Path, counters: TokenCounters
+) -> None:
+    """The policy reserves 512 tokens, the request asks for 3,000: the provider would refuse a
+    prompt over window - 3,000, the trigger is higher. Such a prompt is reduced to fit (before,
+    it went upstream unchanged, to be refused there)."""
+    (tmp_path / "test.yaml").write_text(
+        "extends: default\n"
+        "budget: {context_window: 8000, reserved_output: 512, safety_margin: 0}\n"
+    )
+    harness = make_harness(tmp_path, counters)
+    history = agent_history(5, result_chars=3000)
+    body = {"model": "gpt-4o", "messages": history, "max_tokens": 3000}
+    m = (await prepare(harness, body)).manifest
+    assert m.refusal_limit == 5000 < m.tokens_before <= m.trigger
+    assert m.actions and m.tokens_after <= m.refusal_limit

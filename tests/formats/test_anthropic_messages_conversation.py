@@ -143,3 +143,24 @@ def test_a_second_result_for_one_tool_use_is_a_problem_that_says_so() -> None:
         "messages[2]: tool_result for 'a' answers a tool_use that already has a result"
     ]
     assert parsed.problems[0].tool_call_id == "a"
+
+
+COMPACTED = {"type": "compaction", "content": "Summary of the session so far: ..."}
+
+
+def test_an_assistant_message_holding_the_providers_compaction_is_kept_as_an_instruction() -> None:
+    """Server-side compaction: the client sends back the assistant message whose `compaction`
+    block stands for the whole conversation before it; it must never be dropped or summarised."""
+    items = split([
+        {"role": "user", "content": "old task"},
+        {"role": "assistant", "content": [COMPACTED, {"type": "text", "text": "Going on."}]},
+        {"role": "user", "content": "next"},
+        {"role": "assistant", "content": [COMPACTED, call("a")]},
+        {"role": "user", "content": [result("a")]},
+        {"role": "assistant", "content": [{"type": "text", "text": "no compaction here"}]},
+    ])  # fmt: skip
+    parsed = parse_conversation(items)
+    assert parsed.problems == ()
+    assert [(u.start, u.end, u.instruction) for u in parsed.units] == [
+        (0, 1, False), (1, 2, True), (2, 3, False), (3, 5, True), (5, 6, False),
+    ]  # fmt: skip

@@ -7,6 +7,7 @@ import json
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.anthropic_messages import errors, usage
 from proxy.formats.anthropic_messages.cache_marks import count_marks
+from proxy.tokens.usage import TokenUsage
 
 
 def test_usage_sums_and_prompt_tokens_include_the_cache() -> None:
@@ -88,9 +89,28 @@ def test_cache_marks_are_counted_everywhere() -> None:
     assert count_marks(body) == 4
 
 
-def test_stream_cached_tokens_take_the_last_statement() -> None:
-    data = b'{"cache_read_input_tokens": 5} ... {"cache_read_input_tokens":7}'
-    assert usage.stream_cached_tokens(data) == 7
-    assert usage.stream_cached_tokens(b'{"input_tokens": 3}') is None
-    huge = b'{"cache_read_input_tokens": 1' + b"0" * 400 + b"}"  # no 12-digit prefix of it
-    assert usage.stream_cached_tokens(huge) is None
+def test_a_streams_usage_takes_the_last_statement_of_each_figure() -> None:
+    scanner = usage.usage_scanner()
+    assert scanner.usage() is None
+    assert not scanner.feed(b'{"type":"ping"}')
+    start = b'{"input_tokens": 3, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 2'
+    assert scanner.feed(start + b', "output_tokens": 1}')
+    assert scanner.feed(b'... {"cache_read_input_tokens":7, "output_tokens": 40}')
+    assert scanner.usage() == TokenUsage(3 + 7 + 2, 40, 7, 2)
+    huge = usage.usage_scanner()
+    huge.feed(b'{"input_tokens": 1' + b"0" * 400 + b"}")  # no 12-digit prefix of it
+    assert huge.usage() is None
+
+
+def test_a_whole_usage_in_neutral_terms() -> None:
+    whole = {
+        "input_tokens": 10,
+        "output_tokens": 2,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 30,
+    }
+    assert usage.token_usage(whole) == TokenUsage(140, 2, 100, 30)
+    assert usage.token_usage({"input_tokens": 4}) == TokenUsage(4, 0, None, None)
+    for bad in (None, [], {"output_tokens": 1}, {"input_tokens": -1}, {"input_tokens": True}):
+        assert usage.token_usage(bad) is None
+    assert usage.token_usage({"input_tokens": 1, "cache_read_input_tokens": "9"}) == TokenUsage(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from proxy.formats.common import add_usage
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_chat.usage import answer_usage, with_usage
+from proxy.tokens.usage import TokenUsage
 
 
 def test_add_usage() -> None:
@@ -82,9 +83,24 @@ def test_cached_tokens_come_from_the_prompt_details() -> None:
     assert cached_tokens(None) is None
 
 
-def test_stream_cached_tokens_take_the_last_statement() -> None:
-    from proxy.formats.common import stream_cached_tokens
+def test_a_streams_usage_takes_the_last_statement_of_each_figure() -> None:
+    from proxy.formats.openai_chat.usage import usage_scanner
 
-    assert stream_cached_tokens(b'"prompt_tokens_details":{"cached_tokens":12}') == 12
-    assert stream_cached_tokens(b'"prompt_tokens":12') is None
-    assert stream_cached_tokens(b'"cached_tokens":1' + b"0" * 400) is None  # no 12-digit prefix
+    scanner = usage_scanner()
+    assert scanner.feed(b'"prompt_tokens_details":{"cached_tokens":12}')
+    assert scanner.usage() is None  # no prompt tokens stated yet
+    assert scanner.feed(b'"prompt_tokens":1300,"completion_tokens":7')
+    assert scanner.usage() == TokenUsage(1300, 7, 12)
+    assert not scanner.feed(b'"prompt_tokens_details":{"cached_tokens":1' + b"0" * 400)
+
+
+def test_a_whole_usage_in_neutral_terms() -> None:
+    from proxy.formats.openai_chat.usage import token_usage
+
+    details = {"cached_tokens": 1024, "audio_tokens": 0}
+    whole = {"prompt_tokens": 2000, "completion_tokens": 5, "prompt_tokens_details": details}
+    assert token_usage(whole) == TokenUsage(2000, 5, 1024)
+    assert token_usage({"prompt_tokens": 3}) == TokenUsage(3)
+    assert token_usage({"prompt_tokens": 10**16}) is None  # implausible
+    assert token_usage({"completion_tokens": 3}) is None
+    assert token_usage(None) is None

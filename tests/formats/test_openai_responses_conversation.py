@@ -170,3 +170,17 @@ def test_codex_additional_tools_and_developer_messages_are_the_prefix() -> None:
     assert conversation.ok and conversation.system_end == 2
     assert [(u.start, u.instruction) for u in conversation.units] == [(2, False), (3, True)]
     assert canonical_item(tools) != canonical_item({**tools, "tools": []})
+
+
+def test_the_providers_compaction_item_is_kept_as_the_prefix_or_an_instruction() -> None:
+    """`/v1/responses/compact` answers with a `compaction` item (encrypted) that stands for the
+    whole conversation before it: leading, it is part of the protected prefix; later, an
+    instruction unit; never a unit a step may drop or summarise."""
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB" + "x" * 80}
+    leading = parse_conversation([compaction, user("q"), call("c1"), output("c1")])
+    assert leading.ok and leading.system_end == 1
+    later = parse_conversation([user("q"), call("c1"), output("c1"), compaction, user("more")])
+    assert later.ok
+    assert [(u.start, u.instruction) for u in later.units] == [
+        (0, False), (1, False), (3, True), (4, False),
+    ]  # fmt: skip

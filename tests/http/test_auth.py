@@ -57,6 +57,25 @@ def test_keys_mode_rejects_unknown_keys(headers: dict[str, str]) -> None:
     assert "k1" not in caught.value.message and "nope" not in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("headers", "says"),
+    [
+        ({}, "didn't provide an API key"),
+        ({"Authorization": "Bearer "}, "didn't provide an API key"),
+        ({"Authorization": "Bearer nope"}, "Incorrect API key provided"),
+        ({"x-api-key": "nope"}, "Incorrect API key provided"),
+    ],
+)
+def test_keys_mode_tells_a_missing_key_from_a_wrong_one(headers: dict[str, str], says: str) -> None:
+    resolver = TenantResolver(
+        settings(auth={"mode": "keys"}, tenants=[{"name": "acme", "keys": ["k1"]}])
+    )
+    with pytest.raises(ProxyError) as caught:
+        resolver.resolve(headers)
+    assert caught.value.code is ErrorCode.invalid_api_key
+    assert says in caught.value.message
+
+
 CREDENTIALS = [
     ("Authorization", "Bearer sk-x", "Bearer sk-y"),
     ("Authorization", "Basic eDp4", "Basic eTp5"),

@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from proxy import settings as settings_module
 from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings
 from proxy.settings.loading import embedded_default, load_settings
 
@@ -296,7 +295,7 @@ def test_keys_mode_tenant_without_upstream_key_is_warned(tmp_path: Path) -> None
         "tenants: [{name: acme, keys: [k1]}, {name: beta, keys: [k2], upstream_key: sk-beta},"
         " {name: idle}]\n",
     )
-    startup_warnings = settings_module.startup_warnings
+    from proxy.settings.startup import startup_warnings
     warnings = startup_warnings(load_settings(path, {}))
     assert len(warnings) == 1
     [line] = warnings

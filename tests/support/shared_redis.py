@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import redis
 import redis.asyncio
+from redis.asyncio.client import Pipeline
 from redis_process import ci_requires_services
 
 # A dedicated DB; override with CTXPROXY_TEST_REDIS_URL (e.g. another host in CI).
@@ -69,3 +71,16 @@ async def age_keys(client: redis.asyncio.Redis, prefix: str, seconds: float) -> 
         left = await client.pttl(key)
         if left > 0:
             await client.pexpire(key, left - elapsed_ms)  # <= 0: Redis deletes the key
+
+
+def record_pipelines(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """From now on (for one test), the command names of every pipeline round trip, in order."""
+    calls: list[list[str]] = []
+    original = Pipeline.execute
+
+    async def spy(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+        calls.append([str(args[0]).upper() for args, _ in self.command_stack])
+        return await original(self, raise_on_error)
+
+    monkeypatch.setattr(Pipeline, "execute", spy)
+    return calls

@@ -59,11 +59,18 @@ class SyntheticProxies:
         self._running: list[RunningProxy] = []
 
     async def start(
-        self, max_rounds: int = 4, working_set: bool = True, **settings: Any
+        self,
+        max_rounds: int = 4,
+        working_set: bool = True,
+        policies: dict[str, str] | None = None,
+        **settings: Any,
     ) -> RunningProxy:
+        """`policies`: more policy files (name -> YAML) beside the small-window one."""
         directory = self._tmp_path / f"policies-{len(self._running)}"
         directory.mkdir()
         (directory / "small.yaml").write_text(small_policy(max_rounds, working_set))
+        for name, text in (policies or {}).items():
+            (directory / f"{name}.yaml").write_text(text)
         settings.setdefault("tenants", [{"name": "default", "policy": "small"}])
         settings["store"] = {**self._store, **settings.get("store", {})}
         proxy = await start_proxy(

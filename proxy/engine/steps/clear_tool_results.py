@@ -85,7 +85,7 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
     def __init__(self, config: ClearToolResultsConfig, ctx: PrepareContext) -> None:
         super().__init__(config, ctx)
         self._rewrites = UnitRewrites(ctx, self.name, self._placeholder, config.exclude_tools)
-        exchanges = [unit for unit in ctx.units if unit.kind == "tool_exchange"]
+        exchanges = [u for u in ctx.units[: ctx.recent_end] if u.kind == "tool_exchange"]
         recent = exchanges[len(exchanges) - config.previewed_recent :]
         self._previewed = {i for unit in recent for i in unit.result_indices}
 

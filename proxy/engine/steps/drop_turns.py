@@ -101,12 +101,12 @@ def archive_span(
 
 def stand_in(
     ctx: PrepareContext, indices: list[int], archive_id: str, tokens: int, item: Any,
-    out: StepOutput,
+    out: StepOutput, requires: tuple[str, ...] = (),
 ) -> None:
     """`item` in place of the items at `indices` (`tokens` of them), once the archive is
-    stored."""
-    out.edits.append(Edit("insert_before", indices[0], item, archive_id))
-    out.edits.extend(Edit("remove", i, None, archive_id) for i in indices)
+    stored (and the other artifacts `item` names: `requires`)."""
+    out.edits.append(Edit("insert_before", indices[0], item, archive_id, requires))
+    out.edits.extend(Edit("remove", i, None, archive_id, requires) for i in indices)
     out.tokens_freed += tokens - ctx.counter.count_message(item)
 
 

@@ -19,6 +19,7 @@ an assistant message and a `tool_use` block in a user message are problems too.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from proxy.engine.conversation import Conversation, Problem, Turn, Unit
@@ -85,7 +86,10 @@ def _next_unit(items: Sequence[Any], i: int, where: list[int], problems: list[Pr
     role = item.get("role")
     _misplaced_blocks(item, where, i, problems)
     if role == "assistant" and tool_use_blocks(item):
-        return _tool_exchange(items, i, where, problems)
+        unit = _tool_exchange(items, i, where, problems)
+        return replace(unit, instruction=holds_compaction(item))
+    if role == "assistant" and holds_compaction(item):
+        return Unit(i, i + 1, "message", instruction=True)
     if is_result_part(item):
         call_id = str_field(result_block(item), "tool_use_id")
         text = (
@@ -116,6 +120,16 @@ def _misplaced_blocks(
     wrong = TOOL_RESULT if role == "assistant" else TOOL_USE
     if any(block_type(b) == wrong for b in blocks_of(item)):
         problems.append(_problem(where, i, None, _MISPLACED[role]))
+
+
+def holds_compaction(message: object) -> bool:
+    """An assistant message with a `compaction` block: the provider's own summary of the
+    conversation before it (server-side compaction), which the client sends back. It stands for
+    all of that history: kept where it is, byte for byte, like an instruction."""
+    return any(block_type(b) == COMPACTION for b in blocks_of(message))
+
+
+COMPACTION = "compaction"
 
 
 def _tool_exchange(items: Sequence[Any], i: int, where: list[int], problems: list[Problem]) -> Unit:

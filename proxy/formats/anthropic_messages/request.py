@@ -90,8 +90,8 @@ class AnthropicMessages:
     add_usage = staticmethod(usage.add_usage)
     answer_usage = staticmethod(usage.answer_usage)
     prompt_tokens = staticmethod(usage.prompt_tokens)
-    cached_tokens = staticmethod(usage.cached_tokens)
-    stream_cached_tokens = staticmethod(usage.stream_cached_tokens)
+    token_usage = staticmethod(usage.token_usage)
+    usage_scanner = staticmethod(usage.usage_scanner)
     with_usage = staticmethod(usage.with_usage)
 
     def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:

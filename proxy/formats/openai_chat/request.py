@@ -11,7 +11,7 @@ from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common
-from proxy.formats.common import add_usage, stream_cached_tokens
+from proxy.formats.common import add_usage
 from proxy.formats.openai_chat import answers, summary
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
 from proxy.formats.openai_chat.errors import error_event, relayed_error_event
@@ -25,7 +25,13 @@ from proxy.formats.openai_chat.fields import (
     with_content,
 )
 from proxy.formats.openai_chat.stream import StreamFilter
-from proxy.formats.openai_chat.usage import answer_usage, cached_tokens, prompt_tokens, with_usage
+from proxy.formats.openai_chat.usage import (
+    answer_usage,
+    prompt_tokens,
+    token_usage,
+    usage_scanner,
+    with_usage,
+)
 from proxy.jsonio import dumps
 from proxy.synthetic.base import ToolSpec
 from proxy.synthetic.names import ToolNames
@@ -82,8 +88,8 @@ class OpenAIChat:
     add_usage = staticmethod(add_usage)
     answer_usage = staticmethod(answer_usage)
     prompt_tokens = staticmethod(prompt_tokens)
-    cached_tokens = staticmethod(cached_tokens)
-    stream_cached_tokens = staticmethod(stream_cached_tokens)
+    token_usage = staticmethod(token_usage)
+    usage_scanner = staticmethod(usage_scanner)
     with_usage = staticmethod(with_usage)
     error_event = staticmethod(error_event)
     relayed_error_event = staticmethod(relayed_error_event)

@@ -209,29 +209,6 @@ def call_ids(items: Sequence[Any]) -> set[str]:
     return {value for item in items if (value := str_field(item, "call_id")) is not None}
 
 
-def answer_usage(payload: dict[str, Any]) -> Any:
-    return payload.get("usage")
-
-
-def prompt_tokens(usage: Any) -> int | None:
-    """`usage.input_tokens`, when it is a non-negative integer."""
-    value = usage.get("input_tokens") if isinstance(usage, dict) else None
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok else None
-
-
-def cached_tokens(usage: Any) -> int | None:
-    """`usage.input_tokens_details.cached_tokens`, when it is a non-negative integer."""
-    details = usage.get("input_tokens_details") if isinstance(usage, dict) else None
-    value = details.get("cached_tokens") if isinstance(details, dict) else None
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return value if ok else None
-
-
-def with_usage(payload: dict[str, Any], usage: dict[str, Any]) -> None:
-    payload["usage"] = usage
-
-
 def error_payload(body: bytes) -> dict[str, Any] | None:
     """The `error` object of an upstream's error answer in the OpenAI envelope."""
     try:

@@ -57,9 +57,17 @@ def role_of(item: object) -> str | None:
 
 def gives_instructions(item: object) -> bool:
     """An item in the `system` or `developer` role, whatever its type: a message, or the
-    `additional_tools` item by which Codex sends its tool definitions."""
-    role = item.get("role") if isinstance(item, dict) else None
-    return isinstance(role, str) and role in PREFIX_ROLES
+    `additional_tools` item by which Codex sends its tool definitions; or a `compaction` item,
+    the provider's own (encrypted) compaction of the conversation before it (from
+    `/v1/responses/compact`): it stands for all of that history, so it is kept where it is,
+    byte for byte, like an instruction."""
+    if not isinstance(item, dict):
+        return False
+    role = item.get("role")
+    return (isinstance(role, str) and role in PREFIX_ROLES) or item.get("type") == COMPACTION
+
+
+COMPACTION = "compaction"
 
 
 def call_id_of(item: object) -> str | None:

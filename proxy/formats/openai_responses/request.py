@@ -11,8 +11,8 @@ from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common
-from proxy.formats.common import add_usage, str_field, stream_cached_tokens
-from proxy.formats.openai_responses import answers, errors
+from proxy.formats.common import add_usage, str_field
+from proxy.formats.openai_responses import answers, errors, usage
 from proxy.formats.openai_responses.conversation import canonical_item, parse_conversation
 from proxy.formats.openai_responses.fields import (
     any_text,
@@ -90,11 +90,11 @@ class OpenAIResponses:
     round_items = staticmethod(answers.round_items)
     call_ids = staticmethod(answers.call_ids)
     add_usage = staticmethod(add_usage)
-    answer_usage = staticmethod(answers.answer_usage)
-    prompt_tokens = staticmethod(answers.prompt_tokens)
-    cached_tokens = staticmethod(answers.cached_tokens)
-    stream_cached_tokens = staticmethod(stream_cached_tokens)
-    with_usage = staticmethod(answers.with_usage)
+    answer_usage = staticmethod(usage.answer_usage)
+    prompt_tokens = staticmethod(usage.prompt_tokens)
+    token_usage = staticmethod(usage.token_usage)
+    usage_scanner = staticmethod(usage.usage_scanner)
+    with_usage = staticmethod(usage.with_usage)
     error_event = staticmethod(errors.error_event)
     relayed_error_event = staticmethod(errors.relayed_error_event)
     upstream_error_event = staticmethod(errors.upstream_error_event)

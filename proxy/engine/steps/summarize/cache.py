@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.artifacts.budgets import sub_scope
 from proxy.artifacts.store import ArtifactStore, NewArtifact, StoreUnavailable
 from proxy.engine.wire import WireFormat
 from proxy.errors import ProxyError
@@ -26,7 +27,7 @@ _log = logging.getLogger("ctxproxy.summaries")
 
 
 def summaries_scope(scope: str) -> str:
-    return f"{scope}\x00summaries"
+    return sub_scope(scope, "summaries")
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ class Summarize(Step[SummarizeConfig]):
         """The tokens of the summary and the digest of the turns behind it, together."""
         if self.config.header_only:
             return 0
-        return scaled(self.config.summarizer.max_summary_tokens, ctx.allowance)
+        return scaled(self.config.summarizer.max_summary_tokens, ctx.sizing)
 
     def tail_budget(self, ctx: PrepareContext) -> int:
         """The changes the turns dropped since the summary's last roll-up make to it: a sixth
@@ -130,7 +130,7 @@ class Summarize(Step[SummarizeConfig]):
     def _roll_up(self, ctx: PrepareContext) -> summary_spans.RollUp:
         config = self.config
         return summary_spans.RollUp(
-            int(config.roll_up_after * ctx.allowance), config.roll_up_turns
+            int(config.roll_up_after * ctx.sizing), config.roll_up_turns
         )
 
     def _lags(self) -> bool:
@@ -268,7 +268,7 @@ class Summarize(Step[SummarizeConfig]):
         config = self.config.summarizer
         return model_summary.ModelSettings(
             config.model, config.upstream, self.budget(ctx), config.timeout_s,
-            config.batch_tokens or ctx.allowance,
+            config.batch_tokens or ctx.sizing,
         )
 
     def rewrite(self, ctx: PrepareContext, units: list[int]) -> StepOutput:
@@ -311,7 +311,8 @@ class Summarize(Step[SummarizeConfig]):
             body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
         turns = len({ctx.unit_turn[u] for u in span})
         item = self._item(ctx, turns, tokens, archive_id, results, body, by)
-        stand_in(ctx, indices, archive_id, tokens, item, out)
+        shown = tuple(artifact_id for _, artifact_id, _ in named if artifact_id in results)
+        stand_in(ctx, indices, archive_id, tokens, item, out, shown)
         return indices, item
 
     def _tail(

@@ -1,0 +1,25 @@
+"""Smoke test of the cost-session bench (bench/quality/cost_session.py): a short session sent
+directly and through the proxy; the proxy's cost header sums to the fake's usage."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.quality.cost_session import main, measure, table
+
+
+async def test_a_short_session_direct_and_through_the_proxy() -> None:
+    direct, proxied = await measure(6, ["default"], ["auto"])
+    assert direct.run == "direct (unchanged)" and direct.proxy_cost_usd is None
+    assert proxied.proxy_cost_usd == pytest.approx(proxied.cost_usd, abs=1e-6)
+    assert proxied.proxy_unchanged_usd is not None and proxied.proxy_unchanged_usd > 0
+    assert 0 < proxied.cached_share_after_3 <= 1
+    assert direct.input_tokens == proxied.input_tokens  # nothing to prepare in six turns
+    text = table([direct, proxied])
+    assert "| default, window auto |" in text and "$" in text
+
+
+def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--turns", "2", "--windows", "auto", "--json"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith('{"run":"direct (unchanged)"')
