@@ -109,8 +109,11 @@ def load_hf(path: Path) -> tuple[Count, CountMany | None]:
     def count(text: str) -> int:
         return len(tokenizer.encode(text, add_special_tokens=False).ids)
 
+    # without offsets where this version has it (~15% faster); the same ids
+    batch = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+
     def count_many(texts: list[str]) -> int:
-        return sum(len(one.ids) for one in tokenizer.encode_batch(texts, add_special_tokens=False))
+        return sum(len(one.ids) for one in batch(texts, add_special_tokens=False))
 
     return count, count_many if tokenizer.padding is None else None
 
