@@ -2,8 +2,9 @@
 availability run and the dry-run snapshot.
 
 `ctxproxy_command` finds the console script (the one next to this Python, else on PATH, unless
-given); `Server` starts it in its own session with the environment minus `CTXPROXY_*`, its output
-in a log file, waits until `/healthz` answers 200 and stops the whole process group.
+given); `Server` starts it in its own session with the environment minus `CTXPROXY_*` (plus the
+caller's `env`, e.g. a `PYTHONPATH` naming another checkout), its output in a log file, waits
+until `/healthz` answers 200 and stops the whole process group.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -38,17 +40,19 @@ def ctxproxy_command(explicit: str | None) -> list[str]:
 
 
 class Server:
-    def __init__(self, argv: list[str], port: int, log: Path) -> None:
+    def __init__(
+        self, argv: list[str], port: int, log: Path, env: Mapping[str, str] | None = None
+    ) -> None:
         self.port = port
         self.log = log
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPROXY_")}
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("CTXPROXY_")}
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
                 argv,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=env,
+                env={**inherited, **(env or {})},
                 start_new_session=True,
             )
 

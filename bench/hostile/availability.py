@@ -2,15 +2,21 @@
 
     python -m bench.hostile.availability [--only a,b,c,d] [--slow-clients 300]
                                          [--slow-seconds 15] [--dry-runs 60] [--ctxproxy PATH]
+                                         [--cpu-hogs 2] [--proxy-path DIR ...] [--sizes 8,30]
+                                         [--routes prepare,chat,messages,responses] [--repeat 5]
 
 Starts `ctxproxy serve` (the console script next to this Python) on a free loopback port with a
-memory store, the bundled policies (tenant `default`) and one upstream: a scripted OpenAI-like
-server run by this script on another loopback port. During each scenario a prober thread sends
-`GET /healthz` over one keep-alive connection, one probe 20 ms after the previous answer (a probe
-not answered within 2 s counts as unanswered and the connection is reopened). Scenarios:
+memory store, the bundled policies (tenant `default`, passthrough: every request carries a key,
+so the proxy stores what it offloads) and one upstream: a scripted OpenAI-like server run by this
+script on another loopback port. During each scenario a prober *process* sends `GET /healthz`
+over one keep-alive connection, one probe 20 ms after the previous answer (a probe not answered
+within 2 s counts as unanswered and the connection is reopened; `loaded.py`). `--cpu-hogs N`
+keeps N busy Python processes running for the whole run (a loaded host). Scenarios:
 
-a. A 30 MB request prepared: one `POST /v1/context/prepare` whose tool result is 30 MB of fresh
-   words (never counted before; over the default `artifacts.max_chars`, so it is refused).
+a. Large requests prepared (`big_request.py`): a request whose tool result is N MB of fresh
+   words (`--sizes`, default 30; never counted before) on each of `--routes` (default
+   `prepare`, the dry run), `--repeat` times; with several `--proxy-path` checkouts, one request
+   to each in turn, so that versions are compared on the same load (a table of its own).
 b. A pathological search on a 20 MB artifact, through the real proxy: one chat completion whose
    tool result is 19,990,000 "a"s (the default policy offloads it). The scripted upstream answers
    every round that still has the read tools with 8 calls of `search_context_artifact` on that
@@ -21,7 +27,8 @@ c. Slow clients: N connections send a request line, then one header line every 5
 d. RSS: a fresh proxy; its RSS (VmRSS) at rest, after `--dry-runs` dry runs each with a unique
    6 MB tool result (each offloaded into the memory store), and 5 s later.
 
-Prints a Markdown table. Loopback only; every scenario is bounded in time.
+b, c and d run against each `--proxy-path` in turn (the installed `proxy` without one). Prints
+Markdown tables. Loopback only; every scenario is bounded in time.
 """
 
 from __future__ import annotations
@@ -29,82 +36,41 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http.client
 import json
 import re
 import socket
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
+from bench.common.ctxproxy_server import Server, free_port
+from bench.hostile.big_request import (
+    KEY,
+    PLAIN_HEADER,
+    add_plain_routes,
+    error_reason,
+    fresh_words,
+    post,
+    run_large_requests,
+    running_proxy,
+    tool_exchange,
+)
+from bench.hostile.loaded import Latencies, cpu_hogs, probing
 
-PROBE_PAUSE_S = 0.02
-PROBE_TIMEOUT_S = 2.0
+LARGE_HEADER = (
+    "\n| scenario | proxy | probes answered | p50 ms | p99 ms | max ms | slowest probe per "
+    "request, ms | time to answer, median (range) | answers |\n" + "|---" * 9 + "|"
+)
 SEARCH_PATTERN = "A" * 999 + "b"
 SEARCH_CALLS_PER_ROUND = 8
 SLOW_LINE_EVERY_S = 5.0
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
-
-
-# -- the prober -------------------------------------------------------------------------------
-
-
-@dataclass
-class Probes:
-    sent: int = 0
-    latencies: list[float] = field(default_factory=list)
-
-    def row(self, scenario: str, note: str) -> str:
-        ordered = sorted(self.latencies) or [float("nan")]
-
-        def ms(q: float) -> str:
-            return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.1f}"
-
-        return (
-            f"| {scenario} | {len(self.latencies)}/{self.sent} | {ms(0.5)} | {ms(0.99)} | "
-            f"{ordered[-1] * 1000:.1f} | {note} |"
-        )
-
-
-@contextmanager
-def probing(port: int) -> Iterator[Probes]:
-    probes = Probes()
-    stop = threading.Event()
-
-    def run() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PROBE_TIMEOUT_S)
-        while not stop.is_set():
-            probes.sent += 1
-            started = time.perf_counter()
-            try:
-                connection.request("GET", "/healthz")
-                response = connection.getresponse()
-                response.read()
-                if response.status == 200:
-                    probes.latencies.append(time.perf_counter() - started)
-            except OSError:
-                connection.close()
-            stop.wait(PROBE_PAUSE_S)
-        connection.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    time.sleep(0.2)
-    try:
-        yield probes
-    finally:
-        time.sleep(0.2)
-        stop.set()
-        thread.join(10)
 
 
 # -- the scripted upstream --------------------------------------------------------------------
@@ -146,13 +112,17 @@ def scripted_upstream() -> Iterator[tuple[int, list[int]]]:
     rounds: list[int] = []
 
     async def chat(request: web.Request) -> web.Response:
-        answer = scripted_answer(await request.json())
+        body = await request.json()
+        plain = request.headers.get(PLAIN_HEADER) == "plain"
+        answer = _completion({"role": "assistant", "content": "done"}, "stop")
+        answer = answer if plain else scripted_answer(body)
         calls = answer["choices"][0]["message"].get("tool_calls") or []
         rounds.append(len(calls))
         return web.json_response(answer)
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
+    add_plain_routes(app)
     port = free_port()
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)
@@ -167,60 +137,6 @@ def scripted_upstream() -> Iterator[tuple[int, list[int]]]:
         thread.join(10)
         loop.run_until_complete(runner.cleanup())
         loop.close()
-
-
-# -- the proxy --------------------------------------------------------------------------------
-
-
-@contextmanager
-def running_proxy(ctxproxy: str | None, upstream_port: int) -> Iterator[Server]:
-    with tempfile.TemporaryDirectory(prefix="ctxproxy-availability-") as tmp:
-        port = free_port()
-        config = {
-            "server": {"host": "127.0.0.1", "port": port, "log_level": "WARNING"},
-            "store": {"kind": "memory", "secret": "availability-bench"},
-            "upstreams": [{"name": "scripted", "base_url": f"http://127.0.0.1:{upstream_port}/v1"}],
-        }
-        path = Path(tmp) / "config.json"
-        path.write_text(json.dumps(config))
-        argv = [*ctxproxy_command(ctxproxy), "serve", "--config", str(path)]
-        server = Server(argv, port, Path(tmp) / "ctxproxy.log")
-        try:
-            server.wait_ready()
-            yield server
-        finally:
-            server.stop()
-
-
-def post(port: int, path: str, body: dict[str, Any], timeout: float = 300) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode()
-        connection.request("POST", path, data, {"Content-Type": "application/json"})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
-def tool_exchange(content: str) -> dict[str, Any]:
-    call = {"id": "call_1", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}
-    return {
-        "model": "gpt-4.1",
-        "messages": [
-            {"role": "user", "content": "Read the page and answer."},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": content},
-            {"role": "user", "content": "What does it say?"},
-        ],
-    }
-
-
-def fresh_words(chars: int) -> str:
-    """About `chars` characters of words never seen before by this proxy."""
-    tag = uuid.uuid4().hex[:6]
-    words = " ".join(f"{tag}{i % 9973}" for i in range(chars // 12 + 1))
-    return words[:chars]
 
 
 def rss_mb(pid: int) -> float:
@@ -239,32 +155,25 @@ def timed(work: Callable[[], tuple[int, bytes]]) -> tuple[int, bytes, float]:
     return status, payload, time.perf_counter() - started
 
 
-def scenario_large_request(server: Server) -> str:
-    body = tool_exchange(fresh_words(30_000_000))
-    with probing(server.port) as probes:
-        status, payload, seconds = timed(lambda: post(server.port, "/v1/context/prepare", body))
-    reason = _error_reason(payload) if status != 200 else "prepared"
-    return probes.row("a. 30 MB dry run", f"answered {status} ({reason}) in {seconds:.1f} s")
+def send(port: int, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """`body` to `path` with the run's key."""
+    return post(port, path, json.dumps(body).encode(), {"Authorization": f"Bearer {KEY}"})
 
 
-def _error_reason(payload: bytes) -> str:
-    try:
-        error = json.loads(payload)["error"]
-        return str(error.get("ctxproxy", {}).get("reason") or error["code"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return payload[:60].decode(errors="replace")
+def row(scenario: str, probes: Latencies, note: str) -> str:
+    return f"| {scenario} | {probes.cells()} | {note} |"
 
 
 def scenario_search(server: Server, rounds: list[int]) -> str:
     rounds.clear()
     body = tool_exchange("a" * 19_990_000)
     with probing(server.port) as probes:
-        status, payload, seconds = timed(lambda: post(server.port, "/v1/chat/completions", body))
+        status, payload, seconds = timed(lambda: send(server.port, "/v1/chat/completions", body))
     searches = sum(rounds)
     note = f"answered {status} in {seconds:.1f} s; {searches} searches in {len(rounds) - 1} rounds"
     if status != 200:
-        note += f" ({_error_reason(payload)})"
-    return probes.row("b. search on a 20 MB artifact", note)
+        note += f" ({error_reason(payload)})"
+    return row("b. search on a 20 MB artifact", probes, note)
 
 
 def scenario_slow_clients(server: Server, count: int, seconds: float) -> str:
@@ -305,7 +214,7 @@ def scenario_slow_clients(server: Server, count: int, seconds: float) -> str:
         f"{count} slow connections for {seconds:.0f} s: {len(closed_after)} closed by the proxy"
         f"{when}; {refused} failed to connect"
     )
-    return probes.row("c. slow clients", note)
+    return row("c. slow clients", probes, note)
 
 
 def _send_line(sock: socket.socket, line: int) -> None:
@@ -325,16 +234,18 @@ def _closed_by_peer(sock: socket.socket) -> bool:
     return True
 
 
-def scenario_rss(ctxproxy: str | None, upstream_port: int, dry_runs: int) -> str:
-    with running_proxy(ctxproxy, upstream_port) as server:
+def scenario_rss(
+    ctxproxy: str | None, upstream_port: int, dry_runs: int, proxy_path: str | None
+) -> str:
+    with running_proxy(ctxproxy, upstream_port, proxy_path) as server:
         pid = server.proc.pid
-        post(server.port, "/v1/context/prepare", tool_exchange("warm up"))
+        send(server.port, "/v1/context/prepare", tool_exchange("warm up"))
         at_rest = rss_mb(pid)
         statuses: dict[int, int] = {}
         started = time.perf_counter()
         for _ in range(dry_runs):
             body = tool_exchange(fresh_words(6_000_000))
-            status, _ = post(server.port, "/v1/context/prepare", body)
+            status, _ = send(server.port, "/v1/context/prepare", body)
             statuses[status] = statuses.get(status, 0) + 1
         seconds = time.perf_counter() - started
         after = rss_mb(pid)
@@ -347,30 +258,56 @@ def scenario_rss(ctxproxy: str | None, upstream_port: int, dry_runs: int) -> str
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--only", default="a,b,c,d", help="scenarios to run (default: all)")
     parser.add_argument("--slow-clients", type=int, default=300)
     parser.add_argument("--slow-seconds", type=float, default=15.0)
     parser.add_argument("--dry-runs", type=int, default=60)
     parser.add_argument("--ctxproxy", help="the ctxproxy console script (default: next to python)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--cpu-hogs", type=int, default=0, help="busy processes during the run")
+    parser.add_argument(
+        "--proxy-path", action="append", default=None,
+        help="a checkout whose proxy package runs (repeat to compare; default: the installed one)",
+    )  # fmt: skip
+    parser.add_argument("--sizes", default="30", help="scenario a: MB of tool result, e.g. 8,30")
+    parser.add_argument(
+        "--routes", default="prepare", help="scenario a: prepare,chat,messages,responses"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="scenario a: requests per cell")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     only = set(args.only.split(","))
-    rows = []
-    with scripted_upstream() as (upstream_port, rounds):
-        if only & {"a", "b", "c"}:
-            with running_proxy(args.ctxproxy, upstream_port) as server:
-                if "a" in only:
-                    rows.append(scenario_large_request(server))
-                if "b" in only:
-                    rows.append(scenario_search(server, rounds))
-                if "c" in only:
-                    rows.append(scenario_slow_clients(server, args.slow_clients, args.slow_seconds))
-        if "d" in only:
-            rows.append(scenario_rss(args.ctxproxy, upstream_port, args.dry_runs))
-    print("| scenario | probes answered | p50 ms | p99 ms | max ms | what happened |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    paths: list[str | None] = list(args.proxy_path or [None])
+    large, rows = [], []
+    with scripted_upstream() as (upstream_port, rounds), cpu_hogs(args.cpu_hogs) as hogs:
+        print(f"{len(hogs)} CPU hog(s) running: pids {hogs}", flush=True)
+        if "a" in only:
+            sizes = [float(size) for size in args.sizes.split(",")]
+            routes = args.routes.split(",")
+            large = run_large_requests(
+                args.ctxproxy, upstream_port, paths, sizes, routes, args.repeat
+            )
+        for path in paths:
+            if only & {"b", "c"}:
+                with running_proxy(args.ctxproxy, upstream_port, path) as server:
+                    if "b" in only:
+                        rows.append(scenario_search(server, rounds))
+                    if "c" in only:
+                        slow = scenario_slow_clients(server, args.slow_clients, args.slow_seconds)
+                        rows.append(slow)
+            if "d" in only:
+                rows.append(scenario_rss(args.ctxproxy, upstream_port, args.dry_runs, path))
+    if large:
+        print(LARGE_HEADER)
+        print("\n".join(large))
+    if rows:
+        print("\n| scenario | probes answered | p50 ms | p99 ms | max ms | what happened |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(rows))
     return 0
 
 

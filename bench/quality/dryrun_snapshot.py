@@ -5,6 +5,7 @@ the refactor (each with its own venv) and compare the two output files byte for 
 printed sha256, or `--compare <reference>`, which also names the first differing requests).
 
     python -m bench.quality.dryrun_snapshot --out /tmp/dryrun.jsonl [--seeds 1] [--turns 40]
+                                            [--large]
     python -m bench.quality.dryrun_snapshot --out /tmp/after.jsonl --compare /tmp/before.jsonl
 
 What it does:
@@ -26,6 +27,9 @@ What it does:
    - a fixed set of hand-made requests built in `dryrun_requests` (huge tool results, parallel tool
      calls, legacy function_call, broken / orphan tool messages, unknown extra fields, unicode
      escapes, n=2, tools, max_tokens variants, odd models, content parts, error cases ...);
+   - with `--large`, requests of 1.2 to 21 MB in the three formats (`dryrun_large`: the bodies
+     the proxy reads, parses and prepares in slices and worker threads; a large answer is
+     recorded by its sha256 and size);
    - per tenant, follow-ups made from that tenant's own answers: `reprepare:` (the prepared body
      posted again), `continue:` (the prepared body plus an assistant reply and a new user turn)
      and `artifact:` (GET /v1/context/artifacts/<id> of the first artifact ids named in the
@@ -70,6 +74,7 @@ from typing import Any
 from bench.common.ctxproxy_server import Server, ctxproxy_command, free_port
 from bench.quality.dryrun_bodies import enc
 from bench.quality.dryrun_formats import other_formats
+from bench.quality.dryrun_large import large_requests, recorded
 from bench.quality.dryrun_requests import follow_up_labels, handmade, quality
 
 SECRET = "ctxproxy-dryrun-snapshot-fixed-secret"
@@ -201,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
     assert len(labels) == len(set(labels)), "duplicate labels"
     requests = base + made
     others = other_formats(requests) if args.formats == "all" else []
+    others += large_requests() if args.large else []
     follow = follow_up_labels(quality_labels)
     tmp = Path(tempfile.mkdtemp(prefix="ctxproxy-dryrun-"))
     server = None
@@ -228,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
             def record(tenant: str, label: str, status: int, data: bytes) -> None:
                 nonlocal total
                 data = SITE_PACKAGES.sub(MASKED_SITE, REQUEST_ID.sub(MASKED_ID, data))
+                data = recorded(label, data)
                 if b"\n" in data or b"\r" in data:
                     raise SystemExit(f"{tenant} {label}: multi-line response body")
                 head = json.dumps(
@@ -368,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         default="all",
         help="all: the chat requests also as Messages and Responses, plus the captured agent "
         "requests (default); chat: the chat requests only (the set before 2026-12-04)",
+    )
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="also requests of 1-21 MB in the three formats (bench/quality/dryrun_large.py)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="progress per tenant")
     return run(parser.parse_args(argv))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from proxy.jsonio.slices import LONG_CHARS, utf8_slices
 from proxy.settings import SESSION_SCOPE_MARK
 
 SUB_SCOPE_MARK = "\x00"
@@ -87,6 +88,8 @@ def counted_bytes(content: str) -> int:
     """What an artifact counts against the budgets: its content's UTF-8 bytes."""
     if content.isascii():
         return len(content)
+    if len(content) >= LONG_CHARS:  # a slice at a time: one encode holds the GIL for it all
+        return sum(map(len, utf8_slices(content)))
     return len(content.encode("utf-8", "surrogatepass"))
 
 

@@ -34,6 +34,7 @@ from proxy.artifacts.budgets import (
     counted_bytes,
 )
 from proxy.artifacts.leases import Leases, PinKey
+from proxy.jsonio.slices import LONG_CHARS, utf8_slices
 
 ID_PREFIX = "art_"
 ID_HEX_CHARS = 32
@@ -116,15 +117,18 @@ def _utf8(text: str) -> bytes:
 
 
 def compute_artifact_id(secret: bytes, scope: str, content: str) -> str:
-    """`art_` + HMAC-SHA256(secret, scope, content)[:32 hex]. Pure; no I/O.
-
-    The scope is length-prefixed so that no (scope, content) pair can collide with another by
-    moving a separator between them.
+    """`art_` + HMAC-SHA256(secret, scope, content)[:32 hex]. Pure; no I/O. The scope is
+    length-prefixed so that no (scope, content) pair can collide with another by moving a
+    separator between them; a long content is fed a slice at a time (the GIL held to encode one).
     """
     scope_bytes = _utf8(scope)
-    message = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00" + _utf8(content)
-    digest = hmac.digest(secret, message, "sha256").hex()  # one-shot: no HMAC object per id
-    return ID_PREFIX + digest[:ID_HEX_CHARS]
+    prefix = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00"
+    if len(content) < LONG_CHARS:  # one shot: no HMAC object
+        return ID_PREFIX + hmac.digest(secret, prefix + _utf8(content), "sha256").hex()[:32]
+    mac = hmac.new(secret, prefix, "sha256")
+    for piece in utf8_slices(content):
+        mac.update(piece)
+    return ID_PREFIX + mac.hexdigest()[:ID_HEX_CHARS]
 
 
 def is_artifact_id(value: object) -> bool:

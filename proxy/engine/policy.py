@@ -17,7 +17,8 @@ from pydantic import Field, field_validator, model_validator
 from proxy.engine.budget import BudgetPolicy
 from proxy.engine.config_base import StepConfig, StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
-from proxy.tokens.counters import check_hf_tokenizer_file, resolve_tokenizer
+from proxy.tokens.backends import check_hf_tokenizer_file
+from proxy.tokens.counters import resolve_tokenizer
 
 if TYPE_CHECKING:
     from proxy.engine.wire import WireFormat

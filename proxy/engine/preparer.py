@@ -45,10 +45,11 @@ from proxy.engine.threads import (
     SummarizerOnLoop,
     Workers,
 )
-from proxy.engine.tool_text import own_text_scope
+from proxy.engine.tool_text import own_text_scope, remembered_ids
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import working_set_notes
 from proxy.errors import RefusalReason
+from proxy.jsonio import long_strings
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
@@ -120,7 +121,12 @@ class Preparer:
         loop = asyncio.get_running_loop()  # the store's and the summarizer's connections' loop
         store = StoreOnLoop(own, loop)
         there = SummarizerOnLoop(summarizer, loop) if summarizer else None
-        return await self._workers.run(lambda: self._prepare(*args, there, store, call))
+        return await self._workers.run(lambda: self._prepare_large(*args, there, store, call))
+
+    async def _prepare_large(self, *args: Any) -> Prepared:
+        """`_prepare` in a worker, where what it writes may hold long strings (`jsonio`)."""
+        with long_strings():
+            return await self._prepare(*args)
 
     def _store_for(self, tenant: Requester, manifest: Manifest) -> ArtifactStore:
         """The store, or for a request without a credential one that stores nothing (its scope
@@ -288,12 +294,7 @@ class Preparer:
         system = sum(request.costs[: conversation.system_end])
         base = system + request.fixed
         reduced_base = system + wire.overhead_tokens(request.body, counter, synthetic)
-        ids: dict[str, str] = {}
-
-        def artifact_id(text: str) -> str:
-            if text not in ids:
-                ids[text] = store.artifact_id(tenant.scope, text)
-            return ids[text]
+        artifact_id = remembered_ids(lambda text: store.artifact_id(tenant.scope, text))
 
         def own_text_mac(text: str) -> str:
             return store.artifact_id(own_text_scope(tenant.scope), text)

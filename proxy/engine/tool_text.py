@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.engine.step_api import MARKER, OwnTextMac
+from proxy.jsonio.slices import LONG_CHARS, grown
 from proxy.synthetic.read import READ_TOOL
 from proxy.synthetic.search import SEARCH_TOOL
 
@@ -75,7 +77,9 @@ def stored_form(text: str, max_chars: int) -> str:
         f"\n...[ctxproxy: stored truncated: the original has {len(text)} chars; the rest was "
         "over the artifact store's size limit and was not kept]"
     )
-    return text[: max(max_chars - len(marker), 0)] + marker
+    head = max(max_chars - len(marker), 0)  # copied a slice at a time (`grown`)
+    slices = (text[i : min(i + LONG_CHARS, head)] for i in range(0, head, LONG_CHARS))
+    return grown([*slices, marker])
 
 
 _MARKER_ANYCASE = re.compile(re.escape(MARKER), re.IGNORECASE)
@@ -141,3 +145,18 @@ def placeholder(
         f"artifact {artifact_id}{cut}; use {READ_TOOL}{again} if you need it.]"
     )
     return signed(body, mac)
+
+
+def remembered_ids(artifact_id: Callable[[str], str]) -> Callable[[str], str]:
+    """`artifact_id`, computed once per text of a preparation; a text of `LONG_CHARS` or more is
+    not remembered (hashing it as a key would hold the GIL for the whole text)."""
+    ids: dict[str, str] = {}
+
+    def remembered(text: str) -> str:
+        if len(text) >= LONG_CHARS:
+            return artifact_id(text)
+        if text not in ids:
+            ids[text] = artifact_id(text)
+        return ids[text]
+
+    return remembered

@@ -26,7 +26,7 @@ from proxy.http.routes import (
     route_of,
 )
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
-from proxy.jsonio import dumps, loads_object
+from proxy.jsonio import dumps, loads_object, long_strings
 from proxy.metrics import CONTENT_TYPE_LATEST
 from proxy.synthetic.read import HARD_MAX_PAGE_CHARS, read_result
 from proxy.upstream.base import Upstream
@@ -117,10 +117,10 @@ async def prepare_dry_run(request: web.Request) -> web.Response:
     raw, body = await read_json_body(request)
     client = _client_request_of(request, _dry_run_format(request), raw, body)
     prepared = await request.app[SERVICES].started_driver().prepare(client, estimate_cost=True)
-    large = len(client.raw) >= LARGE_BODY_BYTES
-    answer = (
-        await asyncio.to_thread(_dry_run_answer, prepared) if large else _dry_run_answer(prepared)
-    )
+    if len(client.raw) >= LARGE_BODY_BYTES:  # long strings written in slices, off the loop
+        answer = await asyncio.to_thread(_large_dry_run_answer, prepared)
+    else:
+        answer = _dry_run_answer(prepared)
     return web.Response(body=answer, content_type="application/json")
 
 
@@ -134,6 +134,11 @@ def _dry_run_format(request: web.Request) -> ClientFormat:
             ErrorCode.invalid_request, f"Unknown format {name!r} (known: {known})", param="format"
         )
     return wire
+
+
+def _large_dry_run_answer(prepared: Prepared) -> bytes:
+    with long_strings():
+        return _dry_run_answer(prepared)
 
 
 def _dry_run_answer(prepared: Prepared) -> bytes:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from aiohttp import web
@@ -212,6 +213,7 @@ def run_app(
 ) -> None:
     """Serve `app` until SIGINT or SIGTERM, then shut down gracefully (like `web.run_app`)."""
     raise_open_files_limit()
+    tokenizers_on_one_core()
     asyncio.run(_serve(app, host, port, limits, print))
 
 
@@ -234,6 +236,15 @@ async def _serve(
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+def tokenizers_on_one_core(environ: MutableMapping[str, str] = os.environ) -> None:
+    """HF `tokenizers` counts a batch on every core (rayon) unless `TOKENIZERS_PARALLELISM`
+    says not to: a server counts many requests at once, and on a busy host those threads kept
+    the event loop from a core (a `/healthz` probe waited up to 246 ms while an 8 MB Messages
+    request was counted, 32 ms on one core; bench/hostile/RESULTS.md). An operator's own
+    setting is kept."""
+    environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def raise_open_files_limit() -> int:

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-import orjson
+from proxy.jsonio import dumps_sorted
+from proxy.jsonio.slices import LONG_CHARS, utf8_slices
 
 # Python's str hash is SipHash under a random per-process key unless PYTHONHASHSEED fixes it:
 # then, and only then, it is a safe cache key that costs no serialisation.
@@ -22,14 +23,15 @@ _RANDOMIZED_STR_HASH = bool(sys.flags.hash_randomization)
 
 def _flat_key(message: Any) -> tuple[Any, ...] | None:
     """A cheap cache key for a message whose values are all strings or null (most messages):
-    per field its name, length and randomized hash, so no field's text is copied or serialised.
-    None for anything else (tool calls, content parts)."""
+    per field its name, length and randomized hash (a long text's `long_digest`), so no field's
+    text is copied or serialised. None for anything else (tool calls, content parts)."""
     if not _RANDOMIZED_STR_HASH or type(message) is not dict:
         return None
     fields: list[tuple[Any, ...]] = []
     for name, value in message.items():
         if type(value) is str:
-            fields.append((name, len(value), hash(value)))
+            size = len(value)
+            fields.append((name, size, hash(value) if size < LONG_CHARS else long_digest(value)))
         elif value is None:
             fields.append((name,))
         else:
@@ -37,10 +39,19 @@ def _flat_key(message: Any) -> tuple[Any, ...] | None:
     return tuple(sorted(fields))  # field order does not change the count
 
 
+def long_digest(text: str) -> bytes:
+    """sha256 of a long text's UTF-8, encoded a slice at a time: `hash()` reads the whole text in
+    one call that holds the GIL (~15 ms at 30 MB), sha256 releases it while it hashes."""
+    digest = hashlib.sha256()
+    for piece in utf8_slices(text):
+        digest.update(piece)
+    return digest.digest()[:16]
+
+
 def cache_digest(value: Any) -> bytes | None:
     """sha256 of the value's sorted-key JSON (16 bytes); None when orjson cannot write it."""
     try:
-        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        data = dumps_sorted(value)
     except TypeError:
         return None
     return hashlib.sha256(data).digest()[:16]  # sha256 runs ~2x blake2b here (SHA extensions)

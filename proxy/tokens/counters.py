@@ -15,19 +15,24 @@ to tools), so that OpenAI counts equal litellm's. Deliberate differences, all co
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import importlib.util
 import json
 import math
 import re
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
+from proxy.tokens.backends import (
+    ANTHROPIC_TOKENIZER,
+    ENCODINGS,
+    Count,
+    chunked,
+    load_hf,
+    load_tiktoken,
+    tokenizer_dir,
+)
 from proxy.tokens.blocks import (
     BLOCK_COSTS,
     block_tokens,
@@ -49,9 +54,7 @@ TOOL_CHOICE_NONE = 1
 TOOL_CHOICE_NAMED = 7
 IMAGE_LOW_DETAIL_TOKENS = 85
 IMAGE_HIGH_DETAIL_TOKENS = 1445  # 85 + 170 * 8 tiles: a 768x2000 image, the most high detail costs
-CHUNK_CHARS = 1024  # tiktoken BPE is superlinear in one long piece; litellm chunks the same way
 DEFAULT_CACHE_SIZE = 50_000
-ANTHROPIC_TOKENIZER = "anthropic_tokenizer.json"
 
 TEXT_FIELDS = {
     "text": "text",
@@ -68,42 +71,11 @@ PART_LISTS = frozenset({"content", "summary", "output"})
 """Keys whose list value is counted part by part: message content, and the Responses API's
 reasoning `summary` and call `output` lists."""
 
-# Copied from tiktoken_ext.openai_public (tests check they still agree).
-_O200K_PATTERN = "|".join(
-    [
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-        r"""\p{N}{1,3}""",
-        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-        r"""\s*[\r\n]+""",
-        r"""\s+(?!\S)""",
-        r"""\s+""",
-    ]
-)
-_CL100K_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-ENCODINGS = {  # name -> (file in litellm's tokenizer folder, its sha256, split pattern)
-    "o200k_base": (
-        "fb374d419588a4632f3f557e76b4b70aebbca790",
-        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        _O200K_PATTERN,
-    ),
-    "cl100k_base": (
-        "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
-        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-        _CL100K_PATTERN,
-    ),
-}
 O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "o1", "o3", "o4", "codex-")
 _LATER_GPT = re.compile(r"gpt-(\d+)")
 """`gpt-<N>` from 5 on (gpt-5, Codex's gpt-6.2-sol, ...) count with o200k_base, OpenAI's encoding
 since gpt-4o, rather than the estimate."""
 CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35")
-
-Count = Callable[[str], int]
-
 
 class TokenCounter(Protocol):
     method: str
@@ -112,14 +84,6 @@ class TokenCounter(Protocol):
     def count_message(self, message: Any) -> int: ...
     def count_tools(self, tools: Any, tool_choice: Any) -> int: ...
     def count_request(self, body: Any) -> int: ...
-
-
-def tokenizer_dir() -> Path:
-    """litellm's bundled tokenizer files, found without importing litellm."""
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("litellm is not installed; its bundled tokenizer files are needed")
-    return Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
 
 
 def resolve_tokenizer(model: str, tokenizer: str = "auto") -> str:
@@ -144,65 +108,6 @@ def resolve_tokenizer(model: str, tokenizer: str = "auto") -> str:
     if "claude" in base:
         return "hf:"
     return "estimate"
-
-
-def _load_tiktoken(name: str, directory: Path) -> Count:
-    import tiktoken
-
-    file_name, sha256, pattern = ENCODINGS[name]
-    data = (directory / file_name).read_bytes()
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise ValueError(f"{directory / file_name} is not the expected {name} file")
-    ranks = {}
-    for line in data.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    # Special tokens are left out: prompts are counted as ordinary text, as litellm does.
-    # tiktoken's Encoding keeps its own Python copy of the 200k ranks (~25 MB for o200k) beside
-    # the Rust tables; counting needs only the Rust side, so build that alone when possible.
-    try:
-        from tiktoken import _tiktoken  # type: ignore[attr-defined]
-
-        encode = _tiktoken.CoreBPE(ranks, {}, pattern).encode_ordinary
-    except (ImportError, AttributeError, TypeError):
-        encoding = tiktoken.Encoding(
-            name, pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
-        )
-        encode = encoding.encode_ordinary
-    return lambda text: len(encode(text))
-
-
-def check_hf_tokenizer_file(path: Path) -> None:
-    """Raises ValueError unless `path` is a tokenizer.json that `tokenizers` loads."""
-    if not path.is_file():
-        raise ValueError(f"no tokenizer file at {str(path)!r}")
-    _load_hf(path)
-
-
-def _load_hf(path: Path) -> Count:
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:
-        raise ValueError(f"Cannot load tokenizer {str(path)!r}: {exc}") from exc
-    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-def _chunked(count: Count) -> Count:
-    def count_chunks(text: str) -> int:
-        if len(text) <= CHUNK_CHARS:
-            return count(text)
-        return sum(count(text[i : i + CHUNK_CHARS]) for i in range(0, len(text), CHUNK_CHARS))
-
-    def count_text(text: str) -> int:
-        try:
-            return count_chunks(text)
-        except (UnicodeError, TypeError):  # lone surrogates, which the stdlib JSON parser allows
-            return count_chunks(text.encode("utf-8", "replace").decode())
-
-    return count_text
 
 
 def json_text(value: Any) -> str:
@@ -387,7 +292,7 @@ class TokenCounters:
             return Counter(method, estimate_tokens, self.cache)
         directory = self._tokenizers or tokenizer_dir()
         if method.startswith("tiktoken:"):
-            count = _load_tiktoken(method.removeprefix("tiktoken:"), directory)
-            return Counter(method, _chunked(count), self.cache)
+            count = load_tiktoken(method.removeprefix("tiktoken:"), directory)
+            return Counter(method, chunked(count), self.cache)
         path = Path(method.removeprefix("hf:") or directory / ANTHROPIC_TOKENIZER)
-        return Counter(f"hf:{path}", _chunked(_load_hf(path)), self.cache)
+        return Counter(f"hf:{path}", chunked(*load_hf(path)), self.cache)

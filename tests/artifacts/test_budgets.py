@@ -24,6 +24,7 @@ from proxy.artifacts.budgets import (
 from proxy.engine.steps.summarize.cache import summaries_scope
 from proxy.engine.tool_text import own_text_scope
 from proxy.engine.working_set import working_set_scope
+from proxy.jsonio.slices import LONG_CHARS
 
 
 @pytest.mark.parametrize(
@@ -49,6 +50,8 @@ def test_content_counts_its_utf8_bytes_lone_surrogates_included() -> None:
     assert counted_bytes("abc") == 3
     assert counted_bytes("é€😀") == 2 + 3 + 4
     assert counted_bytes("\ud800") == 3
+    long = "é€😀\ud800" * LONG_CHARS  # counted a slice at a time
+    assert counted_bytes(long) == len(long.encode("utf-8", "surrogatepass"))
 
 
 def test_the_bucket_refills_at_the_rate_up_to_one_minutes_worth() -> None:

@@ -8,6 +8,7 @@ except under CI (env `CI` set to a true value), where they FAIL: CI must exercis
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import re
 import time
@@ -41,6 +42,7 @@ from proxy.artifacts.store import (
     compute_artifact_id,
     is_artifact_id,
 )
+from proxy.jsonio.slices import LONG_CHARS
 
 SECRET = b"test-secret-0123456789abcdef0123"
 TTL = 3600
@@ -140,6 +142,20 @@ async def put(
 
 
 # -- ids ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["tenant-a", "tenant-\u00e9#session:x"])
+def test_a_long_content_s_id_is_the_hmac_of_the_whole_computed_a_slice_at_a_time(
+    scope: str,
+) -> None:
+    content = ("é中😀 \ud800" + "x" * 1000) * (LONG_CHARS // 500)  # a lone surrogate too
+    assert len(content) > 2 * LONG_CHARS
+    scope_bytes = scope.encode()
+    message = len(scope_bytes).to_bytes(4, "big") + scope_bytes + b"\x00"
+    message += content.encode("utf-8", "surrogatepass")
+    expected = "art_" + hmac.digest(SECRET, message, "sha256").hex()[:32]
+    assert compute_artifact_id(SECRET, scope, content) == expected
+    assert compute_artifact_id(SECRET, scope, content[:-1]) != expected
 
 
 def test_ids_are_stable_scoped_and_keyed() -> None:

@@ -170,10 +170,10 @@ def many_messages(count: int) -> dict[str, Any]:
 
 
 def held(hold: Hold, work: Callable[..., Any], large: Callable[..., bool]) -> Callable[..., Any]:
-    def call(*args: Any) -> Any:
+    def call(*args: Any, **options: Any) -> Any:
         if large(*args):
             hold.hold()
-        return work(*args)
+        return work(*args, **options)
 
     return call
 

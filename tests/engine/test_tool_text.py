@@ -16,9 +16,11 @@ from proxy.engine.tool_text import (
     own_text_scope,
     placeholder,
     preview,
+    remembered_ids,
     signed,
     stored_form,
 )
+from proxy.jsonio.slices import LONG_CHARS
 
 mac = own_text_mac
 
@@ -200,3 +202,30 @@ def test_stored_form_truncates_over_the_limit_with_an_explicit_marker() -> None:
 def test_placeholder_of_a_truncated_artifact_says_so() -> None:
     out = placeholder("art_9", 1234, None, False, mac, stored_chars=900)
     assert "The original is artifact art_9 (stored truncated to 900 chars); use " in out
+
+
+def test_ids_are_computed_once_per_text_except_long_ones() -> None:
+    asked: list[str] = []
+
+    def artifact_id(text: str) -> str:
+        asked.append(text)
+        return f"art_{len(text)}"
+
+    ids = remembered_ids(artifact_id)
+    long = "x" * LONG_CHARS
+    assert [ids("a"), ids("a"), ids("b"), ids(long), ids(long)] == [
+        "art_1", "art_1", "art_1", f"art_{LONG_CHARS}", f"art_{LONG_CHARS}",
+    ]  # fmt: skip
+    assert asked == ["a", "b", long, long]
+
+
+def test_a_long_text_is_stored_truncated_like_a_short_one() -> None:
+    text = ("é中😀 " + "x" * 995) * (3 * LONG_CHARS // 1000)
+    limit = LONG_CHARS + 12_345
+    stored = stored_form(text, limit)
+    marker = (
+        f"\n...[ctxproxy: stored truncated: the original has {len(text)} chars; the rest was "
+        "over the artifact store's size limit and was not kept]"
+    )
+    assert stored == text[: limit - len(marker)] + marker
+    assert len(stored) == limit

@@ -175,3 +175,36 @@ async def test_routes_that_read_no_body_ignore_its_coding(
         session.get(f"{proxy.url}{path}", data=data, headers=headers) as response,
     ):
         assert response.status == 200, await response.read()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_a_large_body_arrives_whole_sent_at_once_or_in_chunks(
+    proxy: RunningProxy, chunked: bool
+) -> None:
+    """From `LARGE_BODY_BYTES` the pieces are joined in a worker thread: the same bytes."""
+    padding = "é" * (MIB // 4) + "x" * MIB
+    raw = json.dumps({**BODY, "padding": padding}, ensure_ascii=False).encode()
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(raw), 100_003):
+            yield raw[start : start + 100_003]
+
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{proxy.url}/v1/context/prepare",
+            data=pieces() if chunked else raw,
+            headers=headers,
+        ) as response,
+    ):
+        answer = json.loads(await response.read())
+    assert response.status == 200, answer
+    assert answer["body"] == json.loads(raw)
+
+
+async def test_a_body_over_max_body_bytes_as_sent_is_413(proxy: RunningProxy) -> None:
+    raw = json.dumps({**BODY, "padding": "x" * (2 * MIB)}).encode()
+    status, _, answer = await send(proxy, "/v1/context/prepare", raw, None)
+    assert status == 413
+    assert answer["error"]["code"] == "request_too_large"

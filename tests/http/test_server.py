@@ -16,7 +16,7 @@ from fakes import FakeUpstream
 from proxy_harness import make_settings, shared_parts
 
 from proxy.app import create_app
-from proxy.http.server import EdgeRunner, raise_open_files_limit
+from proxy.http.server import EdgeRunner, raise_open_files_limit, tokenizers_on_one_core
 from proxy.settings import ServerSettings
 
 HEADER_TIMEOUT = 0.2
@@ -238,3 +238,12 @@ async def test_a_body_that_trickles_gets_a_408(fake_upstream: FakeUpstream) -> N
         writer.close()
     finally:
         await runner.cleanup()
+
+
+def test_tokenizers_count_on_one_core_unless_the_operator_says_otherwise() -> None:
+    environ: dict[str, str] = {}
+    tokenizers_on_one_core(environ)
+    assert environ == {"TOKENIZERS_PARALLELISM": "false"}
+    mine = {"TOKENIZERS_PARALLELISM": "true"}
+    tokenizers_on_one_core(mine)
+    assert mine == {"TOKENIZERS_PARALLELISM": "true"}

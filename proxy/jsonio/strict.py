@@ -1,4 +1,5 @@
-"""JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson refuses.
+"""Strict JSON in and out: orjson for speed, the stdlib as a lossless fallback for what orjson
+refuses.
 
 Parsing is strict JSON (RFC 8259): UTF-8 only, no `NaN`/`Infinity`, no number that overflows a
 double, no nesting deeper than `MAX_DEPTH` (a 400: code that walks a body may recurse). The stdlib
@@ -34,12 +35,12 @@ def loads(raw: bytes | str) -> Any:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         value = _stdlib_loads(raw, str(exc))
-        _scanned(value)
+        scanned(value)
         return value
-    return _stdlib_loads(raw, None) if _scanned(value) else value
+    return _stdlib_loads(raw, None) if scanned(value) else value
 
 
-def _scanned(value: Any) -> bool:
+def scanned(value: Any) -> bool:
     """Whether `value` holds a float orjson made of a huge integer; raises `invalid_json` when it
     nests deeper than `MAX_DEPTH`. One pass, a level at a time (no recursion)."""
     level, depth, huge = [value], 0, False
@@ -134,10 +135,3 @@ def _dumps_iteratively(value: Any, *, ensure_ascii: bool) -> str:
             out.append(json.dumps(item, ensure_ascii=ensure_ascii))
     return "".join(out)
 
-
-def loads_object(raw: bytes) -> dict[str, Any]:
-    """Parse a request body that must be a JSON object."""
-    value = loads(raw)
-    if not isinstance(value, dict):
-        raise ProxyError(ErrorCode.invalid_request, "Request body must be a JSON object")
-    return value
