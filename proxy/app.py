@@ -7,7 +7,7 @@ import contextlib
 import gc
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -30,6 +30,7 @@ from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
+from proxy.upstream.base import Upstream
 from proxy.upstream.windows import ModelWindows
 
 log = logging.getLogger("ctxproxy")
@@ -208,8 +209,9 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     policies = PolicyStore.load(None if directory is None else Path(directory))
     _check_tenant_policies(services.settings, policies)
     counters, catalog = services.counters, services.catalog
-    # Load the common encoding and the model map now, not on the first request.
-    await asyncio.to_thread(_warm_up, counters, catalog)
+    # Load the encodings the upstreams speak and the model map now, not on the first request:
+    # building a tokenizer holds the GIL (~0.1 s for Claude's), in a worker thread too.
+    await asyncio.to_thread(_warm_up, counters, catalog, _warm_models(services.upstreams))
     services.policies = policies
     services.metrics.watch_policies(lambda: policies.reload_failure is not None)
     preparer = Preparer(
@@ -247,6 +249,13 @@ def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:
     policies.require(wanted)  # a hot reload that would lose one keeps the last good set
 
 
-def _warm_up(counters: TokenCounters, catalog: ModelCatalog) -> None:
-    counters.for_model("gpt-4o").count_text("warm up")
+def _warm_models(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
+    """A model of each encoding the configured upstreams speak natively (OpenAI's always)."""
+    natives = {upstream.native_format for upstream in upstreams.values()}
+    return ("gpt-4o", *(("claude-sonnet-4-5",) if "anthropic_messages" in natives else ()))
+
+
+def _warm_up(counters: TokenCounters, catalog: ModelCatalog, models: tuple[str, ...]) -> None:
+    for model in models:
+        counters.for_model(model).count_text("warm up")
     catalog.lookup("gpt-4o")

@@ -113,3 +113,19 @@ async def test_a_failed_start_up_closes_what_already_started(
     [upstream] = services.upstreams.values()
     assert upstream._session.closed
     assert services.store is not None and services.preparer is None
+
+
+@pytest.mark.parametrize(("kind", "claude_loaded"), [("openai", False), ("anthropic", True)])
+async def test_start_up_loads_the_encodings_the_upstreams_speak(
+    kind: str, claude_loaded: bool
+) -> None:
+    """Building a tokenizer holds the GIL (~0.1 s for Claude's), in a worker thread too: the
+    encodings of the configured upstreams' own formats are built before the first request."""
+    upstreams = [{"name": "u", "kind": kind, "base_url": UPSTREAM}]
+    counters = TokenCounters()
+    proxy = await start_proxy(make_settings(UPSTREAM, upstreams=upstreams), counters=counters)
+    try:
+        assert counters.loaded("gpt-4o")
+        assert counters.loaded("claude-sonnet-4-5") is claude_loaded
+    finally:
+        await proxy.stop()
