@@ -21,7 +21,7 @@ it overstates the unchanged price when preparation broke a cached prefix.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -113,20 +113,40 @@ def request_cost(
 
 
 def estimate(
-    prices: ModelPrices | None, tokens_before: int, tokens_after: int, count_ratio: float
+    prices: ModelPrices | None,
+    tokens_before: int,
+    tokens_after: int,
+    count_ratio: float,
+    marks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A prepared prompt's price before any answer (the dry run's manifest): its tokens and the
-    client's unchanged, in the upstream's tokens (counts times the count ratio), all at the
-    uncached input price; the output and the provider's cache are not known yet."""
+    client's unchanged, in the upstream's tokens (counts times the count ratio), as the first
+    request of a cold cache: what its cache breakpoints make the provider write (`marks`: the
+    manifest's `cache_marks`, `written_tokens` and `written_tokens_unchanged`) at the
+    cache-write price, the rest at the input price; the output and cache reads are not known."""
     prepared, unchanged = round(tokens_after * count_ratio), round(tokens_before * count_ratio)
+    marks = marks or {}
+    written = min(prepared, round(int(marks.get("written_tokens", 0)) * count_ratio))
+    written_before = round(int(marks.get("written_tokens_unchanged", 0)) * count_ratio)
+    written_before = min(unchanged, written_before)
     return {
         "input_tokens": prepared,
         "input_tokens_unchanged": unchanged,
-        "input_usd": None if prices is None else prepared * prices.input,
-        "input_usd_unchanged": None if prices is None else unchanged * prices.input,
+        "cache_write_tokens": written,
+        "cache_write_tokens_unchanged": written_before,
+        "input_usd": _cold_price(prices, prepared, written),
+        "input_usd_unchanged": _cold_price(prices, unchanged, written_before),
         "prices": None if prices is None else prices.as_dict(),
-        "basis": "input tokens at the uncached input price; output and cache reads not included",
+        "basis": "input tokens as the first request of a cold cache: what its cache breakpoints "
+        "write at the cache-write price, the rest at the input price; output and cache reads "
+        "not included",
     }
+
+
+def _cold_price(prices: ModelPrices | None, tokens: int, written: int) -> float | None:
+    if prices is None or (written and prices.cache_write is None):
+        return None
+    return (tokens - written) * prices.input + written * (prices.cache_write or 0.0)
 
 
 def _map_prices(entry: Any) -> ModelPrices | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -108,3 +109,16 @@ def test_the_dry_runs_estimate() -> None:
     assert found["prices"]["source"] == "model_map"
     unknown = estimate(None, 10, 4, 1.0)
     assert unknown["input_usd"] is None and unknown["prices"] is None
+
+
+def test_the_dry_runs_estimate_prices_what_the_breakpoints_write() -> None:
+    marks = {"written_tokens": 3_000, "written_tokens_unchanged": 20_000}
+    found = estimate(PRICES, 10_000, 4_000, 1.5, marks)
+    assert found["cache_write_tokens"] == 4_500  # in the upstream's tokens
+    assert found["cache_write_tokens_unchanged"] == 15_000  # never more than the prompt
+    assert PRICES.cache_write is not None
+    assert found["input_usd"] == pytest.approx(1_500 * 2e-6 + 4_500 * PRICES.cache_write)
+    assert found["input_usd_unchanged"] == pytest.approx(15_000 * PRICES.cache_write)
+    no_write_price = dataclasses.replace(PRICES, cache_write=None)
+    assert estimate(no_write_price, 10_000, 4_000, 1.0, marks)["input_usd"] is None
+    assert estimate(no_write_price, 10_000, 4_000, 1.0)["input_usd"] == pytest.approx(8e-3)
