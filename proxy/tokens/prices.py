@@ -15,7 +15,9 @@ writes, and the last answer's output. The removed tokens are the conversation's 
 the provider would have read from its cache had it read any of the prepared prompt (a warm
 cache), else billed in full. How much more of the unchanged prompt the provider would have
 served from its cache (what a cut made it miss) is unknown: the estimate assumes no more, so
-it overstates the unchanged price when preparation broke a cached prefix.
+it overstates the unchanged price when preparation broke a cached prefix. A request that came
+without cache breakpoints and got the proxy's (`cache_marks: auto`) would have had nothing
+cached: unchanged, all of it is billed in full.
 """
 
 from __future__ import annotations
@@ -85,12 +87,19 @@ def price_of(usage: TokenUsage, prices: ModelPrices | None) -> float | None:
     )
 
 
-def unchanged_usage(answers: Sequence[TokenUsage], removed: int) -> TokenUsage:
+def unchanged_usage(
+    answers: Sequence[TokenUsage], removed: int, uncacheable: bool = False
+) -> TokenUsage:
     """The request sent once as it came: the first answer's prompt with the `removed` tokens
     back, the same cache writes, the last answer's output. The removed tokens are old history:
     read from the cache when the first answer read from it (the conversation's cache is warm),
-    else uncached."""
+    else uncached. `uncacheable`: as it came, the request would have had nothing cached (it
+    carried no cache breakpoint, the proxy placed them): all of it uncached."""
     first = answers[0]
+    if uncacheable:
+        read = None if first.cache_read is None else 0
+        write = None if first.cache_write is None else 0
+        return TokenUsage(max(0, first.input + removed), answers[-1].output, read, write)
     read, write, uncached = first.cache_read, first.cache_write, first.uncached
     if read:
         read = max(0, read + removed)
@@ -101,14 +110,18 @@ def unchanged_usage(answers: Sequence[TokenUsage], removed: int) -> TokenUsage:
 
 
 def request_cost(
-    answers: Sequence[TokenUsage], prices: ModelPrices | None, removed: int
+    answers: Sequence[TokenUsage],
+    prices: ModelPrices | None,
+    removed: int,
+    uncacheable: bool = False,
 ) -> Cost | None:
     """The cost of a request's answers (None without any), and of the request unchanged;
-    `removed`: the upstream tokens preparation took out of the prompt."""
+    `removed`: the upstream tokens preparation took out of the prompt; `uncacheable`: the
+    request as it came would have had nothing cached (`unchanged_usage`)."""
     total = total_usage(answers)
     if total is None:
         return None
-    unchanged = unchanged_usage(answers, removed)
+    unchanged = unchanged_usage(answers, removed, uncacheable)
     return Cost(price_of(total, prices), price_of(unchanged, prices), unchanged.input)
 
 

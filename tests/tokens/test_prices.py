@@ -122,3 +122,12 @@ def test_the_dry_runs_estimate_prices_what_the_breakpoints_write() -> None:
     no_write_price = dataclasses.replace(PRICES, cache_write=None)
     assert estimate(no_write_price, 10_000, 4_000, 1.0, marks)["input_usd"] is None
     assert estimate(no_write_price, 10_000, 4_000, 1.0)["input_usd"] == pytest.approx(8e-3)
+
+
+def test_a_request_that_came_without_breakpoints_would_have_had_nothing_cached() -> None:
+    first = TokenUsage(10_000, 50, cache_read=8_000, cache_write=1_500)
+    unchanged = unchanged_usage([first], 2_000, uncacheable=True)
+    assert unchanged == TokenUsage(12_000, 50, 0, 0)
+    cost = request_cost([first], PRICES, 2_000, uncacheable=True)
+    assert cost is not None and cost.unchanged_usd == pytest.approx(12_000 * 2e-6 + 50 * 8e-6)
+    assert unchanged_usage([TokenUsage(100)], 0, uncacheable=True) == TokenUsage(100)
