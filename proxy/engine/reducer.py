@@ -53,7 +53,6 @@ class Reduction:
 
     @property
     def message_tokens(self) -> int:
-        """Tokens of `messages`."""
         return sum(self.item_tokens)
 
     @property
@@ -400,10 +399,7 @@ def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], list[int]
             stable = len(out)
         if index in removed:
             continue
-        if index in replaced:
-            out.append(replaced[index])
-            tokens.append(ctx.counter.count_message(replaced[index]))
-        else:
-            out.append(message)
-            tokens.append(ctx.message_costs[index])
+        new = index in replaced
+        out.append(replaced[index] if new else message)
+        tokens.append(ctx.counter.count_message(out[-1]) if new else ctx.message_costs[index])
     return out, tokens, stable
