@@ -1,12 +1,12 @@
 """Prompt-cache breakpoints on the request that goes upstream (the policy's `cache_marks`).
 
 Only for an upstream that caches at explicit breakpoints (Anthropic's prompt caching: the
-completion driver says so, `CallOptions.cache_marks`), and only in the modes that may change a
-request (`off` and `inspect` never do). Where the breakpoints go is the wire format's decision
-(`WireFormat.cache_marks`); this module applies it and writes it down in the manifest with what
-the provider will write to its cache: the prompt through the last breakpoint (`written_tokens`;
-`written_tokens_unchanged` for the request as it came), which a dry run prices at the
-cache-write price.
+completion driver says so, `CallOptions.cache_marks`), and only in the modes that change
+requests (`window`, `compact`; `off`, `inspect` and `reject` promise never to). Where the
+breakpoints go is the wire format's decision (`WireFormat.cache_marks`); this module applies it
+and writes it down in the manifest with what the provider will write to its cache: the prompt
+through the last breakpoint (`written_tokens`; `written_tokens_unchanged` for the request as it
+came), which a dry run prices at the cache-write price.
 """
 
 from __future__ import annotations
@@ -18,14 +18,11 @@ from proxy.engine.manifest import Manifest
 from proxy.engine.policy import Policy
 from proxy.engine.wire import CacheMarksMode, WireFormat
 
-CHANGING_MODES = ("reject", "window", "compact")
-"""The modes whose requests may go upstream other than they came."""
-
 
 def marks_mode(policy: Policy, upstream_caches_at_marks: bool) -> CacheMarksMode | None:
     """The `cache_marks` mode a request is prepared under; None: its breakpoints are left alone
     (the upstream does not cache at them, or the policy's mode never changes a request)."""
-    if not upstream_caches_at_marks or policy.mode not in CHANGING_MODES:
+    if not upstream_caches_at_marks or not policy.reduces:
         return None
     return policy.cache_marks
 

@@ -105,7 +105,7 @@ class Policy(StrictModel):
         description="Prompt-cache breakpoints (`cache_control`) for upstreams that cache only at "
         "them (Anthropic Messages): `auto` adds up to four at stable points when the request "
         "carries none (the client's own are kept), `keep` never adds any, `off` removes them. "
-        "Modes `off` and `inspect` never change a request.",
+        "Only in modes `window` and `compact` (the others never change a request).",
     )
     read_tool: ReadToolPolicy = Field(default_factory=ReadToolPolicy)
     models: dict[str, dict[str, Any]] = Field(

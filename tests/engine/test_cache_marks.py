@@ -59,7 +59,8 @@ def test_only_modes_that_change_requests_on_upstreams_that_cache_at_marks() -> N
     assert marks_mode(Policy(), True) == "auto"
     assert marks_mode(Policy(), False) is None
     assert marks_mode(Policy(cache_marks="off"), True) == "off"
-    for mode in ("off", "inspect"):
+    assert marks_mode(Policy(mode="compact"), True) == "auto"
+    for mode in ("off", "inspect", "reject"):
         assert marks_mode(Policy(mode=mode), True) is None
 
 
