@@ -42,7 +42,8 @@ class Reduction:
     item_tokens: list[int] = field(default_factory=list)
     """Tokens of each of `messages`: kept ones reuse their counts, only new ones are counted."""
     stable_items: int = 0
-    """The leading `messages` through the last one a step put in (a notice or a summary)."""
+    """The leading `messages` through the first one a step put in (a notice, or a summary that
+    a short item of the turns dropped since its roll-up may follow: the summary changes less)."""
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
@@ -385,7 +386,7 @@ async def _store(
 
 
 def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], list[int], int]:
-    """The edited items, the tokens of each, and how many lead through the last inserted."""
+    """The edited items, the tokens of each, and how many lead through the first inserted."""
     replaced = {e.index: e.message for e in edits if e.kind == "replace"}
     removed = {e.index for e in edits if e.kind == "remove"}
     inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
@@ -396,7 +397,7 @@ def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], list[int]
         if index in inserted:
             out.append(inserted[index])
             tokens.append(ctx.counter.count_message(inserted[index]))
-            stable = len(out)
+            stable = stable or len(out)
         if index in removed:
             continue
         new = index in replaced

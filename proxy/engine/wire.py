@@ -151,7 +151,7 @@ class WireFormat(Protocol):
     ) -> CacheMarks | None:
         """The request's prompt-cache breakpoints under `mode`, for an upstream that caches at
         them (Anthropic's `cache_control`); `stable_items`: the leading items of `body` through
-        the proxy's own stable stand-in (a notice or summary; 0: none). None: this wire format
+        the proxy's own stable stand-in (a notice or a summary; 0: none). None: this wire format
         has no such breakpoints."""
 
     def canonical(self, item: Any) -> bytes:
