@@ -28,8 +28,8 @@ def finish(
 ) -> Prepared:
     """The prepared request (`reduction` rendered, `synthetic` tools added when it names an
     artifact, breakpoints as the policy's `cache_marks` wants them), or the request as it came,
-    or a refusal. `refused`: reductions the planner left
-    out because they would not have lowered the count (never worse)."""
+    or a refusal. `refused`: reductions the planner left out because they would not have
+    lowered the count (never worse)."""
     manifest, counter = request.manifest, request.counter
     manifest.actions = reduction.actions
     reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
