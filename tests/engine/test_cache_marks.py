@@ -154,3 +154,22 @@ async def test_the_notice_of_dropped_turns_is_marked_and_stays_so(tmp_path: Path
     assert sent[1]["messages"][1] == notice
     # the block that ended the first request is where the second reads its prefix
     assert placed[0][3] == placed[1][2]
+
+
+async def test_a_model_override_sets_its_own_mode(tmp_path: Path) -> None:
+    policy = 'extends: default\nmodels:\n  "claude-sonnet-*": {cache_marks: keep}\n'
+    body = small_body()
+    got = await prepared(tmp_path, policy, body)
+    assert got.body == client_bytes(body) and got.manifest.cache_marks is not None
+    assert got.manifest.cache_marks["mode"] == "keep"
+    other = await prepared(tmp_path, policy, {**body, "model": "claude-haiku-4-5"})
+    assert other.changed and other.manifest.cache_marks is not None
+    assert other.manifest.cache_marks["mode"] == "auto"
+
+
+async def test_a_bad_mode_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    from proxy.policy.store import PolicyLoadError, PolicyStore
+
+    (tmp_path / "test.yaml").write_text("extends: default\ncache_marks: sometimes\n")
+    with pytest.raises(PolicyLoadError, match=r"test\.yaml: cache_marks: Input should be 'auto'"):
+        PolicyStore.load(tmp_path)
