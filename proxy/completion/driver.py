@@ -36,7 +36,7 @@ from proxy.stats import Pricing, RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.prices import PriceTable, estimate
-from proxy.upstream.base import Upstream
+from proxy.upstream.base import Upstream, caches_at_marks
 from proxy.upstream.windows import RequestWindows
 
 
@@ -96,9 +96,10 @@ class CompletionDriver:
                 request.body, request.raw, request.requester, request.wire, why
             )
         else:
+            call = marked_call(FIRST_CALL if sent else LOOKING, request)
             prepared = await self.preparer.prepare(
                 request.body, request.raw, request.requester, request.wire, request.windows,
-                call=FIRST_CALL if sent else LOOKING, summarizer=summarizer,
+                call=call, summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
         self._priced(request, prepared, estimate_cost)
@@ -114,8 +115,9 @@ class CompletionDriver:
         request.stats.pricing = Pricing(upstream, manifest.model, prices)
         if estimate_cost and manifest.counting_method:
             manifest.cost_estimate = estimate(
-                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio
-            )
+                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio,
+                manifest.cache_marks,
+            )  # fmt: skip
 
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
@@ -170,7 +172,7 @@ class _Exchange:
         when that changes nothing)."""
         request = self.request
         request.windows.record_stated(self.first.manifest.model, window)
-        again = await self._prepared(request.body, request.raw)
+        again = await self._prepared(request.body, request.raw, FIRST_CALL)
         if again.body == self.first.body:
             return None
         again.manifest.note(
@@ -186,14 +188,17 @@ class _Exchange:
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
         return await self._prepared(body, raw, call)
 
-    async def _prepared(
-        self, body: dict[str, Any], raw: bytes, call: CallOptions | None = None
-    ) -> Prepared:
+    async def _prepared(self, body: dict[str, Any], raw: bytes, call: CallOptions) -> Prepared:
         request = self.request
         return await self.preparer.prepare(
             body, raw, request.requester, request.wire, request.windows,
-            call=call, summarizer=self.summarizer,
+            call=marked_call(call, request), summarizer=self.summarizer,
         )  # fmt: skip
+
+
+def marked_call(call: CallOptions, request: ClientRequest) -> CallOptions:
+    """`call`, told whether its upstream caches at breakpoints (the policy's `cache_marks`)."""
+    return dataclasses.replace(call, cache_marks=caches_at_marks(request.windows.upstream))
 
 
 def _noted(stats: RequestStats, prepared: Prepared) -> None:

@@ -27,15 +27,17 @@ def finish(
     request: PreparingRequest, reduction: Reduction, synthetic: list[Any], refused: int = 0
 ) -> Prepared:
     """The prepared request (`reduction` rendered, `synthetic` tools added when it names an
-    artifact), or the request as it came, or a refusal. `refused`: reductions the planner left
-    out because they would not have lowered the count (never worse)."""
+    artifact, breakpoints as the policy's `cache_marks` wants them), or the request as it came,
+    or a refusal. `refused`: reductions the planner left out because they would not have
+    lowered the count (never worse)."""
     manifest, counter = request.manifest, request.counter
     manifest.actions = reduction.actions
     reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
     wire = request.wire
     added = synthetic if reduction.referenced else []
     body = wire.render(request.body, reduction.messages, added)
-    after = reduction.message_tokens + wire.overhead_tokens(body, counter)
+    overhead = wire.overhead_tokens(body, counter)
+    after = reduction.message_tokens + overhead
     manifest.tokens_after = after
     if after > request.budget.limit >= request.tokens:
         # What the steps did (e.g. the read tools an offload adds) would not fit, the
@@ -55,6 +57,8 @@ def finish(
     manifest.outcome = (
         Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
     )
+    marked = request.marked(body, reduction.item_tokens, overhead, reduction.stable_items)
+    body = body if marked is None else marked
     read = request.policy.read_tool
     tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
     offered = tools_added if reduction.referenced and synthetic else None

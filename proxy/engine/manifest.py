@@ -133,6 +133,10 @@ class Manifest:
     notes: list[str] = field(default_factory=list)
     note_codes: list[NoteCode] = field(default_factory=list)
     """The fixed codes of `x-ctxproxy-notes`, in the order they were noted, each once."""
+    cache_marks: dict[str, Any] | None = None
+    """Prompt-cache breakpoints, for an upstream that caches at them (`engine.cache_marks`): the
+    policy's mode, where the proxy placed some, how many the client sent and how many were
+    removed, and the tokens the provider will write (as prepared and unchanged); None otherwise."""
     cost_estimate: dict[str, Any] | None = None
     """The prompt's price as prepared and unchanged (`tokens.prices.estimate`), set by the
     completion driver for a dry run (it knows the upstream); None otherwise."""

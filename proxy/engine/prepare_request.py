@@ -3,7 +3,9 @@ and the request as the `Preparer` holds it while it prepares it (`PreparingReque
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from proxy.engine.budget import (
@@ -14,12 +16,13 @@ from proxy.engine.budget import (
     RatioReader,
     count_ratio_for,
 )
+from proxy.engine.cache_marks import apply_marks, client_written
 from proxy.engine.continuity import History
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.refusal import refusal
 from proxy.engine.steps.summarize.summarizer import Summarizer
-from proxy.engine.wire import WireFormat
+from proxy.engine.wire import CacheMarksMode, WireFormat
 from proxy.engine.working_set import Reinserted
 from proxy.errors import ProxyError
 from proxy.tokens.calibration_rule import CalibrationKey
@@ -104,10 +107,25 @@ class PreparingRequest:
     summarizer: Summarizer | None = None
     history: History = field(default_factory=lambda: History(Reinserted([], 0)))
     """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
+    marks: CacheMarksMode | None = None
+    """The `cache_marks` mode the body that goes gets (None: its breakpoints are left alone)."""
 
     @property
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
+
+    def marked(
+        self, body: dict[str, Any], costs: Sequence[int], fixed: int, stable_items: int
+    ) -> dict[str, Any] | None:
+        """`body` (which goes upstream; `costs` of its items, `fixed` of the rest) with the
+        breakpoints `marks` wants, or None when it stays as it is."""
+        if self.marks is None:
+            return None
+        before = client_written(self.wire, self.body, partial(_through, self.costs, self.fixed))
+        return apply_marks(
+            self.wire, self.marks, body, stable_items, partial(_through, costs, fixed),
+            self.manifest, before,
+        )  # fmt: skip
 
     def carried_tools(self) -> SyntheticTools | None:
         if not self.carries_tools:
@@ -116,9 +134,15 @@ class PreparingRequest:
         return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
 
     def unchanged(self, outcome: Outcome) -> Prepared:
+        """The request as it came (its breakpoints as the policy's `cache_marks` wants them,
+        unless it is broken input, which goes untouched)."""
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.manifest.tokens_before
         tools = self.carried_tools()
+        if outcome != Outcome.invalid_forwarded:
+            body = self.marked(self.body, self.costs, self.fixed, 0)
+            if body is not None:
+                return Prepared(self.wire.encode(body), True, self.manifest, body, tools)
         return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
 
     def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
@@ -129,6 +153,10 @@ class PreparingRequest:
             store_failed=store_failed, no_credential=NoteCode.no_credential in codes,
             write_budget=NoteCode.store_write_budget in codes,
         )  # fmt: skip
+
+
+def _through(costs: Sequence[int], fixed: int, items: int) -> int:
+    return fixed + sum(costs[:items])
 
 
 @dataclass(frozen=True)
@@ -147,6 +175,9 @@ class CallOptions:
     """The prepared request goes upstream as the client's own call: its cuts are kept for the
     next request of its conversation (`engine.cut_memory`). A dry run or a token count reads
     them but keeps none: what the upstream saw last is what the next request must keep."""
+    cache_marks: bool = False
+    """The upstream caches at the request's breakpoints (Anthropic's prompt caching): the
+    policy's `cache_marks` applies (`engine.cache_marks`)."""
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)

@@ -12,6 +12,7 @@ from typing import Any
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
+from proxy.engine.cache_marks import marks_mode
 from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
 from proxy.engine.finish import finish, plans
@@ -54,6 +55,8 @@ from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+
+REDUCED = (Outcome.reduced, Outcome.reduced_above_target)
 
 
 class Preparer:
@@ -181,6 +184,7 @@ class Preparer:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
+        request.marks = marks_mode(policy, call.cache_marks)
         request.summarizer = summarizer
         request.history = history
         if call.within_allowance:
@@ -223,7 +227,7 @@ class Preparer:
             raise request.refusal(request.tokens, request.tokens)
         assert conversation is not None  # a reducing mode parses whenever it reduces
         prepared = await self._reduce(request, conversation, tenant, store, call)
-        if not over and not prepared.changed:
+        if not over and prepared.manifest.outcome not in REDUCED:  # breakpoints may be added
             prepared.manifest.outcome = Outcome.within_trigger
         return prepared
 

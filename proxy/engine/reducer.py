@@ -39,8 +39,11 @@ from proxy.tokens.counters import TokenCounter
 @dataclass
 class Reduction:
     messages: list[Any]
-    message_tokens: int = 0
-    """Tokens of `messages`: kept messages reuse their counts, only new ones are counted."""
+    item_tokens: list[int] = field(default_factory=list)
+    """Tokens of each of `messages`: kept ones reuse their counts, only new ones are counted."""
+    stable_items: int = 0
+    """The leading `messages` through the first one a step put in (a notice, or a summary that
+    a short item of the turns dropped since its roll-up may follow: the summary changes less)."""
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
@@ -48,6 +51,10 @@ class Reduction:
     """The writes among `unconfirmed` that the tenant's write budgets refused."""
     over_scope_cap: int = 0
     """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
+
+    @property
+    def message_tokens(self) -> int:
+        return sum(self.item_tokens)
 
     @property
     def store_failed(self) -> int:
@@ -350,7 +357,7 @@ async def store_and_apply(
     reduction.unconfirmed = sent - len(confirmed)
     if sent > ctx.policy.artifacts.max_per_scope:
         reduction.over_scope_cap = sent
-    reduction.messages, reduction.message_tokens = _apply(ctx, edits)
+    reduction.messages, reduction.item_tokens, reduction.stable_items = _apply(ctx, edits)
     return reduction
 
 
@@ -378,22 +385,22 @@ async def _store(
     return len(sendable), confirmed & sendable.keys(), budget_refusals(confirmed)
 
 
-def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:
+def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], list[int], int]:
+    """The edited items, the tokens of each, and how many lead through the first inserted."""
     replaced = {e.index: e.message for e in edits if e.kind == "replace"}
     removed = {e.index for e in edits if e.kind == "remove"}
     inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
     out: list[Any] = []
-    tokens = 0
+    tokens: list[int] = []
+    stable = 0
     for index, message in enumerate(ctx.messages):
         if index in inserted:
             out.append(inserted[index])
-            tokens += ctx.counter.count_message(inserted[index])
+            tokens.append(ctx.counter.count_message(inserted[index]))
+            stable = stable or len(out)
         if index in removed:
             continue
-        if index in replaced:
-            out.append(replaced[index])
-            tokens += ctx.counter.count_message(replaced[index])
-        else:
-            out.append(message)
-            tokens += ctx.message_costs[index]
-    return out, tokens
+        new = index in replaced
+        out.append(replaced[index] if new else message)
+        tokens.append(ctx.counter.count_message(out[-1]) if new else ctx.message_costs[index])
+    return out, tokens, stable

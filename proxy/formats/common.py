@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.engine.conversation import Problem
+from proxy.engine.wire import CacheMarks, CacheMarksMode
 from proxy.errors import ErrorCode, ProxyError
 from proxy.tokens.usage import TokenUsage
 
@@ -87,3 +88,10 @@ def invalid_error(problems: Sequence[Problem], id_key: str = "tool_call_id") -> 
     return ProxyError(
         ErrorCode.invalid_messages, first.reason, param=first.param, details={"problems": listed}
     )
+
+
+def no_cache_marks(
+    body: dict[str, Any], mode: CacheMarksMode, stable_items: int
+) -> CacheMarks | None:
+    """A format without prompt-cache breakpoints (OpenAI's cache finds prefixes by itself)."""
+    return None

@@ -105,6 +105,7 @@ class OpenAIChat:
         return StreamFilter(names)
 
     invalid_error = staticmethod(common.invalid_error)
+    cache_marks = staticmethod(common.no_cache_marks)
 
     def is_tool_result(self, item: Any) -> bool:
         return isinstance(item, dict) and item.get("role") in ("tool", "function")

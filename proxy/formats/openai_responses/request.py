@@ -66,6 +66,7 @@ class OpenAIResponses:
     output_limit = staticmethod(output_limit)
     parse = staticmethod(parse_conversation)
     provider_history = staticmethod(provider_history)
+    cache_marks = staticmethod(common.no_cache_marks)
 
     def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
         return error.envelope(request_id)
