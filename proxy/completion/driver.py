@@ -16,7 +16,8 @@ and never calls back into the edge:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
+from proxy.engine.cache_warmth import note_sent
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
@@ -73,6 +75,8 @@ class CompletionDriver:
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     prices: PriceTable | None = None
     """Prices by upstream and model: the answers' cost, the preparation's estimate."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds: when a prompt went upstream (`engine.cache_warmth`)."""
 
     async def prepare(
         self,
@@ -140,7 +144,13 @@ class CompletionDriver:
             contributor=request.requester.contributor,
             refit=exchange.refit,
         )
-        return await run_completion(context, prepared)
+        sent_at = self.clock()
+        reply = await run_completion(context, prepared)
+        key = prepared.sent_key
+        if key is not None and reply.status < 400 and not request.requester.anonymous:
+            # the upstream took the prompt: its cache lives from now (a dry run never gets here)
+            await note_sent(self.store, key, sent_at)
+        return reply
 
     def summarizer(self, request: ClientRequest) -> UpstreamSummarizer:
         """Its own upstream and credentials by default; another upstream (a policy's

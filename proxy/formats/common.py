@@ -87,3 +87,14 @@ def invalid_error(problems: Sequence[Problem], id_key: str = "tool_call_id") -> 
     return ProxyError(
         ErrorCode.invalid_messages, first.reason, param=first.param, details={"problems": listed}
     )
+
+
+EXTENDED_RETENTION_SECONDS = 24 * 3600
+"""OpenAI's `prompt_cache_retention: "24h"` (Chat Completions and Responses)."""
+
+
+def retention_ttl(body: dict[str, Any]) -> int | None:
+    """The prompt-cache lifetime an OpenAI request asks for: 24 hours with
+    `prompt_cache_retention: "24h"` (extended retention); None otherwise (`in_memory` or none:
+    the upstream's configured lifetime applies)."""
+    return EXTENDED_RETENTION_SECONDS if body.get("prompt_cache_retention") == "24h" else None
