@@ -15,6 +15,7 @@ and never calls back into the edge:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -144,13 +145,16 @@ class CompletionDriver:
             contributor=request.requester.contributor,
             refit=exchange.refit,
         )
-        sent_at = self.clock()
-        reply = await run_completion(context, prepared)
         key = prepared.sent_key
-        if key is not None and reply.status < 400 and not request.requester.anonymous:
-            # the upstream took the prompt: its cache lives from now (a dry run never gets here)
-            await note_sent(self.store, key, sent_at)
-        return reply
+        if key is None or request.requester.anonymous:
+            return await run_completion(context, prepared)
+        # The prompt's cache lives from now. The time is kept while the call is under way (its
+        # write costs the request no time); a dry run or a token count never gets here.
+        keeping = asyncio.ensure_future(note_sent(self.store, key, self.clock()))
+        try:
+            return await run_completion(context, prepared)
+        finally:
+            await keeping
 
     def summarizer(self, request: ClientRequest) -> UpstreamSummarizer:
         """Its own upstream and credentials by default; another upstream (a policy's
