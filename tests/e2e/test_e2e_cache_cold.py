@@ -154,3 +154,25 @@ async def test_a_replica_that_sent_nothing_knows_the_cache_is_warm(
     finally:
         await one.stop()
         await two.stop()
+
+
+async def test_a_request_marked_for_an_hour_is_judged_by_the_hour(
+    clocked: tuple[RunningProxy, Clock],
+) -> None:
+    proxy, _ = clocked
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": mark}]},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "go on"},
+    ]
+    ttls = []
+    for content in (messages, [messages[-1]]):
+        async with aiohttp.ClientSession() as session, session.post(
+            f"{proxy.base_url}/context/prepare?format=anthropic_messages",
+            headers={"x-api-key": "k"},
+            json={"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": content},
+        ) as response:
+            assert response.status == 200, await response.text()
+            ttls.append(loads(await response.read())["manifest"]["cache"]["ttl_seconds"])
+    assert ttls == [3600, 300]
