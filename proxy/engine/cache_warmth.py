@@ -59,7 +59,8 @@ class CacheApplied(StrEnum):
     none = "none"
     """No new cut was due (under the trigger, or the remembered cuts keep it under)."""
     keep_prefix = "keep_prefix"
-    """A cut was due, the cache warm or unknown: earlier cuts kept, the new one growth-sized."""
+    """A cut was due and planned as ever: earlier cuts kept, the new one growth-sized (the cache
+    warm or unknown; or cold without remembered cuts, when there is nothing to give up)."""
     deeper_cut = "deeper_cut"
     """A cut was due, the cache cold: planned afresh, one cut to the target (a summary rolls
     up at once)."""

@@ -1,6 +1,7 @@
 """What a conversation's earlier requests left for this one, fetched in one store round trip:
-the working set's exchanges (`working_set`) and the cuts they made (`cut_memory`); and, once this
-request is prepared, its own cuts kept for the next one."""
+the working set's exchanges (`working_set`), the cuts they made (`cut_memory`) and when they went
+upstream (`cache_warmth`); and, once this request is prepared, its own cuts kept for the next
+one."""
 
 from __future__ import annotations
 
@@ -97,9 +98,10 @@ async def recall_history(
     first_call: bool,
     keep: bool = True,
 ) -> History:
-    """The working set's exchanges put back in `items` (when the policy keeps them) and the
-    cuts remembered for the history, for the client's own request (`first_call`) under a
-    reducing policy; nothing else. `keep`: this request's own cuts are kept for the next one
+    """The working set's exchanges put back in `items` (when the policy keeps them), the
+    cuts remembered for the history and when its conversation's prompt last went upstream
+    (`cache_warmth`), for the client's own request (`first_call`) under a reducing policy;
+    nothing else. `keep`: this request's own cuts are kept for the next one
     (`History.cuts_key`)."""
     if not (first_call and policy.reduces):
         return History(Reinserted(items, 0))
