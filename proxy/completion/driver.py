@@ -15,8 +15,10 @@ and never calls back into the edge:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
+from proxy.engine.cache_warmth import note_sent
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
@@ -73,6 +76,8 @@ class CompletionDriver:
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     prices: PriceTable | None = None
     """Prices by upstream and model: the answers' cost, the preparation's estimate."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds: when a prompt went upstream (`engine.cache_warmth`)."""
 
     async def prepare(
         self,
@@ -142,7 +147,16 @@ class CompletionDriver:
             contributor=request.requester.contributor,
             refit=exchange.refit,
         )
-        return await run_completion(context, prepared)
+        key = prepared.sent_key
+        if key is None or request.requester.anonymous:
+            return await run_completion(context, prepared)
+        # The prompt's cache lives from now. The time is kept while the call is under way (its
+        # write costs the request no time); a dry run or a token count never gets here.
+        keeping = asyncio.ensure_future(note_sent(self.store, key, self.clock()))
+        try:
+            return await run_completion(context, prepared)
+        finally:
+            await keeping
 
     def summarizer(self, request: ClientRequest) -> UpstreamSummarizer:
         """Its own upstream and credentials by default; another upstream (a policy's

@@ -230,6 +230,9 @@ class Learned:
 
     window: LearnedWindow | None = None
     ratio: AppliedRatio = NO_RATIO
+    cache_ttl: int | None = None
+    """The prompt-cache lifetime configured for the model (`upstreams[].prompt_cache`; None:
+    unknown, 0: none)."""
 
 
 class RatioReader(Protocol):

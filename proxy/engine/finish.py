@@ -51,7 +51,10 @@ def finish(
         if refused:
             manifest.note(NoteCode.never_worse, CUTS_REFUSED)
         return request.unchanged(Outcome.nothing_reduced)
-    if after >= request.tokens:  # never worse: the request as it came is no larger
+    # Never worse holds when the provider's cache is cold too: it is about size, not about the
+    # prefix. Cold, every token of the prompt is billed uncached, so a rewrite that is not
+    # smaller costs at least what the request as it came costs, and removes content for nothing.
+    if after >= request.tokens:  # the request as it came is no larger
         manifest.note(NoteCode.never_worse, NOT_SMALLER)
         return request.unchanged(Outcome.nothing_reduced)
     manifest.outcome = (

@@ -111,6 +111,10 @@ class ReplayLog:
         for k in moved:
             self.seen[k].append((t, horizons[k]))
 
+    def cut_from(self, t0: int) -> bool:
+        """Whether a cut was made at time point `t0` or later."""
+        return any(t >= t0 for step in self.cuts for t, _ in step)
+
     def cut(self, t: int, old: list[int], new: list[int]) -> None:
         for k, (a, b) in enumerate(zip(new, old, strict=True)):
             if a != b:
@@ -175,6 +179,7 @@ def plan_horizons(
     cut_last: bool = False,
     pinned: Pinned | None = None,
     log: ReplayLog | None = None,
+    defer: bool = False,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
@@ -186,7 +191,9 @@ def plan_horizons(
     `cut_last`: the last unit acts as if it crossed the trigger (the cut the next request
     would make if it crossed it: what a background summary may be made for ahead of time).
     `pinned`: the units it covers move as it says, nothing is decided there again. `log`
-    receives the cuts, the `when_seen` moves and the cuts refused (never worse)."""
+    receives the cuts, the `when_seen` moves and the cuts refused (never worse). `defer`: one
+    cut, at the last unit (when over the trigger), and only the `when_seen` moves before it (a
+    cold cache: no prefix to keep, and one cut to the goal keeps the most of the conversation)."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
     log = log if log is not None else ReplayLog.empty(len(steps))
@@ -194,6 +201,7 @@ def plan_horizons(
     pin = pinned if pinned is not None and pinned.units <= len(full) else _NO_PIN
     slack = pin.slack
     running = base  # the total up to the previous unit: horizons only change on an advance
+    last = len(full) - 1
     for t in range(len(full)):
         held = t < pin.units
         if held:
@@ -208,7 +216,7 @@ def plan_horizons(
         if held:
             cut = horizons.copy()
             _set(steps, cut, pin.cuts_at(t), t)
-        elif running - slack <= trigger and not (cut_last and t == len(full) - 1):
+        elif (defer and t < last) or (running - slack <= trigger and not (cut_last and t == last)):
             continue
         else:
             cut = _cut(totals, t, horizons, _goals(meter, trigger, target), trigger, log)

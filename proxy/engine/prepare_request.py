@@ -17,6 +17,7 @@ from proxy.engine.budget import (
     count_ratio_for,
 )
 from proxy.engine.cache_marks import apply_marks, client_written
+from proxy.engine.cache_warmth import NO_WARMTH, Warmth
 from proxy.engine.continuity import History
 from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
@@ -58,6 +59,11 @@ class UpstreamWindows(Protocol):
         """The upstream's configured name (what its count ratios are learned under)."""
         ...
 
+    def prompt_cache_ttl(self, model: str) -> int | None:
+        """How long the upstream keeps a prompt cached for `model` (seconds; 0: it caches
+        nothing; None: unknown)."""
+        ...
+
     async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
         """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
         is known yet (the model map does not know the model)."""
@@ -75,11 +81,12 @@ async def upstream_learned(
     """What a request's upstream told of the model's window (asked when the model is `unknown`
     to the model map) and the count ratio the request applies (`budget.count_ratio_for`, read
     from memory: call it on the loop)."""
-    window, upstream = None, ""
+    window, upstream, ttl = None, "", None
     if windows is not None:
         window, upstream = await windows.window(model, ask=unknown), windows.upstream_name
+        ttl = windows.prompt_cache_ttl(model)
     key = CalibrationKey(upstream, model)
-    return Learned(window, count_ratio_for(budget, ratios, key, contributor))
+    return Learned(window, count_ratio_for(budget, ratios, key, contributor), ttl)
 
 
 class PolicyResolver(Protocol):
@@ -109,6 +116,8 @@ class PreparingRequest:
     """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
     marks: CacheMarksMode | None = None
     """The `cache_marks` mode the body that goes gets (None: its breakpoints are left alone)."""
+    warmth: Warmth = NO_WARMTH
+    """What is known of the provider's cache of the conversation (`cache_warmth`)."""
 
     @property
     def tokens(self) -> int:

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
 from proxy.engine.cache_marks import marks_mode
+from proxy.engine.cache_warmth import CacheApplied, judge, resolve_ttl, sent_key
 from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
 from proxy.engine.finish import finish, plans
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared
+from proxy.engine.manifest import CacheReport, Manifest, NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
     FIRST_CALL,
@@ -48,7 +51,7 @@ from proxy.engine.threads import (
 )
 from proxy.engine.tool_text import own_text_scope, remembered_ids
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import working_set_notes
+from proxy.engine.working_set import WorkingSetKey, working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
 from proxy.synthetic.registry import tool_specs
@@ -72,6 +75,7 @@ class Preparer:
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
         background_observer: Observer | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._policies = policies
         self._counters = counters
@@ -81,6 +85,8 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
+        self._clock = clock
+        """Wall-clock seconds: how long ago a conversation's prompt was sent (`cache_warmth`)."""
         self.background = Background(observer=background_observer)
         """Summaries made off the request path (`steps.summarize.background`)."""
 
@@ -187,13 +193,26 @@ class Preparer:
         request.marks = marks_mode(policy, call.cache_marks)
         request.summarizer = summarizer
         request.history = history
+        sent = self._warmth(request, learned)
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
             manifest.refusal_limit = limit
         prepared = await self._decide(request, tenant, store, call)
-        prepared.working_set = history.working_set
+        prepared.working_set, prepared.sent_key = history.working_set, sent
         return prepared
+
+    def _warmth(self, request: PreparingRequest, learned: Learned) -> WorkingSetKey | None:
+        """What is known of the provider's cache of the request's conversation (in its
+        manifest), and where the time it goes upstream is kept (None: nowhere)."""
+        history = request.history
+        if history.place is None:  # not the client's own call of a reducing policy
+            return None
+        ttl = resolve_ttl(learned.cache_ttl, request.wire.cache_ttl(request.body))
+        warmth = judge(history.last_sent, self._clock(), ttl, history.sent_read)
+        request.warmth = warmth
+        request.manifest.cache = CacheReport(warmth.state, warmth.age_seconds, ttl)
+        return sent_key(history.place, ttl)
 
     async def _decide(
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
@@ -319,14 +338,15 @@ class Preparer:
                 wire, request.messages, conversation, policy, counter, request.costs,
                 artifact_id, own_text_mac, request.budget.allowance, sizing, recent_end,
             )  # fmt: skip
-            pinned = history.pinned(ctx.units)
-            budget = request.budget
-            return ctx, await plan_reduction(ctx, budget, base, reduced_base, services, pinned)
+            pinned, budget, cold = history.pinned(ctx.units), request.budget, request.warmth.cold
+            planned = await plan_reduction(ctx, budget, base, reduced_base, services, pinned, cold)
+            return ctx, planned
 
         if precompute:  # summaries started ahead of time; nothing changes in this request
             await plan(policy)
             return request.unchanged(Outcome.within_trigger)
         ctx, planned, relaxed = await plans(request, plan, call.last_resort)
+        _applied(request.manifest, planned)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         prepared = finish(request, reduction, synthetic, planned.log.refused)
@@ -334,6 +354,13 @@ class Preparer:
         kept = dataclasses.replace(made, relaxed=relaxed, recent_end=ctx.recent_end)
         await keep_cuts(store, history, kept)
         return prepared
+
+
+def _applied(manifest: Manifest, planned: Plan) -> None:
+    """What the cache's state changed: a due cut kept the prefix, or went deeper (cold)."""
+    if manifest.cache is not None and planned.due:
+        deeper = planned.deeper
+        manifest.cache.applied = CacheApplied.deeper_cut if deeper else CacheApplied.keep_prefix
 
 
 def _made(

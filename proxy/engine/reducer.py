@@ -214,6 +214,10 @@ class Plan:
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
     log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
     """What the replay did: each step's cuts and eager moves, the cuts it refused."""
+    due: bool = False
+    """A new cut was due (after the remembered units)."""
+    deeper: bool = False
+    """It was planned afresh to the target: the cache was cold (`plan_reduction`)."""
 
     @property
     def expected(self) -> int:
@@ -223,9 +227,11 @@ class Plan:
 
 async def plan_reduction(
     ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices,
-    pinned: Pinned | None = None,
+    pinned: Pinned | None = None, cold: bool = False,
 ) -> Plan:  # fmt: skip
-    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite."""
+    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite.
+    `cold`: the provider's cache is cold (`cache_warmth`): a cut due over remembered cuts is
+    planned afresh instead, one cut at the last unit, the remembered cuts given up."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -237,12 +243,12 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
+    def replay(cut_last: bool, fresh: bool = False) -> tuple[list[int], ReplayLog]:
         log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
             full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
-            target=min(budget.target, budget.reduce_over), growth=growth, cut_last=cut_last,
-            pinned=pinned, log=log,
+            target=min(budget.target, budget.reduce_over), growth=growth,
+            cut_last=cut_last, pinned=None if fresh else pinned, log=log, defer=fresh,
         )  # fmt: skip
         return horizons, log
 
@@ -250,6 +256,10 @@ async def plan_reduction(
     if services.precompute:
         await _precompute(steps, ctx, services, log.cuts)
         return Plan([], 0, 0)
+    due = log.cut_from(pinned.units if pinned is not None else 0)
+    deeper = cold and due and pinned is not None  # without remembered cuts, nothing to give up
+    if deeper:
+        horizons, log = replay(False, fresh=True)
     assigned = _assigned(horizons, len(steps))
     for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
@@ -268,7 +278,8 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)), log)
+    protected = fixed + sum(cost[u] for u in _protected_units(ctx, plans))
+    return Plan(outputs, total, protected, log, due, deeper)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:

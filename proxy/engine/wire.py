@@ -84,6 +84,11 @@ class WireFormat(Protocol):
     def output_limit(self, body: dict[str, Any]) -> int | None:
         """The request's explicit output limit (a non-negative integer), if any."""
 
+    def cache_ttl(self, body: dict[str, Any]) -> int | None:
+        """The prompt-cache lifetime (seconds) the request itself asks for where cuts happen
+        (Anthropic message marks with `"ttl": "1h"`, OpenAI `prompt_cache_retention: "24h"`);
+        None when it asks for none (the upstream's configured lifetime applies)."""
+
     def parse(self, items: Sequence[Any]) -> Conversation:
         """System prefix, turns, units and structural problems (worded for this format)."""
 

@@ -95,3 +95,12 @@ def no_cache_marks(
 ) -> CacheMarks | None:
     """A format without prompt-cache breakpoints (OpenAI's cache finds prefixes by itself)."""
     return None
+EXTENDED_RETENTION_SECONDS = 24 * 3600
+"""OpenAI's `prompt_cache_retention: "24h"` (Chat Completions and Responses)."""
+
+
+def retention_ttl(body: dict[str, Any]) -> int | None:
+    """The prompt-cache lifetime an OpenAI request asks for: 24 hours with
+    `prompt_cache_retention: "24h"` (extended retention); None otherwise (`in_memory` or none:
+    the upstream's configured lifetime applies)."""
+    return EXTENDED_RETENTION_SECONDS if body.get("prompt_cache_retention") == "24h" else None

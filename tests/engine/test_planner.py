@@ -10,6 +10,7 @@ from hypothesis_profiles import examples
 
 from proxy.engine.growth import GrowthSizing
 from proxy.engine.planner import (
+    ReplayLog,
     StepPlan,
     _Totals,
     applying_step,
@@ -349,3 +350,28 @@ def test_cuts_are_the_time_points_and_horizons_of_each_steps_cuts() -> None:
     nothing: list[list[tuple[int, int]]] = [[]]
     plan_horizons([100] * 5, [drop_step(5)], cuts=nothing, **kwargs)
     assert nothing == [[]]
+
+
+def test_deferred_one_cut_at_the_last_unit_to_the_target() -> None:
+    """A cold cache (`defer`): no cut while the units arrive, then one cut, to the target, at the
+    last unit; where the replay cut over and over and ended anywhere between target and trigger."""
+    full = [100] * 30
+    kwargs = {"base": 50, "reduced_base": 60, "trigger": 1000, "target": 700}
+    replayed, deferred = ReplayLog.empty(1), ReplayLog.empty(1)
+    [h] = plan_horizons(full, [drop_step(30)], log=replayed, **kwargs)
+    [d] = plan_horizons(full, [drop_step(30)], log=deferred, defer=True, **kwargs)
+    assert len(replayed.cuts[0]) > 1
+    assert deferred.cuts == [[(29, d)]]
+    total = 60 + 10 + sum(full[d:])
+    assert total <= 700 < total + full[d - 1]  # the smallest cut under the target
+    assert d <= h  # keeps at least as much as the replay
+    assert deferred.cut_from(29) and not deferred.cut_from(30)
+
+
+def test_deferred_under_the_trigger_cuts_nothing_but_moves_when_seen() -> None:
+    full = [100, 900, 100, 100]
+    when_seen = StepPlan([100, 90, 100, 100], [t + 1 for t in range(4)], when_seen=True)
+    kwargs = {"base": 0, "reduced_base": 30, "trigger": 10**6, "target": 10**5}
+    log = ReplayLog.empty(1)
+    assert plan_horizons(full, [when_seen], log=log, defer=True, **kwargs) == [2]
+    assert log.cuts == [[]] and log.seen == [[(1, 2)]]

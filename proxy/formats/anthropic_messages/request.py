@@ -21,6 +21,7 @@ from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common
 from proxy.formats.anthropic_messages import answers, errors, mark_placement, summary, usage
 from proxy.formats.anthropic_messages.cache_marks import capped_cache_marks
+from proxy.formats.anthropic_messages.cache_ttl import marked_cache_ttl
 from proxy.formats.anthropic_messages.conversation import parse_conversation
 from proxy.formats.anthropic_messages.fields import (
     any_text,
@@ -66,6 +67,7 @@ class AnthropicMessages:
     model = staticmethod(request_model)
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
+    cache_ttl = staticmethod(marked_cache_ttl)
     parse = staticmethod(parse_conversation)
     summary_bodies = staticmethod(summary.summary_bodies)
     summary_answer = staticmethod(summary.summary_answer)

@@ -61,6 +61,7 @@ class OpenAIChat:
     model = staticmethod(request_model)
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
+    cache_ttl = staticmethod(common.retention_ttl)
     parse = staticmethod(parse_conversation)
     summary_bodies = staticmethod(summary.summary_bodies)
     summary_answer = staticmethod(summary.summary_answer)
