@@ -56,7 +56,7 @@ class BudgetPolicy(StrictModel):
         default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
     )
     trigger: FractionOrTokens = Field(
-        default=0.95,
+        default=1.0,
         description="Reduce only when the input exceeds this (fraction of allowance or tokens).",
     )
     target: FractionOrTokens = Field(
