@@ -55,7 +55,8 @@ def turns_of(shape: str, budget: int, fills: float) -> int:
 
 def scenario_of(cell: Cell) -> Scenario:
     turns = turns_of(cell.shape, cell.budget, cell.fills)
-    scenario = growing(cell.seed, turns) if cell.shape == "small" else agent_session(cell.seed, turns)
+    small = cell.shape == "small"
+    scenario = growing(cell.seed, turns) if small else agent_session(cell.seed, turns)
     scenario.key = cell.shape
     return scenario
 
@@ -110,7 +111,9 @@ def _pct(value: float | None) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.quality.cache_first", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.quality.cache_first", description=__doc__
+    )
     split = lambda s: [x for x in s.split(",") if x]  # noqa: E731
     parser.add_argument("--budgets", type=lambda s: [int(x) for x in split(s)], default=BUDGETS)
     parser.add_argument("--shapes", type=split, default=["small", "large"])

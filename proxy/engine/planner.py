@@ -42,6 +42,10 @@ class StepPlan:
     keeps_from: int | None = None
     """For a step that removes whole units: the first unit of the recent ones it never removes.
     None: the step removes no unit (it may shrink them)."""
+    deep_cuts: bool = True
+    """The planner may weigh taking this step deeper than the goal (`_cut_options`); a step
+    whose cuts are paced by their own rule (a summary's roll-ups) says no, and the plan keeps
+    to the goals."""
     when_seen: bool = False
     """The step acts on each unit as it arrives, trigger or not, whenever that unit costs less
     under it (e.g. offloading every oversized result): its horizon then moves past that unit."""
@@ -198,6 +202,7 @@ def plan_horizons(
     horizons = [0] * len(steps)
     log = log if log is not None else ReplayLog.empty(len(steps))
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
+    deep = meter is not None and all(s.deep_cuts for s in steps)
     pin = pinned if pinned is not None and pinned.units <= len(full) else _NO_PIN
     slack = pin.slack
     running = base  # the total up to the previous unit: horizons only change on an advance
@@ -219,7 +224,8 @@ def plan_horizons(
         elif (defer and t < last) or (running - slack <= trigger and not (cut_last and t == last)):
             continue
         else:
-            cut = _cut(totals, t, horizons, _goals(meter, trigger, target), trigger, log, deep=meter is not None)
+            goals = _goals(meter, trigger, target)
+            cut = _cut(totals, t, horizons, goals, trigger, log, deep=deep)
             slack = slack if cut == horizons else 0  # a new stand-in item: the plan's count
         if cut != horizons:
             log.cut(t, horizons, cut)
@@ -305,7 +311,7 @@ def _cut(
         else:
             kept = unchanged_prefix(totals, t, horizons, cut)
             score = (trigger - kept) / ((trigger - after) * (trigger + after))
-            key = (after > goals[-1], -float(kept), score)
+            key = (after > goals[-1], -float(kept), score) if deep else (False, 0.0, score)
         if best_key is None or key < best_key:
             best, best_key = cut, key
     return best

@@ -148,7 +148,8 @@ def _as_summarize(entry: Any) -> Any:
     if isinstance(entry, StepConfig):
         if entry.kind != "drop_turns":
             return entry
-        entry = entry.model_dump()
+        # the settings written, not drop_turns' own defaults (summarize has its own)
+        entry = {**entry.model_dump(exclude_unset=True), "kind": "drop_turns"}
     if isinstance(entry, dict) and entry.get("kind") == "drop_turns":
         return {**entry, "kind": "summarize"}
     return entry

@@ -246,8 +246,8 @@ async def plan_reduction(
     def replay(cut_last: bool, fresh: bool = False) -> tuple[list[int], ReplayLog]:
         log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
-            target=min(budget.target, budget.reduce_over), growth=growth,
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.plan_over,
+            target=min(budget.target, budget.plan_over), growth=growth,
             cut_last=cut_last, pinned=None if fresh else pinned, log=log, defer=fresh,
         )  # fmt: skip
         return horizons, log

@@ -263,7 +263,7 @@ OVER_TRIGGER = {**OFFLOAD, "when": "over_trigger"}
 
 
 async def test_plan_under_trigger_changes_nothing() -> None:
-    ctx = reduction_ctx(steps=steps(OVER_TRIGGER))
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER, drop={"keep_recent_turns": 2}))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     assert plan.outputs == []
