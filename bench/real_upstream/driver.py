@@ -28,7 +28,8 @@ from typing import Any
 
 import openai
 
-from bench.real_upstream.report import Call, summary, turn_table
+from bench.real_upstream.reeval import MARKER_PATH, evaluated_from_log, floor_tokens
+from bench.real_upstream.report import Call, reeval_table, summary, turn_table
 from bench.real_upstream.tokenizer import export_tokenizer
 
 SYSTEM = "You are a concise coding assistant. Answer in one or two short sentences."
@@ -272,11 +273,14 @@ def run(args: argparse.Namespace) -> int:
     direct_client = openai.OpenAI(
         base_url=args.direct, api_key="sk-no-key-needed", max_retries=0, timeout=600
     )
+    mark(args.direct, "direct")
     direct = converse(direct_client, args, "direct", variants)
     runs = {}
     for name, key in variants.items():
         client = openai.OpenAI(base_url=args.proxy, api_key=key, max_retries=0, timeout=600)
+        mark(args.direct, name)
         runs[name] = converse(client, args, name, {}, key)
+    mark(args.direct, "end")
     kept = {name: facts_inline(args.proxy, key, args) for name, key in variants.items()}
     lines = [
         f"Model `{args.model}`, n_ctx {args.window}, max_tokens {args.max_tokens}, temperature 0, "
@@ -292,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
         "in the prompt at the last turn (ctxproxy's dry run of the whole history):",
         "",
         *(f"- {name}: {k}/{n}" for name, (k, n) in kept.items()),
+        *reevaluated(args, direct, runs),
     ]
     print("\n".join(lines))
     if args.json:
@@ -306,6 +311,29 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def mark(direct: str, label: str) -> None:
+    """A line in the server's access log where `label`'s conversation starts (`reeval`)."""
+    with urllib.request.urlopen(f"{direct}{MARKER_PATH}{label}", timeout=30) as answer:
+        answer.read()
+
+
+def reevaluated(
+    args: argparse.Namespace, direct: list[Call], runs: dict[str, list[Call]]
+) -> list[str]:
+    """The prompt tokens the server evaluated per conversation (its log) and the floor."""
+    if not args.llama_log:
+        return []
+    evaluated = evaluated_from_log(args.llama_log)
+    floors: dict[str, int] = {}
+    if args.tokenizer:
+        from tokenizers import Tokenizer
+
+        encoder = Tokenizer.from_file(args.tokenizer)
+        users = [user_message(t)["content"] for t in range(1, args.turns + 1)]
+        floors = {name: floor_tokens(encoder, SYSTEM, users) for name in ["direct", *runs]}
+    return reeval_table(evaluated, floors, {"direct": direct, **runs}, args.window)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         help="LABEL=PROXY_KEY, one per ctxproxy tenant (the first is the main one)",
     )
     r.add_argument("--json", help="also write every call here")
+    r.add_argument("--llama-log", help="the server's log: prompt tokens evaluated per variant")
+    r.add_argument("--tokenizer", help="the model's tokenizer.json: the perfect-cache floor")
     e = sub.add_parser("export-tokenizer", help="GGUF vocabulary -> tokenizer.json")
     e.add_argument("gguf")
     e.add_argument("out")

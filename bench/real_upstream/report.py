@@ -171,3 +171,28 @@ def summary(
                     f"{c.status} `{_short(c.error, 300)}`"
                 )
     return lines
+
+
+def reeval_table(
+    evaluated: dict[str, int], floors: dict[str, int], runs: dict[str, list[Call]], window: int
+) -> list[str]:
+    """Per conversation: the prompt tokens the server evaluated (its log), the perfect-cache
+    floor of the same conversation, their ratio, the turns answered and the calls over the
+    window."""
+    lines = [
+        "",
+        "### Prompt tokens re-evaluated by the server (its own log) against a perfect cache",
+        "",
+        "| conversation | evaluated | perfect-cache floor | ratio | turns answered | "
+        "calls over the window |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, calls in runs.items():
+        done, floor = evaluated.get(name), floors.get(name)
+        ratio = f"{done / floor:.2f}x" if done is not None and floor else "-"
+        over = sum(1 for c in calls if (c.prompt_tokens or 0) > window)
+        lines.append(
+            f"| {name} | {_cell(done)} | {_cell(floor)} | {ratio} | "
+            f"{sum(c.ok for c in calls)}/{len(calls)} | {over} |"
+        )
+    return lines

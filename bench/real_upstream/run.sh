@@ -117,6 +117,7 @@ if "${DRIVER[@]}" export-tokenizer "$GGUF" "$WORK/smollm2-tokenizer.json" \
     printf 'extends: real-upstream\ncounting: {tokenizer: "hf:%s"}\n' \
         "$WORK/smollm2-tokenizer.json" >"$WORK/policies/real-upstream-hf.yaml"
     variants+=(--variant "hf=bench-hf")
+    TOKENIZER_ARG=$WORK/smollm2-tokenizer.json
     tenants="$tenants
   - {name: hf, keys: [bench-hf], policy: real-upstream-hf}"
 fi
@@ -166,5 +167,6 @@ wait_http "http://127.0.0.1:$PROXY_PORT/readyz" 60
 "${DRIVER[@]}" run \
     --direct "http://127.0.0.1:$LLAMA_PORT/v1" --proxy "http://127.0.0.1:$PROXY_PORT/v1" \
     --model "$MODEL" --window "$N_CTX" --turns "$TURNS" --max-tokens "$MAX_TOKENS" \
-    "${variants[@]}" --json "$RESULTS_DIR/results.json" | tee "$RESULTS_DIR/results.md"
+    "${variants[@]}" --json "$RESULTS_DIR/results.json" --llama-log "$RESULTS_DIR/llama.log" \
+    ${TOKENIZER_ARG:+--tokenizer "$TOKENIZER_ARG"} | tee "$RESULTS_DIR/results.md"
 echo "results, versions and server logs: $RESULTS_DIR" >&2
