@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.quality.gen import growing
 from bench.quality.gen_agent import agent_session
-from bench.quality.report import REFERENCE_METHOD, Record, aggregate
+from bench.quality.report import REFERENCE_METHOD, Record, Row, aggregate
 from bench.quality.run import evaluate
 from bench.quality.text import Scenario
 from proxy.tokens.catalog import ModelCatalog
@@ -34,6 +34,10 @@ BUDGETS = [8_000, 16_000, 32_000, 128_000]
 TURN_TOKENS = {"small": 300, "large": 2_200}
 """About what a turn adds in each shape (E and F of `bench.quality`)."""
 MAX_TURNS = {"small": 1_400, "large": 200}
+UNCHANGED = "full history"
+CACHE_READ = 0.1
+"""A cached input token's price, as a share of an uncached one (Anthropic's and most of
+OpenAI's models; cache writes are not priced here)."""
 MIN_TURNS = {"small": 200, "large": 80}
 """As `bench.quality` runs E and F: enough cuts at the small budgets to compare."""
 
@@ -77,19 +81,25 @@ def run_cell(cell: Cell) -> list[Record]:
 
 
 def _wanted(presets: tuple[str, ...]) -> set[str]:
-    return {REFERENCE_METHOD, *(f"ctxproxy {p}" for p in presets)}
+    return {UNCHANGED, REFERENCE_METHOD, *(f"ctxproxy {p}" for p in presets)}
+
+
+def billed(row: Row) -> float:
+    """Input billed in uncached-token units: a cached token at CACHE_READ of the price."""
+    return (row.prompt - row.prefix) + CACHE_READ * row.prefix
 
 
 def table(records: list[Record], cells: list[Cell], methods: list[str]) -> str:
     lines = [
-        "| shape | budget | turns | method | cached prefix | vs reference | evidence reachable "
-        "| over budget | refused | broken pairs |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| shape | budget | turns | method | cached prefix | vs reference | input billed vs "
+        "unchanged | evidence reachable | over budget | refused | broken pairs |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     keys = sorted({(c.shape, c.budget, c.fills) for c in cells}, key=lambda k: (k[0], k[1]))
     for shape, budget, fills in keys:
         mine = [r for r in records if r.scenario == shape and r.budget == budget]
         reference = aggregate(r for r in mine if r.method == REFERENCE_METHOD).prefix_share
+        unchanged = billed(aggregate(r for r in mine if r.method == UNCHANGED))
         for method in methods:
             row = aggregate(r for r in mine if r.method == method)
             if not row.requests:
@@ -99,9 +109,11 @@ def table(records: list[Record], cells: list[Cell], methods: list[str]) -> str:
                 f"{100 * (share - reference):+.1f} pts"
             )
             reach = f"{row.reachable}/{row.probes}" if row.probes else "-"
+            cost = _pct(billed(row) / unchanged) if unchanged else "-"
             lines.append(
                 f"| {shape} | {budget:,} | {turns_of(shape, budget, fills)} | {method} | "
-                f"{_pct(share)} | {gap} | {reach} | {row.over} | {row.refused} | {row.broken} |"
+                f"{_pct(share)} | {gap} | {cost} | {reach} | {row.over} | {row.refused} | "
+                f"{row.broken} |"
             )
     return "\n".join(lines)
 
@@ -138,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     order = sorted(cells, key=lambda c: -c.budget)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         records = [r for rs in pool.map(run_cell, order) for r in rs]
-    methods = [REFERENCE_METHOD, *(f"ctxproxy {p}" for p in args.presets)]
+    methods = [UNCHANGED, REFERENCE_METHOD, *(f"ctxproxy {p}" for p in args.presets)]
     print(table(records, cells, methods))
     print(f"\n{len(records)} requests judged in {time.perf_counter() - started:.0f} s")
     return 0

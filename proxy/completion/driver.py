@@ -42,6 +42,12 @@ from proxy.tokens.prices import PriceTable, estimate
 from proxy.upstream.base import Upstream, caches_at_marks
 from proxy.upstream.windows import RequestWindows
 
+RETRY_CUSHION = 1.01
+"""The retry's ratio, a little above the one the refused prompt showed (its cut prompt differs)."""
+MAX_STATED_RATIO = 4.0
+"""A stated size further from the proxy's count than a count ratio may be (`budget.count_ratio`
+at most 4) is about something else than this prompt's tokens: the retry ignores it."""
+
 
 @dataclass(slots=True)  # one per request: plain stores, not frozen setattrs
 class ClientRequest:
@@ -181,12 +187,19 @@ class _Exchange:
     first: Prepared
     summarizer: UpstreamSummarizer
 
-    async def prepare_again(self, window: int) -> Prepared | None:
+    async def prepare_again(self, window: int, prompt_tokens: int | None) -> Prepared | None:
         """The upstream stated `window` in an overflow error: remember it, prepare again (None
-        when that changes nothing)."""
+        when that changes nothing). When it also stated the prompt's size, the retry counts
+        with at least the ratio of that size to the proxy's count of the same prompt: the
+        learned ratio was too low for this conversation."""
         request = self.request
         request.windows.record_stated(self.first.manifest.model, window)
-        again = await self._prepared(request.body, request.raw, FIRST_CALL)
+        call = FIRST_CALL
+        counted = self.first.manifest.tokens_after
+        floor = prompt_tokens / counted * RETRY_CUSHION if prompt_tokens and counted else None
+        if floor is not None and floor <= MAX_STATED_RATIO:
+            call = dataclasses.replace(call, min_count_ratio=floor)
+        again = await self._prepared(request.body, request.raw, call)
         if again.body == self.first.body:
             return None
         again.manifest.note(

@@ -1,8 +1,9 @@
 """One tighter retry when the upstream answers "context length exceeded".
 
 The first answer of a completion is checked: an overflow error (`upstream.overflow`) that states
-the model's window hands that window to the caller's `PrepareAgain`, which records it and prepares
-the request once more against it. When that gives a different body, the request is sent again
+the model's window hands that window (and the prompt's size in the upstream's tokens, when the
+error states it) to the caller's `PrepareAgain`, which records the window and prepares the request
+once more against it. When that gives a different body, the request is sent again
 (once: the second answer is relayed whatever it says); otherwise the first answer is relayed as
 it came, its bytes read so far included (`PeekedResponse`).
 """
@@ -15,10 +16,16 @@ from multidict import CIMultiDictProxy
 
 from proxy.engine.manifest import Prepared
 from proxy.upstream.base import UpstreamResponse
-from proxy.upstream.overflow import MAX_ERROR_BYTES, OVERFLOW_STATUSES, stated_window
+from proxy.upstream.overflow import (
+    MAX_ERROR_BYTES,
+    OVERFLOW_STATUSES,
+    stated_prompt_tokens,
+    stated_window,
+)
 
-PrepareAgain = Callable[[int], Awaitable[Prepared | None]]
-"""Given the window an upstream stated, the request prepared again (None: nothing would change)."""
+PrepareAgain = Callable[[int, int | None], Awaitable[Prepared | None]]
+"""Given the window an upstream stated (and the prompt's size in its tokens, when it says), the
+request prepared again (None: nothing would change)."""
 
 
 async def checked_first_answer(
@@ -33,7 +40,7 @@ async def checked_first_answer(
     if window is None:
         return peeked
     try:
-        again = await prepare_again(window)
+        again = await prepare_again(window, stated_prompt_tokens(answer.status, peeked.head))
     except BaseException:
         answer.close()
         raise

@@ -187,6 +187,9 @@ class CallOptions:
     cache_marks: bool = False
     """The upstream caches at the request's breakpoints (Anthropic's prompt caching): the
     policy's `cache_marks` applies (`engine.cache_marks`)."""
+    min_count_ratio: float | None = None
+    """At least this count ratio (a retry after an overflow error that stated the prompt's
+    size: the learned ratio was too low for this conversation)."""
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)

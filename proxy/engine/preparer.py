@@ -56,6 +56,7 @@ from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
 from proxy.synthetic.registry import tool_specs
 from proxy.tokens.calibration import CountCalibration
+from proxy.tokens.calibration_rule import AppliedRatio, RatioSource
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
@@ -188,7 +189,7 @@ class Preparer:
             call = dataclasses.replace(call, offer_tools=False)
         if history.working_set is not None:
             manifest.notes.extend(working_set_notes(kept))
-        request = self._count(wire, body, raw, policy, manifest, learned)
+        request = self._count(wire, body, raw, policy, manifest, at_least(learned, call))
         request.carries_tools = carries_tools
         request.marks = marks_mode(policy, call.cache_marks)
         request.summarizer = summarizer
@@ -264,7 +265,7 @@ class Preparer:
         output, ratio = wire.output_limit(body), learned.ratio
         budget = compute_budget(
             policy.budget, manifest.model, output, self._catalog, learned.window, ratio.value,
-            ratio_source=ratio.source,
+            ratio_source=ratio.source, estimated=counter.method == "estimate",
         )  # fmt: skip
         costs = [counter.count_message(m) for m in messages]
         fixed = wire.overhead_tokens(body, counter)
@@ -361,6 +362,14 @@ def _applied(manifest: Manifest, planned: Plan) -> None:
     if manifest.cache is not None and planned.due:
         deeper = planned.deeper
         manifest.cache.applied = CacheApplied.deeper_cut if deeper else CacheApplied.keep_prefix
+
+
+def at_least(learned: Learned, call: CallOptions) -> Learned:
+    """`learned`, its count ratio raised to the call's floor (`CallOptions.min_count_ratio`)."""
+    floor = call.min_count_ratio
+    if floor is None or floor <= learned.ratio.value:
+        return learned
+    return dataclasses.replace(learned, ratio=AppliedRatio(floor, RatioSource.stated))
 
 
 def _made(

@@ -58,6 +58,9 @@ class RatioSource(StrEnum):
     """Nothing learned (or nothing agreed): 1."""
     pinned = "pinned"
     """The policy's `budget.count_ratio`."""
+    stated = "stated"
+    """A retry after an overflow error that stated the prompt's size: at least the ratio of
+    that size to the proxy's count of the refused prompt."""
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,29 @@ def stated_window(status: int, body: bytes) -> int | None:
     return None
 
 
+_PROMPT_PATTERNS = (
+    re.compile(r"\((\d{1,9}) in the messages", re.IGNORECASE),  # llama-cpp-python, older OpenAI
+    re.compile(r"your messages resulted in (\d{1,9}) tokens", re.IGNORECASE),  # OpenAI
+    re.compile(r"prompt is too long: (\d{1,9}) tokens >", re.IGNORECASE),  # Anthropic
+)
+
+
+def stated_prompt_tokens(status: int, body: bytes) -> int | None:
+    """The prompt's own size in the upstream's tokens, when an overflow answer states it."""
+    if not is_overflow(status, body):
+        return None
+    error = _error_object(body)
+    value = error.get("n_prompt_tokens")  # llama.cpp's server
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    message = str(error.get("message", ""))
+    for pattern in _PROMPT_PATTERNS:
+        match = pattern.search(message)
+        if match and int(match.group(1)) > 0:
+            return int(match.group(1))
+    return None
+
+
 def _error_object(body: bytes) -> dict[str, Any]:
     """`{"error": {...}}` (OpenAI, vLLM, llama.cpp) or a bare object with a `message`."""
     try:

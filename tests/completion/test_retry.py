@@ -27,14 +27,17 @@ OVERFLOW = {
 
 
 class Again:
-    """The caller's `PrepareAgain`: records the windows it is given, answers `result`."""
+    """The caller's `PrepareAgain`: records the windows (and stated prompt sizes) it is given,
+    answers `result`."""
 
     def __init__(self, result: Prepared | None) -> None:
         self.result = result
         self.windows: list[int] = []
+        self.prompts: list[int | None] = []
 
-    async def __call__(self, window: int) -> Prepared | None:
+    async def __call__(self, window: int, prompt_tokens: int | None) -> Prepared | None:
         self.windows.append(window)
+        self.prompts.append(prompt_tokens)
         return self.result
 
 
@@ -53,7 +56,7 @@ async def test_an_overflow_is_prepared_again_and_retried_once() -> None:
     upstream = UpstreamDouble(json_answer(OVERFLOW, status=400), json_answer(answer("fits")))
     again = Again(shorter())
     reply = await run(upstream, prepared(None), again)
-    assert reply.status == 200 and again.windows == [8192]
+    assert reply.status == 200 and again.windows == [8192] and again.prompts == [9000]
     assert [b["messages"][0]["content"] for b in upstream.bodies] == [
         "what was in the log?",
         "short",
@@ -99,7 +102,7 @@ async def test_nothing_to_change_relays_the_first_answer_byte_for_byte() -> None
 
 
 async def test_a_refused_preparation_closes_the_first_answer() -> None:
-    async def refuse(window: int) -> Prepared | None:
+    async def refuse(window: int, prompt_tokens: int | None) -> Prepared | None:
         raise ProxyError(ErrorCode.context_length_exceeded, "does not fit")
 
     upstream = UpstreamDouble(json_answer(OVERFLOW, status=400))

@@ -205,3 +205,40 @@ async def test_replicas_on_one_redis_share_the_calibrated_ratio(
     finally:
         await measuring.stop()
         await other.stop()
+
+
+async def test_an_overflow_stating_the_prompts_size_retries_with_the_upstreams_count(
+    proxy: RunningProxy, fake_upstream: FakeUpstream
+) -> None:
+    """The window was right but the upstream counts this conversation higher than the proxy
+    (a calibration that lags): the error's own prompt size sets the retry's count ratio, so the
+    retry is cut to fit instead of the same body being refused again."""
+    counter = counter_for("gpt-4")
+    turns = 1
+    while counter.count_request({"messages": agent_history(turns + 1, result_chars=1500)}) < 7000:
+        turns += 1
+    messages: list[Any] = agent_history(turns, result_chars=1500)
+    counted = counter.count_request({"model": "gpt-4", "messages": messages})
+    assert 6000 < counted < 7000  # under gpt-4's 8,192 less 100 for the answer: sent unchanged
+    stated = int(counted * 1.25)
+    overflow = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            f"messages resulted in {stated} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    fake_upstream.enqueue(error_reply(400, overflow), path=CHAT)
+    fake_upstream.enqueue(completion("fits now"), path=CHAT)
+    async with client(proxy) as sdk:
+        raw = await sdk.chat.completions.with_raw_response.create(
+            model="gpt-4", messages=messages, max_tokens=100
+        )
+    assert raw.parse().choices[0].message.content == "fits now"
+    assert "retried_after_overflow" in raw.headers["x-ctxproxy-notes"]
+    first, second = (r.json() for r in fake_upstream.requests(CHAT))
+    assert first["messages"] == messages
+    # counted as the upstream counts (x 1.25 and a 1% cushion), the retry fits its window
+    assert counter.count_request(second) * 1.25 * 1.01 <= 8192 - 100

@@ -265,3 +265,15 @@ def test_a_request_is_reduced_over_the_trigger_or_over_a_lower_refusal_limit() -
     roomy = compute_budget(policy, "m", 256, Models())
     assert roomy.limit > roomy.trigger and roomy.reduce_over == roomy.trigger
     assert Budget(100_000, 0, 0, 100_000, 10, 5).reduce_over == 10  # no limit known: the trigger
+
+
+def test_an_estimated_count_keeps_a_larger_margin() -> None:
+    """Counting with an estimate (no tokenizer for the model), the margin is at least 5% of the
+    window, whatever the policy's (a trigger at the allowance must not reach the window)."""
+    policy = BudgetPolicy.model_validate({"context_window": 2048, "reserved_output": 48})
+    exact = compute_budget(policy, "m", 48, Models())
+    rough = compute_budget(policy, "m", 48, Models(), estimated=True)
+    assert (exact.safety_margin, rough.safety_margin) == (int(0.02 * 2048), int(0.05 * 2048))
+    assert rough.allowance == 2048 - 48 - int(0.05 * 2048) < exact.allowance
+    wide = BudgetPolicy.model_validate({"context_window": 2048, "safety_margin": 0.1})
+    assert compute_budget(wide, "m", 48, Models(), estimated=True).safety_margin == 204

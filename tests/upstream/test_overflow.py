@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from proxy.upstream.overflow import is_overflow, stated_window
+from proxy.upstream.overflow import is_overflow, stated_prompt_tokens, stated_window
 
 
 def body(payload: Any) -> bytes:
@@ -90,3 +90,29 @@ def test_anthropics_prompt_too_long_states_its_maximum() -> None:
     ).encode()
     assert is_overflow(400, body)
     assert stated_window(400, body) == 200000
+
+
+ANTHROPIC = body(
+    {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 210000 tokens > 200000 maximum",
+        },
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "tokens"),
+    [(OPENAI, 9000), (VLLM, 4000), (LLAMA_CPP, 5000), (LLAMA_CPP_OLD, None), (ANTHROPIC, 210000)],
+)
+def test_the_prompt_size_an_overflow_answer_states(raw: bytes, tokens: int | None) -> None:
+    """The prompt's own tokens (never the completion's, nor the window): what the retry uses
+    to count the same conversation as the upstream does."""
+    assert stated_prompt_tokens(400, raw) == tokens
+
+
+def test_no_prompt_size_from_an_answer_that_is_no_overflow() -> None:
+    assert stated_prompt_tokens(429, OPENAI) is None
+    assert stated_prompt_tokens(400, body({"error": {"message": "(12 in the messages)"}})) is None
