@@ -15,13 +15,16 @@ from proxy.engine.budget import (
     count_ratio_for,
 )
 from proxy.engine.continuity import History
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Action, Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.refusal import refusal
 from proxy.engine.steps.summarize.summarizer import Summarizer
+from proxy.engine.tool_deferral import Deferral
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import Reinserted
 from proxy.errors import ProxyError
+from proxy.synthetic.find_tools import FIND_TOOLS
+from proxy.synthetic.registry import ARTIFACT_TOOLS
 from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.tokens.counters import TokenCounter
 
@@ -109,11 +112,28 @@ class PreparingRequest:
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
 
+    deferral: Deferral | None = None
+    """What the `defer_tools` step did to the request's tools (None: nothing)."""
+
     def carried_tools(self) -> SyntheticTools | None:
-        if not self.carries_tools:
+        return self.synthetic_tools(self.carries_tools)
+
+    def synthetic_tools(self, artifacts: bool) -> SyntheticTools | None:
+        """The proxy's tools the prepared body offers: the search tool when tools were
+        deferred, then the read tools when `artifacts`."""
+        deferral = self.deferral
+        names = ((FIND_TOOLS,) if deferral else ()) + (ARTIFACT_TOOLS if artifacts else ())
+        if not names:
             return None
         read = self.policy.read_tool
-        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
+        return SyntheticTools(
+            read.max_rounds, read.max_page_chars, self.budget.allowance, names,
+            catalog=deferral.catalog if deferral else None,
+            given=((FIND_TOOLS, deferral.name),) if deferral else (),
+        )  # fmt: skip
+
+    def tool_actions(self) -> list[Action]:
+        return [self.deferral.action] if self.deferral else []
 
     def unchanged(self, outcome: Outcome) -> Prepared:
         self.manifest.outcome = outcome

@@ -35,6 +35,7 @@ from proxy.engine.reducer import (
     store_and_apply,
 )
 from proxy.engine.step_api import StepServices
+from proxy.engine.steps.defer_tools import DeferToolsConfig
 from proxy.engine.steps.summarize.background import Background, Observer
 from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.threads import (
@@ -45,12 +46,13 @@ from proxy.engine.threads import (
     SummarizerOnLoop,
     Workers,
 )
+from proxy.engine.tool_deferral import defer_tools
 from proxy.engine.tool_text import own_text_scope, remembered_ids
 from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
-from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.registry import ARTIFACT_TOOLS, tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
@@ -168,6 +170,7 @@ class Preparer:
         call: CallOptions,
     ) -> Prepared:
         items = wire.items(body)
+        first_call = call.offer_tools
         history = await recall_history(
             store, tenant.scope, wire, items, policy, call.offer_tools, call.keeps_cuts
         )
@@ -181,6 +184,10 @@ class Preparer:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools = carries_tools
+        deferring = policy.tool_deferral() if first_call and policy.reduces else None
+        if deferring is not None:
+            tail = len(ARTIFACT_TOOLS) if carries_tools else 0
+            _defer_tools(request, deferring, tail)
         request.summarizer = summarizer
         request.history = history
         if call.within_allowance:
@@ -347,3 +354,19 @@ def _made(
         request.policy, len(request.messages), len(ctx.units), sizing, planned.log, sent,
         max(slack, 0),
     )  # fmt: skip
+
+
+def _defer_tools(request: PreparingRequest, config: DeferToolsConfig, tail: int) -> None:
+    """The `defer_tools` step on the request's tools (`tail`: the proxy's tools after them)."""
+    wire, counter = request.wire, request.counter
+    deferral = defer_tools(
+        config, wire, request.body, request.messages, tail, counter,
+        request.budget.allowance, request.manifest,
+    )  # fmt: skip
+    if deferral is None:
+        return
+    request.body = deferral.body
+    request.raw = wire.encode(deferral.body)
+    request.fixed = wire.overhead_tokens(deferral.body, counter)
+    request.deferral = deferral
+    request.manifest.actions.append(deferral.action)
