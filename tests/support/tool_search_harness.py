@@ -7,7 +7,17 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from fakes import Recorded, completion, dynamic_reply, stream_completion
+from fakes import (
+    Recorded,
+    completion,
+    dynamic_reply,
+    function_call_item,
+    message_item,
+    response_json,
+    response_stream,
+    stream_completion,
+)
+from fakes.anthropic import anthropic_message, anthropic_stream, text_block, tool_use_block
 from fakes.replies import Reply
 
 NEEDED = "slack_post_message"
@@ -71,3 +81,33 @@ def chat_call(stream: bool, name: str, arguments: dict[str, Any]) -> Reply:
 
 def chat_replies(count: int) -> list[Reply]:
     return [dynamic_reply(needing_one_tool(chat_answer, chat_call)) for _ in range(count)]
+
+
+def responses_answer(stream: bool, text: str) -> Reply:
+    output = [message_item(text)]
+    return response_stream(output) if stream else response_json(output)
+
+
+def responses_call(stream: bool, name: str, arguments: dict[str, Any]) -> Reply:
+    output = [function_call_item(name, json.dumps(arguments), call_id=f"call_{name}")]
+    return response_stream(output) if stream else response_json(output)
+
+
+def responses_replies(count: int) -> list[Reply]:
+    model = needing_one_tool(responses_answer, responses_call)
+    return [dynamic_reply(model) for _ in range(count)]
+
+
+def anthropic_answer(stream: bool, text: str) -> Reply:
+    content = [text_block(text)]
+    return anthropic_stream(content) if stream else anthropic_message(content)
+
+
+def anthropic_call(stream: bool, name: str, arguments: dict[str, Any]) -> Reply:
+    content = [tool_use_block(f"toolu_{name}", name, arguments)]
+    return anthropic_stream(content) if stream else anthropic_message(content)
+
+
+def anthropic_replies(count: int) -> list[Reply]:
+    model = needing_one_tool(anthropic_answer, anthropic_call)
+    return [dynamic_reply(model) for _ in range(count)]
