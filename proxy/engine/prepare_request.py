@@ -137,7 +137,7 @@ class PreparingRequest:
 
     def unchanged(self, outcome: Outcome) -> Prepared:
         self.manifest.outcome = outcome
-        self.manifest.tokens_after = self.manifest.tokens_before
+        self.manifest.tokens_after = self.tokens if self.deferral else self.manifest.tokens_before
         tools = self.carried_tools()
         return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
 

@@ -21,6 +21,7 @@ MAX_INDEXED_CHARS = 4_000
 MAX_LINE_CHARS = 160
 """The longest one-line description a result carries."""
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[0-9]+|[a-z]+")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _K1 = 1.2
 _B = 0.75
 _NAME_WEIGHT = 3
@@ -83,9 +84,17 @@ def words(text: str) -> list[str]:
 
 
 def _stem(word: str) -> str:
-    for suffix in ("ing", "ies", "es", "ed", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    """Plurals and -ing/-ed endings off (`branches`, `files`, `running` -> `branch`, `file`,
+    `runn`): words of one root meet, nothing more."""
+    if len(word) <= 4:
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "zes", "ches", "shes")):
+        return word[:-2]
+    for suffix in ("ing", "ed", "s"):
+        if word.endswith(suffix) and not word.endswith("ss"):
+            return word[: -len(suffix)]
     return word
 
 
@@ -125,9 +134,9 @@ class ToolCatalog:
             return []
         index = self._documents()
         scores = _bm25(index, terms)
-        lowered = query.lower()
+        named = set(_NAME.findall(query))
         for i, entry in enumerate(self.entries):
-            if entry.name.lower() in lowered:
+            if entry.name in named:
                 scores[i] += 1_000.0
         order = sorted(
             (i for i, score in enumerate(scores) if score > 0),

@@ -1,0 +1,169 @@
+"""The `defer_tools` step through the Preparer: which tools go upstream, in which order, what the
+manifest says, and what happens at the edges (tools that fit, no room even for the kept ones,
+hostile tool lists)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mcp_tools import chat_tools
+from pipeline_harness import TENANT, Harness, client_bytes, make_harness, write_policy
+from shared_tokens import shared_counters
+
+from proxy.engine.prepare_request import FOLLOW_UP
+from proxy.engine.tool_deferral import DUPLICATE_NOTE
+from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.synthetic.find_tools import FIND_TOOLS
+
+USER = {"role": "user", "content": "Post the release notes to Slack."}
+
+
+def policy(step: str = "{kind: defer_tools, budget: 2000, keep: [filesystem_*]}") -> str:
+    return (
+        "extends: default\n"
+        "budget: {context_window: 128000}\n"
+        f"steps: [{step}, {{kind: offload_tool_results}}, {{kind: drop_turns}}]\n"
+    )
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    write_policy(tmp_path, policy())
+    return make_harness(tmp_path, shared_counters())
+
+
+def request(messages: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o", "messages": messages or [USER], "tools": chat_tools(), **extra}
+
+
+def names(body: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools", [])]
+
+
+def call(call_id: str, name: str) -> dict[str, Any]:
+    function = {"name": name, "arguments": "{}"}
+    calls = [{"id": call_id, "type": "function", "function": function}]
+    return {"role": "assistant", "tool_calls": calls}
+
+
+def result(call_id: str, content: str = "done") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+async def test_over_the_budget_the_kept_tools_and_the_search_tool_go(harness: Harness) -> None:
+    prepared = await harness.prepare(request())
+    sent = names(prepared.parsed)
+    kept = [n for n in names(request()) if n.startswith("filesystem_")]
+    assert sent == [*kept, FIND_TOOLS]
+    assert orjson.loads(prepared.body) == prepared.parsed and prepared.changed
+    assert prepared.synthetic is not None and prepared.synthetic.names == (FIND_TOOLS,)
+    assert prepared.synthetic.catalog is not None and len(prepared.synthetic.catalog) == 120 - 14
+    action = prepared.manifest.actions[0]
+    assert (action.step, action.unit, action.count) == ("defer_tools", "tool_definitions", 106)
+    assert action.detail is not None and action.detail["loaded"] == []
+    assert "slack_post_message" in action.detail["deferred"]
+    assert action.detail["tool_tokens_after"] < 2000 < action.detail["tool_tokens_before"]
+    manifest = prepared.manifest
+    assert manifest.tokens_after == manifest.tokens_before - action.tokens_freed
+    assert prepared.headers()["x-ctxproxy-actions"] == "defer_tools:106"
+
+
+async def test_tools_within_the_budget_go_as_the_client_sent_them(harness: Harness) -> None:
+    body = request(tools=chat_tools(5))
+    prepared = await harness.prepare(body)
+    assert prepared.body == client_bytes(body) and not prepared.changed
+    assert prepared.synthetic is None
+
+
+async def test_used_and_forced_tools_stay_in_the_order_they_came(harness: Harness) -> None:
+    history = [USER, call("a", "slack_get_users"), result("a"), call("b", "git_status")]
+    history.append(result("b"))
+    forced = {"type": "function", "function": {"name": "time_get_current_time"}}
+    prepared = await harness.prepare(request(history, tool_choice=forced))
+    sent = names(prepared.parsed)
+    assert sent[-4:] == ["slack_get_users", "git_status", "time_get_current_time", FIND_TOOLS]
+    detail = prepared.manifest.actions[0].detail
+    assert detail is not None and detail["loaded"] == sent[-4:-1]
+
+
+async def test_only_the_most_recent_used_tools_stay(tmp_path: Path) -> None:
+    write_policy(tmp_path, policy("{kind: defer_tools, budget: 2000, recent_tools: 1}"))
+    harness = make_harness(tmp_path, shared_counters())
+    history = [USER, call("a", "slack_get_users"), result("a"), call("b", "git_status")]
+    history.append(result("b"))
+    prepared = await harness.prepare(request(history))
+    assert names(prepared.parsed) == ["git_status", FIND_TOOLS]
+
+
+async def test_tools_a_search_loaded_come_back_from_its_result(harness: Harness) -> None:
+    found = json.dumps({"loaded": ["slack_post_message", "nonexistent"], "tools": []})
+    history = [USER, call("s", FIND_TOOLS), result("s", found), call("p", "slack_post_message")]
+    history.append(result("p"))
+    prepared = await harness.prepare(request(history))
+    assert names(prepared.parsed)[-2:] == ["slack_post_message", FIND_TOOLS]
+
+
+async def test_a_client_tool_named_like_the_search_tool_keeps_its_name(harness: Harness) -> None:
+    own = {"type": "function", "function": {"name": FIND_TOOLS, "description": "client's own"}}
+    prepared = await harness.prepare(request(tools=[own, *chat_tools()]))
+    sent = names(prepared.parsed)
+    assert FIND_TOOLS not in sent  # the client's own is deferred like any other
+    assert sent[-1] == f"{FIND_TOOLS}_ctxproxy"
+    assert prepared.synthetic is not None
+    assert dict(prepared.synthetic.given) == {FIND_TOOLS: f"{FIND_TOOLS}_ctxproxy"}
+
+
+async def test_duplicate_tool_names_go_as_they_came(harness: Harness) -> None:
+    body = request(tools=[*chat_tools(), *chat_tools(3)])
+    prepared = await harness.prepare(body)
+    assert names(prepared.parsed) == names(body)
+    assert DUPLICATE_NOTE in prepared.manifest.notes
+
+
+async def test_kept_tools_that_cannot_fit_are_a_typed_refusal(tmp_path: Path) -> None:
+    write_policy(
+        tmp_path,
+        "extends: default\nbudget: {context_window: 3000, default_reserved_output: 200}\n"
+        "steps: [{kind: defer_tools, budget: 0.1, keep: ['*']}]\n",
+    )
+    harness = make_harness(tmp_path, shared_counters())
+    with pytest.raises(ProxyError) as refused:
+        await harness.prepare(request())
+    assert refused.value.code == ErrorCode.context_length_exceeded
+
+
+async def test_deferring_makes_a_request_fit_that_would_not(tmp_path: Path) -> None:
+    write_policy(
+        tmp_path,
+        "extends: default\nbudget: {context_window: 6000, default_reserved_output: 200}\n"
+        "steps: [{kind: defer_tools, budget: 0.2}]\n",
+    )
+    harness = make_harness(tmp_path, shared_counters())
+    prepared = await harness.prepare(request())
+    assert prepared.manifest.tokens_before > 6000 > prepared.manifest.tokens_after
+
+
+async def test_ten_thousand_tools_with_huge_descriptions_are_deferred(harness: Harness) -> None:
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "description": "d", "parameters": {}}}
+        for i in range(10_000)
+    ]
+    tools[5]["function"]["description"] = "x " * 500_000  # a 1 MB description
+    prepared = await harness.prepare(request(tools=tools))
+    assert names(prepared.parsed) == [FIND_TOOLS]
+    assert prepared.synthetic is not None and prepared.synthetic.catalog is not None
+    assert len(prepared.synthetic.catalog) == 10_000
+
+
+async def test_a_follow_up_call_is_not_deferred_again(harness: Harness) -> None:
+    """A follow-up call of the loop carries the tools it was given (none deferred again)."""
+    body = request()
+    prepared = await harness.preparer.prepare(
+        body, client_bytes(body), TENANT, OPENAI_CHAT, call=FOLLOW_UP
+    )
+    assert names(prepared.parsed) == names(body)
