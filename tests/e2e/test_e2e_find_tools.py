@@ -7,22 +7,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
-from fakes import FakeUpstream
+from fakes import FakeUpstream, completion
 from mcp_tools import chat_tools
 from synthetic_harness import CLIENT_KEY, SyntheticProxies
 from tool_search_harness import (
     FIND,
     KEPT,
     NEEDED,
+    QUERY,
     RESULT,
+    chat_call,
     chat_replies,
     offered,
     tools_policy,
 )
 
 USER = {"role": "user", "content": "Tell the team on Slack that the deploy is done."}
+
+
+def _tool(name: str, description: str = "d") -> dict[str, Any]:
+    function = {"name": name, "description": description, "parameters": {"type": "object"}}
+    return {"type": "function", "function": function}
+
+
+def offered_names(body: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools", [])]
 
 
 def sdk(base_url: str) -> openai.AsyncOpenAI:
@@ -93,3 +105,94 @@ async def test_the_model_finds_a_deferred_tool_and_the_client_gets_its_call(
 
 def _result(call_id: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": RESULT}
+
+
+async def test_a_deferred_tool_the_model_calls_directly_goes_to_the_client(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    base_url = await _start(proxies)
+    fake_upstream.enqueue(chat_call(False, NEEDED, {"channel_id": "C9", "text": "hi"}))
+    async with sdk(base_url) as client:
+        reply = await client.chat.completions.create(
+            model="gpt-4o", messages=[USER], tools=chat_tools()
+        )
+    calls = reply.choices[0].message.tool_calls or []
+    assert [c.function.name for c in calls] == [NEEDED]  # passed on, not broken or dropped
+    assert NEEDED not in offered(fake_upstream.last)
+    assert len(fake_upstream.requests()) == 1
+
+
+async def test_a_search_beside_a_client_call_is_run_and_kept_for_the_next_turn(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    base_url = await _start(proxies)
+    both = [
+        {"id": "call_find", "name": FIND, "arguments": json.dumps({"query": QUERY})},
+        {"id": "call_read", "name": KEPT, "arguments": json.dumps({"path": "/notes.md"})},
+    ]
+    fake_upstream.enqueue_many(completion(None, tool_calls=both), completion("Done."))
+    async with sdk(base_url) as client:
+        reply = await client.chat.completions.create(
+            model="gpt-4o", messages=[USER], tools=chat_tools()
+        )
+        message = reply.choices[0].message.model_dump(exclude_none=True)
+        assert [c["function"]["name"] for c in message["tool_calls"]] == [KEPT]
+        assert len(fake_upstream.requests()) == 1  # the client's call ends the request
+        history = [USER, message, _result("call_read")]
+        await client.chat.completions.create(model="gpt-4o", messages=history, tools=chat_tools())
+    turn_two = fake_upstream.last.json()
+    assert NEEDED in offered(fake_upstream.last)  # loaded by the search of the turn before
+    assert [m.get("tool_call_id") for m in turn_two["messages"] if m["role"] == "tool"] == [
+        "call_find",
+        "call_read",
+    ]  # the search is back in place, paired with its call
+
+
+async def test_the_dry_run_lists_deferred_and_loaded_tools(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    base_url = await _start(proxies)
+    forced = {"type": "function", "function": {"name": NEEDED}}
+    body = {"model": "gpt-4o", "messages": [USER], "tools": chat_tools(), "tool_choice": forced}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{base_url}/context/prepare", json=body, headers=CLIENT_KEY) as response,
+    ):
+        assert response.status == 200
+        answer = await response.json()
+    detail = answer["manifest"]["actions"][0]["detail"]
+    assert detail["loaded"] == [NEEDED]  # the forced tool is loaded
+    assert len(detail["deferred"]) == 118 and NEEDED not in detail["deferred"]
+    assert offered_names(answer["body"]) == [KEPT, NEEDED, FIND]
+    assert fake_upstream.requests() == []
+
+
+@pytest.mark.parametrize(
+    ("tools", "deferred"),
+    [
+        pytest.param([_tool(f"t{i}") for i in range(10_000)], True, id="10000-tools"),
+        pytest.param([_tool("big", "x " * 500_000), *chat_tools()], True, id="1MB-description"),
+        pytest.param([*chat_tools(), *chat_tools(2)], False, id="duplicate-names"),
+        pytest.param(
+            [_tool(FIND), _tool("read_context_artifact"), *chat_tools()], True, id="collisions"
+        ),
+    ],
+)
+async def test_hostile_tool_lists_are_deferred_or_forwarded_as_they_came(
+    proxies: SyntheticProxies,
+    fake_upstream: FakeUpstream,
+    tools: list[dict[str, Any]],
+    deferred: bool,
+) -> None:
+    base_url = await _start(proxies)
+    fake_upstream.enqueue(completion("fine"))
+    async with sdk(base_url) as client:
+        reply = await client.chat.completions.create(model="gpt-4o", messages=[USER], tools=tools)
+    assert reply.choices[0].message.content == "fine"
+    sent = offered(fake_upstream.last)
+    if not deferred:
+        assert sent == offered_names({"tools": tools})
+        return
+    assert len(sent) == len(set(sent)) < 20
+    assert sent[-1] in (FIND, f"{FIND}_ctxproxy")
+    assert (sent[-1] == FIND) == (FIND not in offered_names({"tools": tools}))
