@@ -146,8 +146,8 @@ class ToolCatalog:
         return [self.entries[i] for i in order if self.entries[i].name not in skip][:limit]
 
     def _documents(self) -> list[Counter[str]]:
-        if not self._index:
-            self._index.extend(_document(entry) for entry in self.entries)
+        if not self._index:  # built once per request; two threads at most build it twice
+            self._index[:] = [_document(entry) for entry in self.entries]
         return self._index
 
     def prefixes(self, most: int = 8) -> list[str]:

@@ -9,6 +9,8 @@ matches.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any, Protocol
 
 from proxy.synthetic.arguments import int_arg, parse_arguments, str_arg
@@ -26,6 +28,9 @@ FIND_TOOLS = "find_tools"
 DEFAULT_MATCHES = 3
 MAX_MATCHES = 10
 MAX_QUERY_CHARS = 1_000
+INLINE_TOOLS = 500
+"""Larger catalogs are ranked on the app's search thread (10,000 tools take ~0.15 s): the event
+loop keeps serving meanwhile, and the searches of all requests queue on one thread."""
 
 
 def find_tools_spec(name: str, catalog: ToolCatalog) -> ToolSpec:
@@ -73,18 +78,12 @@ class FindTools(SyntheticTool):
         catalog = call.catalog
         if catalog is None or not len(catalog):
             return self.error(CallStatus.invalid_arguments, "No tools are deferred here.")
-        matches = catalog.ranked(query, limit)
-        found = [{"name": e.name, "description": one_line(e.description)} for e in matches]
-        return self.found(
-            {
-                "query": query,
-                "tools": found,
-                "loaded": [e.name for e in matches],
-                "note": "These tools are loaded: call them directly."
-                if found
-                else "No deferred tool matches; try other words.",
-            }
-        )
+        search = functools.partial(_matches, catalog, query, limit)
+        if len(catalog) <= INLINE_TOOLS:
+            return self.found(search())
+        if call.worker is None:
+            return self.found(await asyncio.to_thread(search))
+        return self.found(await call.worker.run(search))
 
     def result_chars(self, payload: dict[str, Any]) -> int:
         return sum(len(t.get("description", "")) for t in _tools(payload))
@@ -99,6 +98,18 @@ class FindTools(SyntheticTool):
             kept.append(tool)
         names = [t.get("name") for t in kept]
         return {**payload, "tools": kept, "loaded": names, "truncated": True}
+
+
+def _matches(catalog: ToolCatalog, query: str, limit: int) -> dict[str, Any]:
+    matches = catalog.ranked(query, limit)
+    found = [{"name": e.name, "description": one_line(e.description)} for e in matches]
+    note = "These tools are loaded: call them directly." if found else "No deferred tool "
+    return {
+        "query": query,
+        "tools": found,
+        "loaded": [e.name for e in matches],
+        "note": note if found else note + "matches; try other words.",
+    }
 
 
 def _tools(payload: dict[str, Any]) -> list[dict[str, Any]]:

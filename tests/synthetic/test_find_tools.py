@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from mcp_tools import chat_tools
@@ -10,11 +11,12 @@ from mcp_tools import chat_tools
 from proxy.artifacts.store import MemoryStore
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.tool_defs import chat_tool_entry
-from proxy.synthetic.base import CallContext, CallStatus, RoundBudget
+from proxy.synthetic.base import CallContext, CallStatus, RoundBudget, SearchWorker
 from proxy.synthetic.catalog import ToolCatalog
 from proxy.synthetic.find_tools import (
     DEFAULT_MATCHES,
     FIND_TOOLS,
+    INLINE_TOOLS,
     FindTools,
     find_tools_spec,
     found_names,
@@ -88,3 +90,16 @@ def test_loading_appends_before_the_proxy_tools_once() -> None:
     assert got == [kept[0]["function"]["name"], "slack_post_message", "git_status", FIND_TOOLS]
     again = loaded_tools(OPENAI_CHAT, loaded, CATALOG, ["git_status"], 1)
     assert again is loaded  # already offered: nothing added
+
+
+async def test_a_large_catalog_is_ranked_off_the_event_loop() -> None:
+    entries = CATALOG.entries * 6  # 720 entries: over INLINE_TOOLS
+    large = ToolCatalog(entries)
+    assert len(large) > INLINE_TOOLS
+    worker = SearchWorker()
+    try:
+        for ctx in (context(large), replace(context(large), worker=worker)):
+            result = await execute(FIND_TOOLS, {"query": "slack reaction emoji"}, ctx)
+            assert found_names(result)[0] == "slack_add_reaction"
+    finally:
+        worker.close()
