@@ -65,6 +65,8 @@ def defer_tools(
     limit = config.limit(allowance)
     if before <= limit:
         return None
+    if config.slim_schemas:
+        client = [wire.slim_tool(t) for t in client]
     tools = _Tools(client, every[split:], [wire.tool_entry(t) for t in client])
     names = [e.name for e in tools.entries if e is not None]
     if len(set(names)) != len(names):

@@ -112,6 +112,10 @@ class WireFormat(Protocol):
         """A tool definition as the `defer_tools` step ranks it; None for one that is always
         sent (a built-in or server tool, or one without a name)."""
 
+    def slim_tool(self, tool: Any) -> Any:
+        """The tool with its JSON schema slimmed losslessly (`formats.schema_slim`); the same
+        object when nothing changes."""
+
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         """The proxy's own tools in this format's tool-definition shape."""
 

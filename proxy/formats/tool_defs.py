@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.formats.common import str_field
+from proxy.formats.schema_slim import slim_schema
 from proxy.synthetic.catalog import ToolEntry
 from proxy.tokens.tool_schema import container_parts
 
@@ -103,3 +104,38 @@ def parameter_names(schema: Any) -> list[str]:
                 deeper.append(value)
         level = deeper
     return names
+
+
+def slim_chat_tool(tool: Any) -> Any:
+    """A chat tool with its `function.parameters` slimmed (`formats.schema_slim`)."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    if not isinstance(function, dict) or "parameters" not in function:
+        return tool
+    name = str_field(function, "name") or ""
+    parameters = slim_schema(function["parameters"], name)
+    if parameters is function["parameters"]:
+        return tool
+    return {**tool, "function": {**function, "parameters": parameters}}
+
+
+def slim_responses_tool(tool: Any) -> Any:
+    """A Responses function tool's `parameters` slimmed, or each tool of a namespace's."""
+    parts = container_parts(tool)
+    if parts is not None and str_field(tool, "type") == "namespace":
+        slimmed = [slim_responses_tool(part) for part in parts]
+        key = "tools" if isinstance(tool.get("tools"), list) else "functions"
+        changed = any(a is not b for a, b in zip(slimmed, parts, strict=True))
+        return {**tool, key: slimmed} if changed else tool
+    return _slim_field(tool, "parameters") if str_field(tool, "type") == "function" else tool
+
+
+def slim_anthropic_tool(tool: Any) -> Any:
+    """A Messages tool's `input_schema` slimmed."""
+    return _slim_field(tool, "input_schema") if anthropic_tool_entry(tool) is not None else tool
+
+
+def _slim_field(tool: Any, key: str) -> Any:
+    if not isinstance(tool, dict) or key not in tool:
+        return tool
+    schema = slim_schema(tool[key], str_field(tool, "name") or "")
+    return tool if schema is tool[key] else {**tool, key: schema}

@@ -167,3 +167,16 @@ async def test_a_follow_up_call_is_not_deferred_again(harness: Harness) -> None:
         body, client_bytes(body), TENANT, OPENAI_CHAT, call=FOLLOW_UP
     )
     assert names(prepared.parsed) == names(body)
+
+
+async def test_slimmed_schemas_are_sent_and_loaded(tmp_path: Path) -> None:
+    step = "{kind: defer_tools, budget: 2000, keep: [titled], slim_schemas: true}"
+    write_policy(tmp_path, policy(step))
+    harness = make_harness(tmp_path, shared_counters())
+    parameters = {"type": "object", "properties": {"channel_id": {"title": "Channel Id"}}}
+    titled = {"type": "function", "function": {"name": "titled", "parameters": parameters}}
+    prepared = await harness.prepare(request(tools=[titled, *chat_tools()]))
+    sent = prepared.parsed["tools"][0]["function"]["parameters"]
+    assert sent == {"type": "object", "properties": {"channel_id": {}}}
+    assert prepared.synthetic is not None and prepared.synthetic.catalog is not None
+    assert titled["function"]["parameters"] == parameters  # the client's object untouched

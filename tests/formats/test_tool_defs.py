@@ -13,6 +13,9 @@ from proxy.formats.tool_defs import (
     forced_tool,
     parameter_names,
     responses_tool_entry,
+    slim_anthropic_tool,
+    slim_chat_tool,
+    slim_responses_tool,
     tool_list,
     with_tool_list,
 )
@@ -76,3 +79,22 @@ def test_tool_lists() -> None:
     assert tool_list({"tools": "junk"}) == []
     body = {"tools": [1], "model": "m"}
     assert with_tool_list(body, [2]) == {"tools": [2], "model": "m"} and body["tools"] == [1]
+
+
+def test_each_format_slims_its_own_schema_field() -> None:
+    schema = {"type": "object", "properties": {"path": {"title": "Path", "type": "string"}}}
+    slim = {"type": "object", "properties": {"path": {"type": "string"}}}
+    chat = {"type": "function", "function": {"name": "read", "parameters": schema}}
+    assert slim_chat_tool(chat)["function"]["parameters"] == slim
+    responses = {"type": "function", "name": "read", "parameters": schema}
+    assert slim_responses_tool(responses)["parameters"] == slim
+    namespace = {"type": "namespace", "name": "fs", "tools": [responses]}
+    assert slim_responses_tool(namespace)["tools"][0]["parameters"] == slim
+    anthropic = {"name": "read", "input_schema": schema}
+    assert slim_anthropic_tool(anthropic)["input_schema"] == slim
+    assert schema["properties"]["path"]["title"] == "Path"  # the client's objects untouched
+    custom = {"type": "custom", "name": "apply_patch"}
+    assert slim_responses_tool(custom) is custom
+    assert slim_chat_tool("junk") == "junk"
+    plain = {"type": "function", "function": {"name": "x", "parameters": slim}}
+    assert slim_chat_tool(plain) is plain

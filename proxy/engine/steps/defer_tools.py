@@ -48,6 +48,11 @@ class DeferToolsConfig(StepConfig):
         default=16,
         description="How many tools the conversation called or loaded most recently stay sent.",
     )
+    slim_schemas: bool = Field(
+        default=False,
+        description="Slim the schemas of the tools sent and loaded, losslessly: titles that "
+        "repeat a name and empty descriptions removed, definitions used once inlined.",
+    )
     search_tool: str = Field(
         default=FIND_TOOLS,
         description="The search tool's name (another one when a client tool has it).",

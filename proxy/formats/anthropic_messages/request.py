@@ -166,6 +166,7 @@ class AnthropicMessages:
     with_tool_list = staticmethod(tool_defs.with_tool_list)
     forced_tool = staticmethod(tool_defs.forced_tool)
     tool_entry = staticmethod(tool_defs.anthropic_tool_entry)
+    slim_tool = staticmethod(tool_defs.slim_anthropic_tool)
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return [

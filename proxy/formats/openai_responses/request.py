@@ -160,6 +160,7 @@ class OpenAIResponses:
     with_tool_list = staticmethod(tool_defs.with_tool_list)
     forced_tool = staticmethod(tool_defs.forced_tool)
     tool_entry = staticmethod(tool_defs.responses_tool_entry)
+    slim_tool = staticmethod(tool_defs.slim_responses_tool)
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return [
