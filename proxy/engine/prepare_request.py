@@ -103,7 +103,9 @@ class PreparingRequest:
     fixed: int
     manifest: Manifest
     carries_tools: bool = False
-    """The working set put exchanges back, and the body carries the synthetic tools."""
+    """The working set put reads back, and the body carries the read tools."""
+    rewritten: bool = False
+    """The body is not the client's: the working set put exchanges back."""
     summarizer: Summarizer | None = None
     history: History = field(default_factory=lambda: History(Reinserted([], 0)))
     """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
@@ -139,7 +141,8 @@ class PreparingRequest:
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.tokens if self.deferral else self.manifest.tokens_before
         tools = self.carried_tools()
-        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
+        changed = tools is not None or self.rewritten
+        return Prepared(self.raw, changed, self.manifest, self.body, tools)
 
     def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
         """The refusal of this request at `final` tokens, `protected` of them untouchable."""

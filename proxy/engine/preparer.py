@@ -52,7 +52,7 @@ from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
-from proxy.synthetic.registry import ARTIFACT_TOOLS, tool_specs
+from proxy.synthetic.registry import ARTIFACT_TOOLS, is_artifact_tool_name, tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
@@ -175,15 +175,17 @@ class Preparer:
             store, tenant.scope, wire, items, policy, call.offer_tools, call.keeps_cuts
         )
         kept, carries_tools = history.kept, False
-        if kept.exchanges:
-            tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
-            body = wire.render(body, kept.items, tools)
-            raw, carries_tools = wire.encode(body), True
-            call = dataclasses.replace(call, offer_tools=False)
+        if kept.exchanges:  # the read tools go with reads put back (searches of tools: none)
+            carries_tools = _reads_artifacts(wire, kept.items)
+            specs = tool_specs(policy.read_tool.max_page_chars) if carries_tools else []
+            body = wire.render(body, kept.items, wire.synthetic_tools(specs))
+            raw = wire.encode(body)
+            if carries_tools:
+                call = dataclasses.replace(call, offer_tools=False)
         if history.working_set is not None:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
-        request.carries_tools = carries_tools
+        request.carries_tools, request.rewritten = carries_tools, bool(kept.exchanges)
         deferring = policy.tool_deferral() if first_call and policy.reduces else None
         if deferring is not None:
             tail = len(ARTIFACT_TOOLS) if carries_tools else 0
@@ -370,3 +372,10 @@ def _defer_tools(request: PreparingRequest, config: DeferToolsConfig, tail: int)
     request.fixed = wire.overhead_tokens(deferral.body, counter)
     request.deferral = deferral
     request.manifest.actions.append(deferral.action)
+
+
+def _reads_artifacts(wire: WireFormat, items: list[Any]) -> bool:
+    """Whether the conversation holds a result of the read tools (under any name a request gave
+    them), which the request must then offer."""
+    names = wire.tool_names(items, wire.parse(items).units).values()
+    return any(is_artifact_tool_name(name) for name in names)

@@ -46,6 +46,16 @@ def is_proxy_tool_name(name: object) -> bool:
     return isinstance(name, str) and _PROXY_TOOL_NAME.fullmatch(name) is not None
 
 
+_ARTIFACT_TOOL_NAME = re.compile(
+    "(?:" + "|".join(map(re.escape, ARTIFACT_TOOLS)) + r")(?:_ctxproxy\d*)?"
+)
+
+
+def is_artifact_tool_name(name: object) -> bool:
+    """The read tools under any name a request may give them."""
+    return isinstance(name, str) and _ARTIFACT_TOOL_NAME.fullmatch(name) is not None
+
+
 def tool_specs(max_page_chars: int, names: tuple[str, ...] = ARTIFACT_TOOLS) -> list[ToolSpec]:
     """The specs of `names` (fresh objects on every call)."""
     return [SYNTHETIC_TOOLS[name].spec(max_page_chars) for name in names]
