@@ -195,3 +195,45 @@ async def test_hostile_tool_lists_are_deferred_or_forwarded_as_they_came(
     assert len(sent) == len(set(sent)) < 20
     assert sent[-1] in (FIND, f"{FIND}_ctxproxy")
     assert (sent[-1] == FIND) == (FIND not in offered_names({"tools": tools}))
+
+
+async def test_when_even_the_kept_tools_cannot_fit_the_refusal_is_typed(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    tight = (
+        "extends: default\nbudget: {context_window: 3000, default_reserved_output: 200}\n"
+        "steps: [{kind: defer_tools, budget: 0.1, keep: ['*']}, {kind: drop_turns}]\n"
+    )
+    proxy = await proxies.start(
+        policies={"tight": tight}, tenants=[{"name": "default", "policy": "tight"}]
+    )
+    async with sdk(proxy.base_url) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await client.chat.completions.create(
+                model="gpt-4o", messages=[USER], tools=chat_tools()
+            )
+    assert refused.value.code == "context_length_exceeded"
+    assert fake_upstream.requests() == []
+
+
+async def test_parallel_searches_are_answered_each_and_load_once(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    base_url = await _start(proxies)
+    searches = [
+        {"id": "call_1", "name": FIND, "arguments": json.dumps({"query": QUERY})},
+        {"id": "call_2", "name": FIND, "arguments": json.dumps({"query": "slack message post"})},
+    ]
+    fake_upstream.enqueue_many(completion(None, tool_calls=searches), completion("Done."))
+    async with sdk(base_url) as client:
+        reply = await client.chat.completions.create(
+            model="gpt-4o", messages=[USER], tools=chat_tools()
+        )
+    assert reply.choices[0].message.content == "Done."
+    follow_up = fake_upstream.last.json()
+    results = [m for m in follow_up["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == ["call_1", "call_2"]  # a result per call
+    loaded = [name for m in results for name in json.loads(m["content"])["loaded"]]
+    sent = offered_names(follow_up)
+    assert sent[0] == KEPT and sent[-1] == FIND
+    assert sent[1:-1] == list(dict.fromkeys(loaded))  # each found tool once, in order
