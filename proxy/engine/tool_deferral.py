@@ -21,6 +21,7 @@ from proxy.engine.wire import WireFormat
 from proxy.synthetic.catalog import ToolCatalog, ToolEntry
 from proxy.synthetic.find_tools import find_tools_spec, loaded_names
 from proxy.synthetic.names import names_avoiding
+from proxy.synthetic.registry import is_proxy_tool_name
 from proxy.tokens.counters import TokenCounter
 
 DUPLICATE_NOTE = "defer_tools: the request names two tools alike; its tools are sent as they came"
@@ -74,7 +75,7 @@ def defer_tools(
         return None
     taken = names + [c for e in tools.entries if e for c in e.calls]
     search_name = names_avoiding(taken, [config.search_tool]).own(config.search_tool)
-    kept = [i for i, e in enumerate(tools.entries) if e is None or _kept(e.name, config.keep)]
+    kept = [i for i, e in enumerate(tools.entries) if e is None or _kept(e.name, config)]
     events = _history_events(wire, items, search_name)
     forced = wire.forced_tool(body)
     loaded = _loaded(tools.entries, set(kept), events, config.recent_tools, forced)
@@ -108,8 +109,10 @@ def _name(entry: ToolEntry | None) -> str:
     return entry.name if entry is not None else ""
 
 
-def _kept(name: str, keep: list[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in keep)
+def _kept(name: str, config: DeferToolsConfig) -> bool:
+    """Kept by the policy, or named like one of the proxy's tools: such a tool is always sent,
+    so that the proxy's own go by other names (a loaded one could not take its name back)."""
+    return is_proxy_tool_name(name) or any(fnmatchcase(name, p) for p in config.keep)
 
 
 def _history_events(wire: WireFormat, items: Sequence[Any], search_name: str) -> list[str]:

@@ -194,7 +194,10 @@ async def test_hostile_tool_lists_are_deferred_or_forwarded_as_they_came(
         return
     assert len(sent) == len(set(sent)) < 20
     assert sent[-1] in (FIND, f"{FIND}_ctxproxy")
-    assert (sent[-1] == FIND) == (FIND not in offered_names({"tools": tools}))
+    clients = offered_names({"tools": tools})
+    assert (sent[-1] == FIND) == (FIND not in clients)
+    named_like_ours = [n for n in clients if n in (FIND, "read_context_artifact")]
+    assert sent[: len(named_like_ours)] == named_like_ours  # always sent, under their names
 
 
 async def test_when_even_the_kept_tools_cannot_fit_the_refusal_is_typed(

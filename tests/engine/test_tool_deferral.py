@@ -112,7 +112,7 @@ async def test_a_client_tool_named_like_the_search_tool_keeps_its_name(harness: 
     own = {"type": "function", "function": {"name": FIND_TOOLS, "description": "client's own"}}
     prepared = await harness.prepare(request(tools=[own, *chat_tools()]))
     sent = names(prepared.parsed)
-    assert FIND_TOOLS not in sent  # the client's own is deferred like any other
+    assert sent[0] == FIND_TOOLS  # the client's own, always sent
     assert sent[-1] == f"{FIND_TOOLS}_ctxproxy"
     assert prepared.synthetic is not None
     assert dict(prepared.synthetic.given) == {FIND_TOOLS: f"{FIND_TOOLS}_ctxproxy"}
