@@ -83,7 +83,8 @@ def defer_tools(
     if not deferred:
         return None
     catalog = ToolCatalog(tuple(e for i in deferred if (e := tools.entries[i]) is not None))
-    spec = wire.synthetic_tools([find_tools_spec(search_name, catalog)])
+    deferrable = [e for i, e in enumerate(tools.entries) if e is not None and i not in kept]
+    spec = wire.synthetic_tools([find_tools_spec(search_name, ToolCatalog(tuple(deferrable)))])
     sent = [client[i] for i in kept] + [client[i] for i in loaded] + spec
     after = counter.count_tools(sent, None)
     action = Action(

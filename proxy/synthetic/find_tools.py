@@ -34,7 +34,9 @@ loop keeps serving meanwhile, and the searches of all requests queue on one thre
 
 
 def find_tools_spec(name: str, catalog: ToolCatalog) -> ToolSpec:
-    """The spec offered to a request whose policy deferred `catalog` (named `name` there)."""
+    """The spec offered to a request (the tool named `name` there) whose deferrable tools are
+    `catalog`: the ones deferred and the ones loaded alike, so that the spec stays the same bytes
+    as tools get loaded."""
     groups = catalog.prefixes()
     more = ", and others" if len(groups) < len({e.name for e in catalog.entries}) else ""
     listed = f" (from {', '.join(groups)}{more})" if groups else ""

@@ -180,3 +180,14 @@ async def test_slimmed_schemas_are_sent_and_loaded(tmp_path: Path) -> None:
     assert sent == {"type": "object", "properties": {"channel_id": {}}}
     assert prepared.synthetic is not None and prepared.synthetic.catalog is not None
     assert titled["function"]["parameters"] == parameters  # the client's object untouched
+
+
+async def test_the_search_tool_reads_the_same_once_its_only_tool_of_a_group_is_loaded(
+    harness: Harness,
+) -> None:
+    before = await harness.prepare(request())
+    history = [USER, call("f", "fetch_fetch"), result("f")]  # `fetch_*` has one tool
+    after = await harness.prepare(request(history))
+    assert names(after.parsed)[-2:] == ["fetch_fetch", FIND_TOOLS]
+    assert after.parsed["tools"][-1] == before.parsed["tools"][-1]
+    assert "fetch_*" in after.parsed["tools"][-1]["function"]["description"]  # still listed
