@@ -3,8 +3,8 @@
 The model gets the matches' names and one-line descriptions; the proxy puts their full
 definitions in the follow-up call (after the tools already sent, so the prompt's prefix stays)
 and the conversation keeps them loaded (`engine.steps.defer_tools` reads the `loaded` names back
-from this exchange when the working set returns it). Its budget rule: a result keeps its first
-matches.
+from this exchange when the working set returns it). Its budget rule: none, a result is never
+shortened (see `FindTools`).
 """
 
 from __future__ import annotations
@@ -67,6 +67,10 @@ def _parameters() -> dict[str, Any]:
 
 
 class FindTools(SyntheticTool):
+    """Its results are never shortened (`result_chars` stays 0): one holds at most ten one-line
+    descriptions, and what it loaded is in the follow-up's tools already; a result naming fewer
+    tools would leave the next turn with another tool list than the follow-up had."""
+
     name = FIND_TOOLS
 
     def spec(self, max_page_chars: int) -> ToolSpec:
@@ -87,36 +91,17 @@ class FindTools(SyntheticTool):
             return self.found(await asyncio.to_thread(search))
         return self.found(await call.worker.run(search))
 
-    def result_chars(self, payload: dict[str, Any]) -> int:
-        return sum(len(t.get("description", "")) for t in _tools(payload))
-
-    def shortened(self, payload: dict[str, Any], max_chars: int) -> dict[str, Any]:
-        kept: list[dict[str, Any]] = []
-        used = 0
-        for tool in _tools(payload):
-            used += len(tool.get("description", ""))
-            if used > max_chars:
-                break
-            kept.append(tool)
-        names = [t.get("name") for t in kept]
-        return {**payload, "tools": kept, "loaded": names, "truncated": True}
-
 
 def _matches(catalog: ToolCatalog, query: str, limit: int) -> dict[str, Any]:
     matches = catalog.ranked(query, limit)
     found = [{"name": e.name, "description": one_line(e.description)} for e in matches]
-    note = "These tools are loaded: call them directly." if found else "No deferred tool "
+    note = "These tools are loaded: call them directly."
     return {
         "query": query,
         "tools": found,
         "loaded": [e.name for e in matches],
-        "note": note if found else note + "matches; try other words.",
+        "note": note if found else "No deferred tool matches; try other words.",
     }
-
-
-def _tools(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    tools = payload.get("tools")
-    return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
 
 def loaded_names(result_text: str) -> list[str]:
