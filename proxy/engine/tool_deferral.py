@@ -77,33 +77,43 @@ def defer_tools(
     search_name = names_avoiding(taken, [config.search_tool]).own(config.search_tool)
     kept = [i for i, e in enumerate(tools.entries) if e is None or _kept(e.name, config)]
     events = _history_events(wire, items, search_name)
-    forced = wire.forced_tool(body)
-    loaded = _loaded(tools.entries, set(kept), events, config.recent_tools, forced)
-    deferred = [i for i in range(len(client)) if i not in kept and i not in loaded]
+    loaded = _loaded(tools.entries, set(kept), events, config.recent_tools, wire.forced_tool(body))
+    sent_at = {*kept, *loaded}
+    deferred = [i for i in range(len(client)) if i not in sent_at]
     if not deferred:
         return None
     catalog = ToolCatalog(tuple(e for i in deferred if (e := tools.entries[i]) is not None))
-    deferrable = [e for i, e in enumerate(tools.entries) if e is not None and i not in kept]
+    kept_at = set(kept)
+    deferrable = [e for i, e in enumerate(tools.entries) if e is not None and i not in kept_at]
     spec = wire.synthetic_tools([find_tools_spec(search_name, ToolCatalog(tuple(deferrable)))])
     sent = [client[i] for i in kept] + [client[i] for i in loaded] + spec
     after = counter.count_tools(sent, None)
-    action = Action(
+    names_loaded = [_name(tools.entries[i]) for i in loaded]
+    action = _action(search_name, limit, (before, after), catalog, names_loaded)
+    return Deferral(wire.with_tool_list(body, sent + tools.tail), catalog, search_name, action)
+
+
+def _action(
+    search_name: str, limit: int, tokens: tuple[int, int], catalog: ToolCatalog, loaded: list[str]
+) -> Action:
+    """The manifest's account of a deferral (`tokens`: the tool tokens before and after)."""
+    before, after = tokens
+    return Action(
         step=DeferTools.name,
-        reason=f"tool definitions over {limit} tokens: {len(deferred)} deferred behind "
+        reason=f"tool definitions over {limit} tokens: {len(catalog)} deferred behind "
         f"{search_name}",
         message_indices=[],
         tokens_freed=max(before - after, 0),
-        count=len(deferred),
+        count=len(catalog),
         unit=DeferTools.counts or "",
         detail={
             "search_tool": search_name,
             "tool_tokens_before": before,
             "tool_tokens_after": after,
-            "loaded": [_name(tools.entries[i]) for i in loaded],
+            "loaded": loaded,
             "deferred": [e.name for e in catalog.entries],
         },
     )
-    return Deferral(wire.with_tool_list(body, sent + tools.tail), catalog, search_name, action)
 
 
 def _name(entry: ToolEntry | None) -> str:
