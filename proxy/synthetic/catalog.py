@@ -119,12 +119,17 @@ class ToolCatalog:
 
     entries: tuple[ToolEntry, ...]
     _index: list[Counter[str]] = field(default_factory=list, compare=False, repr=False)
+    _names: dict[str, ToolEntry] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def find(self, name: str) -> ToolEntry | None:
-        return next((e for e in self.entries if e.answers_to(name)), None)
+        """The entry called `name` (or holding a tool of that name)."""
+        if not self._names:
+            for entry in reversed(self.entries):  # the first entry wins a name
+                self._names.update(dict.fromkeys((entry.name, *entry.calls), entry))
+        return self._names.get(name)
 
     def ranked(self, query: str, limit: int, exclude: Sequence[str] = ()) -> list[ToolEntry]:
         """The `limit` entries that match `query` best (BM25), ties in the client's order;
