@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
-from mcp_tools import chat_tools
+from mcp_tools import chat_tools, responses_tools
 from pipeline_harness import TENANT, Harness, client_bytes, make_harness, write_policy
 from shared_tokens import shared_counters
 
@@ -18,6 +18,7 @@ from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.engine.tool_deferral import DUPLICATE_NOTE
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
+from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.synthetic.find_tools import FIND_TOOLS
 
 USER = {"role": "user", "content": "Post the release notes to Slack."}
@@ -191,3 +192,21 @@ async def test_the_search_tool_reads_the_same_once_its_only_tool_of_a_group_is_l
     assert names(after.parsed)[-2:] == ["fetch_fetch", FIND_TOOLS]
     assert after.parsed["tools"][-1] == before.parsed["tools"][-1]
     assert "fetch_*" in after.parsed["tools"][-1]["function"]["description"]  # still listed
+
+
+async def test_codex_namespaces_are_deferred_and_loaded_whole(harness: Harness) -> None:
+    tools = responses_tools()
+    github = {"type": "namespace", "name": "mcp__github", "description": "G", "tools": tools[:36]}
+    slack = {"type": "namespace", "name": "mcp__slack", "description": "S", "tools": tools[74:90]}
+    call = {"type": "function_call", "call_id": "c1", "name": "slack_post_message"}
+    used = [
+        {**call, "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "posted"},
+    ]
+    body = {"model": "gpt-5", "input": [USER, *used], "tools": [github, slack]}
+    prepared = await harness.preparer.prepare(body, client_bytes(body), TENANT, OPENAI_RESPONSES)
+    sent = [tool.get("name") for tool in prepared.parsed["tools"]]
+    assert sent == ["mcp__slack", FIND_TOOLS]  # the namespace a call used, whole
+    assert prepared.parsed["tools"][0] is slack
+    catalog = prepared.synthetic.catalog if prepared.synthetic else None
+    assert catalog is not None and catalog.find("github_create_issue") is not None
