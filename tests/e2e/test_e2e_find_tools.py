@@ -12,7 +12,7 @@ import openai
 import pytest
 from fakes import FakeUpstream, completion
 from mcp_tools import chat_tools
-from synthetic_harness import CLIENT_KEY, SyntheticProxies
+from synthetic_harness import CLIENT_KEY, READ, SEARCH, SyntheticProxies, conversation
 from tool_search_harness import (
     FIND,
     KEPT,
@@ -240,3 +240,27 @@ async def test_parallel_searches_are_answered_each_and_load_once(
     sent = offered_names(follow_up)
     assert sent[0] == KEPT and sent[-1] == FIND
     assert sent[1:-1] == list(dict.fromkeys(loaded))  # each found tool once, in order
+
+
+async def test_a_search_beside_the_read_tools_loads_before_them(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    """A request that defers tools and offloads a result offers both: the loaded tools go in
+    after the ones sent and before all of the proxy's."""
+    policy = tools_policy().replace(
+        "{kind: offload_tool_results}", "{kind: offload_tool_results, threshold_chars: 2000}"
+    )
+    proxy = await proxies.start(
+        policies={"tools": policy}, tenants=[{"name": "default", "policy": "tools"}]
+    )
+    fake_upstream.enqueue_many(*chat_replies(2))
+    request = conversation(tools=chat_tools())  # its tool result (BIG) is offloaded
+    request["messages"][0] = USER
+    async with sdk(proxy.base_url) as client:
+        reply = await client.chat.completions.create(**request)
+    calls = reply.choices[0].message.tool_calls or []
+    assert [c.function.name for c in calls] == [NEEDED]
+    search, follow_up = fake_upstream.requests()
+    assert offered(search) == [KEPT, FIND, READ, SEARCH]
+    loaded = json.loads(follow_up.json()["messages"][-1]["content"])["loaded"]
+    assert offered(follow_up) == [KEPT, *loaded, FIND, READ, SEARCH]
