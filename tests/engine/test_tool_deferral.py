@@ -17,6 +17,7 @@ from shared_tokens import shared_counters
 from proxy.engine.prepare_request import FOLLOW_UP
 from proxy.engine.tool_deferral import DUPLICATE_NOTE
 from proxy.errors import ErrorCode, ProxyError
+from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
 from proxy.formats.openai_chat import OPENAI_CHAT
 from proxy.formats.openai_responses import OPENAI_RESPONSES
 from proxy.synthetic.find_tools import FIND_TOOLS
@@ -210,3 +211,22 @@ async def test_codex_namespaces_are_deferred_and_loaded_whole(harness: Harness) 
     assert prepared.parsed["tools"][0] is slack
     catalog = prepared.synthetic.catalog if prepared.synthetic else None
     assert catalog is not None and catalog.find("github_create_issue") is not None
+
+
+async def test_hostile_tool_lists_on_messages_and_responses(harness: Harness) -> None:
+    tools = [
+        {"name": f"t{i}", "description": "d", "input_schema": {"type": "object"}}
+        for i in range(10_000)
+    ]
+    tools[3]["description"] = "x " * 500_000  # a 1 MB description
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [USER], "tools": tools}
+    prepared = await harness.preparer.prepare(body, client_bytes(body), TENANT, ANTHROPIC_MESSAGES)
+    assert [tool["name"] for tool in prepared.parsed["tools"]] == [FIND_TOOLS]
+    functions = [
+        {"type": "function", "name": f"t{i}", "description": "d", "parameters": {}}
+        for i in range(10_000)
+    ]
+    body = {"model": "gpt-5", "input": "hi", "tools": [*functions, functions[0]]}
+    prepared = await harness.preparer.prepare(body, client_bytes(body), TENANT, OPENAI_RESPONSES)
+    assert prepared.body == client_bytes(body)  # duplicates: as they came
+    assert DUPLICATE_NOTE in prepared.manifest.notes
