@@ -7,7 +7,8 @@ import contextlib
 import gc
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -41,8 +42,10 @@ def create_app(
     *,
     counters: TokenCounters | None = None,
     catalog: ModelCatalog | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> web.Application:
-    """The app. `counters` and `catalog` may be shared by apps in one process (tests do)."""
+    """The app. `counters` and `catalog` may be shared by apps in one process (tests do);
+    `clock` (wall-clock seconds) says when a prompt went upstream and how long ago."""
     app = web.Application(
         middlewares=[edge_middleware],
         client_max_size=settings.server.max_body_bytes,
@@ -55,6 +58,7 @@ def create_app(
         metrics=Metrics(),
         windows=ModelWindows(),
         calibration=CountCalibration(),
+        clock=clock,
     )
     services.metrics.watch_calibration(services.calibration.snapshot)
     app[SERVICES] = services
@@ -221,6 +225,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         store=services.started_store(),
         calibration=services.calibration,
         background_observer=services.metrics.record_background_summary,
+        clock=services.clock,
     )
     services.preparer = preparer
     services.driver = CompletionDriver(
@@ -232,6 +237,7 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         search_worker=services.search_worker,
         max_parsed_response_bytes=services.settings.server.max_parsed_response_bytes,
         prices=PriceTable(services.settings.prices, catalog),
+        clock=services.clock,
     )
     watcher = asyncio.create_task(policies.watch(2.0))
     yield

@@ -92,7 +92,9 @@ class RequestStats:
             answers, pricing, manifest, cost = memo  # the same objects: compared by identity
             if (answers, pricing, manifest) == (len(self.answers), self.pricing, self.manifest):
                 return cost
-        cost = request_cost(self.answers, self.pricing.prices, self.removed_tokens())
+        marks = self.manifest.cache_marks if self.manifest is not None else None
+        uncacheable = bool(marks and marks["placed"])  # placed only where the client put none
+        cost = request_cost(self.answers, self.pricing.prices, self.removed_tokens(), uncacheable)
         self._cost_of = (len(self.answers), self.pricing, self.manifest, cost)
         return cost
 

@@ -1,6 +1,7 @@
 """What a long agent session costs through ctxproxy, against a provider's prompt cache.
 
     python -m bench.quality.cost_session [--turns 40] [--windows auto,32000,16000] [--json]
+        [--policies default] [--no-client-marks] [--cache-marks auto,keep,off]
 
 The scripted 40-turn coding session of `tests/support/agent_session.py` (the real `anthropic`
 SDK, two cache breakpoints per request as Claude Code places them, command outputs of 1.5 to 12
@@ -11,6 +12,10 @@ from the cache after turn 3, the input billed, and the cost at litellm's bundled
 model (`claude-haiku-4-5`), as the fake reported it; for the proxied runs also the sum of the
 proxy's `x-ctxproxy-cost-usd` (which must equal the fake's) and `x-ctxproxy-cost-unchanged-usd`
 (its estimate of the session unchanged, beside the direct run's measured cost).
+
+With `--no-client-marks` the client places no breakpoint at all (as many SDK users), and each
+proxied run is repeated per `--cache-marks` mode (the policy's `cache_marks`: `auto` places the
+proxy's own, `keep` and `off` leave the session uncached).
 """
 
 from __future__ import annotations
@@ -73,18 +78,30 @@ def row(run: str, session: Session, proxied: bool) -> Row:
     )
 
 
-async def direct(turns: int) -> Row:
+async def direct(turns: int, marks: bool) -> Row:
     async with (
         CachingUpstream(script=ScriptedModel()) as fake,
         anthropic.AsyncAnthropic(base_url=fake.origin, api_key="sk-bench", max_retries=0) as sdk,
     ):
-        return row("direct (unchanged)", await run_session(sdk, fake, turns), proxied=False)
+        session = await run_session(sdk, fake, turns, marks=marks)
+    label = "direct (unchanged)" if marks else "direct (unchanged), no client marks"
+    return row(label, session, proxied=False)
 
 
-async def proxied(turns: int, policy: str, window: str, directory: Path) -> Row:
-    name = f"bench-{policy}-{window}"
+@dataclass(frozen=True)
+class Variant:
+    policy: str
+    window: str
+    cache_marks: str | None
+    """The policy's `cache_marks` (None: the preset's)."""
+    client_marks: bool
+
+
+async def proxied(turns: int, variant: Variant, directory: Path) -> Row:
+    name = f"bench-{variant.policy}-{variant.window}-{variant.cache_marks}"
+    marks = f"cache_marks: {variant.cache_marks}\n" if variant.cache_marks else ""
     (directory / f"{name}.yaml").write_text(
-        f"extends: {policy}\nbudget: {{context_window: {window}}}\n"
+        f"extends: {variant.policy}\nbudget: {{context_window: {variant.window}}}\n{marks}"
     )
     async with CachingUpstream(script=ScriptedModel()) as fake:
         upstream = {"name": "claude", "kind": "anthropic", "base_url": fake.origin,
@@ -100,18 +117,22 @@ async def proxied(turns: int, policy: str, window: str, directory: Path) -> Row:
             async with anthropic.AsyncAnthropic(
                 base_url=proxy.url, api_key="sk-bench", max_retries=0
             ) as sdk:
-                session = await run_session(sdk, fake, turns)
+                session = await run_session(sdk, fake, turns, marks=variant.client_marks)
         finally:
             await proxy.stop()
-    return row(f"{policy}, window {window}", session, proxied=True)
+    label = f"{variant.policy}, window {variant.window}"
+    if variant.cache_marks:
+        label += f", cache_marks {variant.cache_marks}"
+    if not variant.client_marks:
+        label += ", no client marks"
+    return row(label, session, proxied=True)
 
 
-async def measure(turns: int, policies: list[str], windows: list[str]) -> list[Row]:
-    rows = [await direct(turns)]
+async def measure(turns: int, variants: list[Variant], client_marks: bool) -> list[Row]:
+    rows = [await direct(turns, client_marks)]
     with tempfile.TemporaryDirectory() as tmp:
-        for policy in policies:
-            for window in windows:
-                rows.append(await proxied(turns, policy, window, Path(tmp)))
+        for variant in variants:
+            rows.append(await proxied(turns, variant, Path(tmp)))
     return rows
 
 
@@ -138,16 +159,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--policies", default="default", help="comma-separated presets")
     parser.add_argument("--windows", default="auto,32000,16000", help="context windows")
+    parser.add_argument(
+        "--no-client-marks", action="store_true", help="the client places no cache breakpoint"
+    )
+    parser.add_argument(
+        "--cache-marks", default="", help="cache_marks modes, comma-separated (default: preset)"
+    )
     parser.add_argument("--json", action="store_true", help="rows as JSON lines")
     args = parser.parse_args(argv)
-    rows = asyncio.run(
-        measure(args.turns, args.policies.split(","), args.windows.split(","))
-    )
+    client_marks = not args.no_client_marks
+    variants = [
+        Variant(policy, window, mode or None, client_marks)
+        for policy in args.policies.split(",")
+        for window in args.windows.split(",")
+        for mode in args.cache_marks.split(",")
+    ]
+    rows = asyncio.run(measure(args.turns, variants, client_marks))
     if args.json:
         for r in rows:
             print(orjson.dumps(asdict(r)).decode())
     else:
-        print(f"{args.turns}-turn anthropic SDK session, model {MODEL}\n")
+        marks = "" if client_marks else ", the client placing no cache breakpoint"
+        print(f"{args.turns}-turn anthropic SDK session, model {MODEL}{marks}\n")
         print(table(rows))
     return 0
 

@@ -24,7 +24,9 @@ from proxy.synthetic.registry import execute
 from proxy.tokens.counters import REPLY_PRIMER, TokenCounter
 
 ARTIFACT_ID = re.compile(r"art_[0-9a-f]{32}")
-MAX_ARTIFACTS_FOLLOWED = 64
+MAX_ARTIFACTS_FOLLOWED = 4096
+"""Enough for every artifact a 128k-token prompt names (64 left cleared results of long
+sessions unread: evidence counted missing that the model could read)."""
 
 
 @dataclass

@@ -34,6 +34,7 @@ POLICY = "real-upstream-extract"
 
 
 EVERY_CUT = """
+budget: {trigger: 0.95}  # the span measured since 2026-12-01: turns 2-22 of 24
 steps:
   - kind: offload_tool_results
   - kind: clear_tool_results

@@ -15,8 +15,10 @@ and never calls back into the edge:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.completion.reply import Reply
 from proxy.completion.run import CompletionContext, run_completion
 from proxy.completion.summarizer import HeadersFor, UpstreamSummarizer
+from proxy.engine.cache_warmth import note_sent
 from proxy.engine.manifest import NoteCode, Prepared
 from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP, LOOKING, CallOptions, Requester
 from proxy.engine.preparer import Preparer
@@ -36,7 +39,7 @@ from proxy.stats import Pricing, RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.prices import PriceTable, estimate
-from proxy.upstream.base import Upstream
+from proxy.upstream.base import Upstream, caches_at_marks
 from proxy.upstream.windows import RequestWindows
 
 
@@ -73,6 +76,8 @@ class CompletionDriver:
     max_parsed_response_bytes: int = MAX_PARSED_RESPONSE_BYTES
     prices: PriceTable | None = None
     """Prices by upstream and model: the answers' cost, the preparation's estimate."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds: when a prompt went upstream (`engine.cache_warmth`)."""
 
     async def prepare(
         self,
@@ -96,9 +101,10 @@ class CompletionDriver:
                 request.body, request.raw, request.requester, request.wire, why
             )
         else:
+            call = marked_call(FIRST_CALL if sent else LOOKING, request)
             prepared = await self.preparer.prepare(
                 request.body, request.raw, request.requester, request.wire, request.windows,
-                call=FIRST_CALL if sent else LOOKING, summarizer=summarizer,
+                call=call, summarizer=summarizer,
             )  # fmt: skip
         _noted(request.stats, prepared)
         self._priced(request, prepared, estimate_cost)
@@ -114,8 +120,9 @@ class CompletionDriver:
         request.stats.pricing = Pricing(upstream, manifest.model, prices)
         if estimate_cost and manifest.counting_method:
             manifest.cost_estimate = estimate(
-                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio
-            )
+                prices, manifest.tokens_before, manifest.tokens_after, manifest.count_ratio,
+                manifest.cache_marks,
+            )  # fmt: skip
 
     async def complete(self, request: ClientRequest) -> Reply:
         """Prepare, send, retry once on a stated overflow, run the synthetic rounds, answer."""
@@ -140,7 +147,16 @@ class CompletionDriver:
             contributor=request.requester.contributor,
             refit=exchange.refit,
         )
-        return await run_completion(context, prepared)
+        key = prepared.sent_key
+        if key is None or request.requester.anonymous:
+            return await run_completion(context, prepared)
+        # The prompt's cache lives from now. The time is kept while the call is under way (its
+        # write costs the request no time); a dry run or a token count never gets here.
+        keeping = asyncio.ensure_future(note_sent(self.store, key, self.clock()))
+        try:
+            return await run_completion(context, prepared)
+        finally:
+            await keeping
 
     def summarizer(self, request: ClientRequest) -> UpstreamSummarizer:
         """Its own upstream and credentials by default; another upstream (a policy's
@@ -170,7 +186,7 @@ class _Exchange:
         when that changes nothing)."""
         request = self.request
         request.windows.record_stated(self.first.manifest.model, window)
-        again = await self._prepared(request.body, request.raw)
+        again = await self._prepared(request.body, request.raw, FIRST_CALL)
         if again.body == self.first.body:
             return None
         again.manifest.note(
@@ -186,14 +202,17 @@ class _Exchange:
         call = dataclasses.replace(FOLLOW_UP, last_resort=last_resort)
         return await self._prepared(body, raw, call)
 
-    async def _prepared(
-        self, body: dict[str, Any], raw: bytes, call: CallOptions | None = None
-    ) -> Prepared:
+    async def _prepared(self, body: dict[str, Any], raw: bytes, call: CallOptions) -> Prepared:
         request = self.request
         return await self.preparer.prepare(
             body, raw, request.requester, request.wire, request.windows,
-            call=call, summarizer=self.summarizer,
+            call=marked_call(call, request), summarizer=self.summarizer,
         )  # fmt: skip
+
+
+def marked_call(call: CallOptions, request: ClientRequest) -> CallOptions:
+    """`call`, told whether its upstream caches at breakpoints (the policy's `cache_marks`)."""
+    return dataclasses.replace(call, cache_marks=caches_at_marks(request.windows.upstream))
 
 
 def _noted(stats: RequestStats, prepared: Prepared) -> None:

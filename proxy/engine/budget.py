@@ -56,7 +56,7 @@ class BudgetPolicy(StrictModel):
         default=0.02, description="Tokens (or fraction of the window when <= 1) never used."
     )
     trigger: FractionOrTokens = Field(
-        default=0.95,
+        default=1.0,
         description="Reduce only when the input exceeds this (fraction of allowance or tokens).",
     )
     target: FractionOrTokens = Field(
@@ -153,6 +153,19 @@ class Budget:
         provider would refuse is reduced, whatever the trigger says."""
         return min(self.trigger, self.limit) if self.limit > 0 else self.trigger
 
+    @property
+    def plan_over(self) -> int:
+        """`reduce_over` as the planner checks it: the plan sums each item's own count, which
+        can fall a few tokens short of the whole prompt's (a stand-in's numbers, say), so a
+        trigger at the allowance is planned a little under it: a prompt at its trigger is never
+        sent over the allowance. A lower trigger is planned as it is."""
+        return min(self.reduce_over, self.allowance - plan_tolerance(self.allowance))
+
+
+def plan_tolerance(allowance: int) -> int:
+    """The tokens by which a plan's sum may fall short of the prompt's count (0.2%, at least 4)."""
+    return max(4, allowance // 500)
+
 
 def choose_window(
     policy: BudgetPolicy, model: str, models: ModelLookup, learned: LearnedWindow | None
@@ -230,6 +243,9 @@ class Learned:
 
     window: LearnedWindow | None = None
     ratio: AppliedRatio = NO_RATIO
+    cache_ttl: int | None = None
+    """The prompt-cache lifetime configured for the model (`upstreams[].prompt_cache`; None:
+    unknown, 0: none)."""
 
 
 class RatioReader(Protocol):

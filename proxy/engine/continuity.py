@@ -1,6 +1,7 @@
 """What a conversation's earlier requests left for this one, fetched in one store round trip:
-the working set's exchanges (`working_set`) and the cuts they made (`cut_memory`); and, once this
-request is prepared, its own cuts kept for the next one."""
+the working set's exchanges (`working_set`), the cuts they made (`cut_memory`) and when they went
+upstream (`cache_warmth`); and, once this request is prepared, its own cuts kept for the next
+one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.artifacts.store import ArtifactStore, StoreUnavailable
+from proxy.engine.cache_warmth import last_sent, sent_ids
 from proxy.engine.conversation import Unit
 from proxy.engine.cut_memory import (
     CutRecord,
@@ -44,6 +46,12 @@ class History:
     recalled: Recalled | None = None
     """The cuts remembered for the history before it, when they apply."""
     fingerprint: str = ""
+    place: WorkingSetKey | None = None
+    """The key of this request's history (where the time it goes upstream is kept)."""
+    last_sent: float | None = None
+    """When the conversation's prompt last went upstream (`cache_warmth`; None: no record)."""
+    sent_read: bool = False
+    """Whether that is known: the store answered (or there was nothing to look for)."""
 
     def pinned(self, units: list[Unit]) -> Pinned | None:
         """The remembered moves, when their units are this request's first ones and they moved
@@ -73,8 +81,7 @@ class History:
 
     def cut_since(self, log: ReplayLog) -> bool:
         """Whether a replay cut anything after the remembered units (a new cut was due)."""
-        held = self.recalled.record.units if self.recalled is not None else 0
-        return any(t >= held for step in log.cuts for t, _ in step)
+        return log.cut_from(self.recalled.record.units if self.recalled is not None else 0)
 
     def sizing(self, allowance: int) -> int:
         """The allowance the steps size their texts by: the one the remembered cuts were made
@@ -91,9 +98,10 @@ async def recall_history(
     first_call: bool,
     keep: bool = True,
 ) -> History:
-    """The working set's exchanges put back in `items` (when the policy keeps them) and the
-    cuts remembered for the history, for the client's own request (`first_call`) under a
-    reducing policy; nothing else. `keep`: this request's own cuts are kept for the next one
+    """The working set's exchanges put back in `items` (when the policy keeps them), the
+    cuts remembered for the history and when its conversation's prompt last went upstream
+    (`cache_warmth`), for the client's own request (`first_call`) under a reducing policy;
+    nothing else. `keep`: this request's own cuts are kept for the next one
     (`History.cuts_key`)."""
     if not (first_call and policy.reduces):
         return History(Reinserted(items, 0))
@@ -101,20 +109,24 @@ async def recall_history(
     place, anchors = working_set_place(wire, items, scope, limits.ttl_seconds, limits.max_per_scope)
     working_set = place if read.enabled and read.working_set else None
     key = place if keep else None
-    if not anchors:
-        return History(Reinserted(items, 0), working_set, key)
+    if not anchors:  # a conversation's first request: nothing was sent before it
+        return History(Reinserted(items, 0), working_set, key, place=place, sent_read=True)
     exchanges = exchange_ids(store, scope, anchors) if working_set is not None else {}
     records = record_ids(store, scope, anchors)
+    sent = sent_ids(store, scope, anchors)
     try:
-        wanted = [*exchanges.values(), *records.values()]
+        wanted = [*exchanges.values(), *records.values(), *sent]
         found = await store.get_many(working_set_scope(scope), wanted)
     except StoreUnavailable:
-        return History(Reinserted(items, 0, unavailable=bool(exchanges)), working_set, key)
+        kept = Reinserted(items, 0, unavailable=bool(exchanges))
+        return History(kept, working_set, key, place=place)
     kept = put_back(wire, items, exchanges, found) if exchanges else Reinserted(items, 0)
-    if not any(i in found for i in records.values()):
-        return History(kept, working_set, key)
-    fingerprint = policy_fingerprint(policy)
-    return History(kept, working_set, key, recall(records, found, kept, fingerprint), fingerprint)
+    history = History(kept, working_set, key, place=place, last_sent=last_sent(sent, found),
+                      sent_read=True)  # fmt: skip
+    if any(i in found for i in records.values()):
+        history.fingerprint = policy_fingerprint(policy)
+        history.recalled = recall(records, found, kept, history.fingerprint)
+    return history
 
 
 @dataclass(frozen=True)

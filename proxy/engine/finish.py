@@ -27,15 +27,17 @@ def finish(
     request: PreparingRequest, reduction: Reduction, synthetic: list[Any], refused: int = 0
 ) -> Prepared:
     """The prepared request (`reduction` rendered, `synthetic` tools added when it names an
-    artifact), or the request as it came, or a refusal. `refused`: reductions the planner left
-    out because they would not have lowered the count (never worse)."""
+    artifact, breakpoints as the policy's `cache_marks` wants them), or the request as it came,
+    or a refusal. `refused`: reductions the planner left out because they would not have
+    lowered the count (never worse)."""
     manifest, counter = request.manifest, request.counter
     manifest.actions = [*request.tool_actions(), *reduction.actions]
     reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
     wire = request.wire
     added = synthetic if reduction.referenced else []
     body = wire.render(request.body, reduction.messages, added)
-    after = reduction.message_tokens + wire.overhead_tokens(body, counter)
+    overhead = wire.overhead_tokens(body, counter)
+    after = reduction.message_tokens + overhead
     manifest.tokens_after = after
     if after > request.budget.limit >= request.tokens:
         # What the steps did (e.g. the read tools an offload adds) would not fit, the
@@ -49,12 +51,17 @@ def finish(
         if refused:
             manifest.note(NoteCode.never_worse, CUTS_REFUSED)
         return request.unchanged(Outcome.nothing_reduced)
-    if after >= request.tokens:  # never worse: the request as it came is no larger
+    # Never worse holds when the provider's cache is cold too: it is about size, not about the
+    # prefix. Cold, every token of the prompt is billed uncached, so a rewrite that is not
+    # smaller costs at least what the request as it came costs, and removes content for nothing.
+    if after >= request.tokens:  # the request as it came is no larger
         manifest.note(NoteCode.never_worse, NOT_SMALLER)
         return request.unchanged(Outcome.nothing_reduced)
     manifest.outcome = (
         Outcome.reduced if after <= request.budget.target else Outcome.reduced_above_target
     )
+    marked = request.marked(body, reduction.item_tokens, overhead, reduction.stable_items)
+    body = body if marked is None else marked
     artifacts = bool(reduction.referenced and synthetic) or request.carries_tools
     return Prepared(
         wire.encode(body), True, manifest, body, synthetic=request.synthetic_tools(artifacts)

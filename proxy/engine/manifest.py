@@ -79,6 +79,24 @@ class SummarySource(StrEnum):
     """Left out to avoid a refusal (the header only)."""
 
 
+@dataclass
+class CacheReport:
+    """The provider's prompt cache of the conversation, and what its state changed
+    (`engine.cache_warmth`: `CacheState` and `CacheApplied` values)."""
+
+    state: str
+    age_seconds: float | None
+    """Since the conversation's prompt last went upstream (None: no record of it)."""
+    ttl_seconds: int | None
+    """The cache lifetime that applied (None: unknown)."""
+    applied: str = "none"
+
+    def label(self) -> str:
+        """`state:applied`, the `x-ctxproxy-cache` header."""
+        return f"{self.state}:{self.applied}"
+
+
+CACHE_HEADER = "x-ctxproxy-cache"
 NOTES_HEADER = "x-ctxproxy-notes"
 OUTCOME_HEADER = "x-ctxproxy-outcome"
 SUMMARY_HEADER = "x-ctxproxy-summary"
@@ -134,6 +152,12 @@ class Manifest:
     notes: list[str] = field(default_factory=list)
     note_codes: list[NoteCode] = field(default_factory=list)
     """The fixed codes of `x-ctxproxy-notes`, in the order they were noted, each once."""
+    cache_marks: dict[str, Any] | None = None
+    """Prompt-cache breakpoints, for an upstream that caches at them (`engine.cache_marks`): the
+    policy's mode, where the proxy placed some, how many the client sent and how many were
+    removed, and the tokens the provider will write (as prepared and unchanged); None otherwise."""
+    cache: CacheReport | None = None
+    """The conversation's prompt cache (set for a reducing policy's own call)."""
     cost_estimate: dict[str, Any] | None = None
     """The prompt's price as prepared and unchanged (`tokens.prices.estimate`), set by the
     completion driver for a dry run (it knows the upstream); None otherwise."""
@@ -200,6 +224,9 @@ class Prepared:
     """Set only when preparation appended the synthetic tools (never for a client's own tools)."""
     working_set: WorkingSetKey | None = None
     """Where the read rounds of this request are kept for the next turn (None: not kept)."""
+    sent_key: WorkingSetKey | None = None
+    """Where the time this request goes upstream is kept (`cache_warmth.note_sent`; None:
+    nothing to keep)."""
 
     def headers(self) -> dict[str, str]:
         m = self.manifest
@@ -211,4 +238,5 @@ class Prepared:
             OUTCOME_HEADER: m.outcome.value,
             **({NOTES_HEADER: ",".join(m.note_codes)} if m.note_codes else {}),
             **({SUMMARY_HEADER: label} if (label := m.summary_label()) else {}),
+            **({CACHE_HEADER: m.cache.label()} if m.cache is not None else {}),
         }

@@ -42,6 +42,10 @@ class StepPlan:
     keeps_from: int | None = None
     """For a step that removes whole units: the first unit of the recent ones it never removes.
     None: the step removes no unit (it may shrink them)."""
+    deep_cuts: bool = True
+    """The planner may weigh taking this step deeper than the goal (`_cut_options`); a step
+    whose cuts are paced by their own rule (a summary's roll-ups) says no, and the plan keeps
+    to the goals."""
     when_seen: bool = False
     """The step acts on each unit as it arrives, trigger or not, whenever that unit costs less
     under it (e.g. offloading every oversized result): its horizon then moves past that unit."""
@@ -111,6 +115,10 @@ class ReplayLog:
         for k in moved:
             self.seen[k].append((t, horizons[k]))
 
+    def cut_from(self, t0: int) -> bool:
+        """Whether a cut was made at time point `t0` or later."""
+        return any(t >= t0 for step in self.cuts for t, _ in step)
+
     def cut(self, t: int, old: list[int], new: list[int]) -> None:
         for k, (a, b) in enumerate(zip(new, old, strict=True)):
             if a != b:
@@ -175,6 +183,7 @@ def plan_horizons(
     cut_last: bool = False,
     pinned: Pinned | None = None,
     log: ReplayLog | None = None,
+    defer: bool = False,
 ) -> list[int]:
     """Horizons per step (policy order) after replaying every unit of the conversation.
 
@@ -186,14 +195,18 @@ def plan_horizons(
     `cut_last`: the last unit acts as if it crossed the trigger (the cut the next request
     would make if it crossed it: what a background summary may be made for ahead of time).
     `pinned`: the units it covers move as it says, nothing is decided there again. `log`
-    receives the cuts, the `when_seen` moves and the cuts refused (never worse)."""
+    receives the cuts, the `when_seen` moves and the cuts refused (never worse). `defer`: one
+    cut, at the last unit (when over the trigger), and only the `when_seen` moves before it (a
+    cold cache: no prefix to keep, and one cut to the goal keeps the most of the conversation)."""
     totals = _Totals(full, steps, base, reduced_base)
     horizons = [0] * len(steps)
     log = log if log is not None else ReplayLog.empty(len(steps))
     meter = GrowthMeter(growth) if growth is not None and growth.turns else None
+    deep = meter is not None and all(s.deep_cuts for s in steps)
     pin = pinned if pinned is not None and pinned.units <= len(full) else _NO_PIN
     slack = pin.slack
     running = base  # the total up to the previous unit: horizons only change on an advance
+    last = len(full) - 1
     for t in range(len(full)):
         held = t < pin.units
         if held:
@@ -208,10 +221,11 @@ def plan_horizons(
         if held:
             cut = horizons.copy()
             _set(steps, cut, pin.cuts_at(t), t)
-        elif running - slack <= trigger and not (cut_last and t == len(full) - 1):
+        elif (defer and t < last) or (running - slack <= trigger and not (cut_last and t == last)):
             continue
         else:
-            cut = _cut(totals, t, horizons, _goals(meter, trigger, target), trigger, log)
+            goals = _goals(meter, trigger, target)
+            cut = _cut(totals, t, horizons, goals, trigger, log, deep=deep)
             slack = slack if cut == horizons else 0  # a new stand-in item: the plan's count
         if cut != horizons:
             log.cut(t, horizons, cut)
@@ -265,37 +279,61 @@ def _cut(
     goals: list[int],
     trigger: int,
     log: ReplayLog | None = None,
+    *,
+    deep: bool = False,
 ) -> list[int]:
-    """The cut, among those reducing to each goal (deepest first), whose prompts keep the most
-    of themselves cached until the trigger is crossed again.
+    """The cut that keeps the most of the prompt cached: among the cuts that get to the target,
+    the one that changes the prompt latest (the longest unchanged prefix p), then the one with
+    the smallest (T - p) / ((T - L)(T + L)).
 
     While the prompt grows by g tokens a turn from L (after the cut) back to the trigger T, the
     turns send about (T - L)(T + L) / 2g tokens, and all but T - p of them are a prefix of the
-    previous prompt, p being what the cut leaves unchanged at the start of the old prompt. A
-    deeper cut (smaller L) makes that cycle longer; a cut that changes the prompt later (larger
-    p) re-sends less: the one with the smallest (T - p) / ((T - L)(T + L)) is chosen (the deepest
-    on a tie). g is the same for every candidate, so it drops out.
+    previous prompt. A deeper cut (smaller L) makes that cycle longer; a cut that changes the
+    prompt later re-sends less. The latest change comes first because what a late cut shrank
+    (say, every old tool result cleared) stays byte-identical through the cuts that follow,
+    while a drop down to the recent turns re-sends them all: over a long session the late cuts
+    re-send less (`bench.quality.cache_first`). `deep` (growth sizing on) also weighs the
+    deepest cut and each run of the first steps taken as deep as they go.
 
     Never worse: a cut that does not lower the total (the read tools it switches on included)
     is not made."""
     best = horizons
-    best_score = None
+    best_key: tuple[bool, float, float] | None = None
     before = totals.total(t, horizons)
-    for goal in goals:
-        cut = _reduce_to(totals, t, horizons, goal)
+    for cut in _cut_options(totals, t, horizons, goals, deep=deep):
         after = totals.total(t, cut)
         if cut != horizons and after >= before:
             if log is not None:
                 log.refused += 1
             continue
         if after >= trigger:
-            score = float("inf")
+            key = (True, 0.0, float("inf"))
         else:
             kept = unchanged_prefix(totals, t, horizons, cut)
             score = (trigger - kept) / ((trigger - after) * (trigger + after))
-        if best_score is None or score < best_score:
-            best, best_score = cut, score
+            key = (after > goals[-1], -float(kept), score) if deep else (False, 0.0, score)
+        if best_key is None or key < best_key:
+            best, best_key = cut, key
     return best
+
+
+def _cut_options(
+    totals: _Totals, t: int, horizons: list[int], goals: list[int], *, deep: bool
+) -> list[list[int]]:
+    """The cuts weighed: reducing to each goal (steps advanced in policy order, each just far
+    enough); with `deep`, also as far as every step goes, and each run of the first steps taken
+    as deep as they go (e.g. every old result cleared, no turn dropped)."""
+    options = [_reduce_to(totals, t, horizons, goal) for goal in goals]
+    if not deep:
+        return options
+    options.append(_reduce_to(totals, t, horizons, 0))
+    for k in range(len(horizons) - 1):
+        run = horizons.copy()
+        for j in range(k + 1):
+            run[j] = _advance(totals, t, run, j, 0)
+        if run not in options:
+            options.append(run)
+    return options
 
 
 def unchanged_prefix(totals: _Totals, t: int, old: list[int], new: list[int]) -> int:

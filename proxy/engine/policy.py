@@ -18,6 +18,7 @@ from proxy.engine.budget import BudgetPolicy
 from proxy.engine.config_base import StepConfig, StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
 from proxy.engine.steps.defer_tools import DeferToolsConfig
+from proxy.engine.wire import CacheMarksMode
 from proxy.tokens.backends import check_hf_tokenizer_file
 from proxy.tokens.counters import resolve_tokenizer
 
@@ -100,6 +101,13 @@ class Policy(StrictModel):
         "several reduce the same message, the one listed last applies. Refusal comes last.",
     )
     artifacts: ArtifactsPolicy = Field(default_factory=ArtifactsPolicy)
+    cache_marks: CacheMarksMode = Field(
+        default="auto",
+        description="Prompt-cache breakpoints (`cache_control`) for upstreams that cache only at "
+        "them (Anthropic Messages): `auto` adds up to four at stable points when the request "
+        "carries none (the client's own are kept), `keep` never adds any, `off` removes them. "
+        "Only in modes `window` and `compact` (the others never change a request).",
+    )
     read_tool: ReadToolPolicy = Field(default_factory=ReadToolPolicy)
     models: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -145,7 +153,8 @@ def _as_summarize(entry: Any) -> Any:
     if isinstance(entry, StepConfig):
         if entry.kind != "drop_turns":
             return entry
-        entry = entry.model_dump()
+        # the settings written, not drop_turns' own defaults (summarize has its own)
+        entry = {**entry.model_dump(exclude_unset=True), "kind": "drop_turns"}
     if isinstance(entry, dict) and entry.get("kind") == "drop_turns":
         return {**entry, "kind": "summarize"}
     return entry

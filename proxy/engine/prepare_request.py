@@ -3,7 +3,9 @@ and the request as the `Preparer` holds it while it prepares it (`PreparingReque
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from proxy.engine.budget import (
@@ -14,13 +16,15 @@ from proxy.engine.budget import (
     RatioReader,
     count_ratio_for,
 )
+from proxy.engine.cache_marks import apply_marks, client_written
+from proxy.engine.cache_warmth import NO_WARMTH, Warmth
 from proxy.engine.continuity import History
 from proxy.engine.manifest import Action, Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.refusal import refusal
 from proxy.engine.steps.summarize.summarizer import Summarizer
 from proxy.engine.tool_deferral import Deferral
-from proxy.engine.wire import WireFormat
+from proxy.engine.wire import CacheMarksMode, WireFormat
 from proxy.engine.working_set import Reinserted
 from proxy.errors import ProxyError
 from proxy.synthetic.find_tools import FIND_TOOLS
@@ -58,6 +62,11 @@ class UpstreamWindows(Protocol):
         """The upstream's configured name (what its count ratios are learned under)."""
         ...
 
+    def prompt_cache_ttl(self, model: str) -> int | None:
+        """How long the upstream keeps a prompt cached for `model` (seconds; 0: it caches
+        nothing; None: unknown)."""
+        ...
+
     async def window(self, model: str, *, ask: bool) -> LearnedWindow | None:
         """A window learned for `model`; `ask`: the upstream may be asked (briefly) when nothing
         is known yet (the model map does not know the model)."""
@@ -75,11 +84,12 @@ async def upstream_learned(
     """What a request's upstream told of the model's window (asked when the model is `unknown`
     to the model map) and the count ratio the request applies (`budget.count_ratio_for`, read
     from memory: call it on the loop)."""
-    window, upstream = None, ""
+    window, upstream, ttl = None, "", None
     if windows is not None:
         window, upstream = await windows.window(model, ask=unknown), windows.upstream_name
+        ttl = windows.prompt_cache_ttl(model)
     key = CalibrationKey(upstream, model)
-    return Learned(window, count_ratio_for(budget, ratios, key, contributor))
+    return Learned(window, count_ratio_for(budget, ratios, key, contributor), ttl)
 
 
 class PolicyResolver(Protocol):
@@ -109,13 +119,33 @@ class PreparingRequest:
     summarizer: Summarizer | None = None
     history: History = field(default_factory=lambda: History(Reinserted([], 0)))
     """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
+    marks: CacheMarksMode | None = None
+    """The `cache_marks` mode the body that goes gets (None: its breakpoints are left alone)."""
+    warmth: Warmth = NO_WARMTH
+    """What is known of the provider's cache of the conversation (`cache_warmth`)."""
+    deferral: Deferral | None = None
+    """What the `defer_tools` step did to the request's tools (None: nothing)."""
+    came: tuple[dict[str, Any], int] | None = None
+    """The body before `defer_tools` replaced its tools, and its tokens besides the items
+    (None: the body is that one): what the request as it came makes the provider write."""
 
     @property
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
 
-    deferral: Deferral | None = None
-    """What the `defer_tools` step did to the request's tools (None: nothing)."""
+    def marked(
+        self, body: dict[str, Any], costs: Sequence[int], fixed: int, stable_items: int
+    ) -> dict[str, Any] | None:
+        """`body` (which goes upstream; `costs` of its items, `fixed` of the rest) with the
+        breakpoints `marks` wants, or None when it stays as it is."""
+        if self.marks is None:
+            return None
+        came, came_fixed = self.came or (self.body, self.fixed)
+        before = client_written(self.wire, came, partial(_through, self.costs, came_fixed))
+        return apply_marks(
+            self.wire, self.marks, body, stable_items, partial(_through, costs, fixed),
+            self.manifest, before,
+        )  # fmt: skip
 
     def carried_tools(self) -> SyntheticTools | None:
         return self.synthetic_tools(self.carries_tools)
@@ -138,9 +168,15 @@ class PreparingRequest:
         return [self.deferral.action] if self.deferral else []
 
     def unchanged(self, outcome: Outcome) -> Prepared:
+        """The request as it came (its breakpoints as the policy's `cache_marks` wants them,
+        unless it is broken input, which goes untouched)."""
         self.manifest.outcome = outcome
         self.manifest.tokens_after = self.tokens if self.deferral else self.manifest.tokens_before
         tools = self.carried_tools()
+        if outcome != Outcome.invalid_forwarded:
+            body = self.marked(self.body, self.costs, self.fixed, 0)
+            if body is not None:
+                return Prepared(self.wire.encode(body), True, self.manifest, body, tools)
         changed = tools is not None or self.rewritten
         return Prepared(self.raw, changed, self.manifest, self.body, tools)
 
@@ -152,6 +188,10 @@ class PreparingRequest:
             store_failed=store_failed, no_credential=NoteCode.no_credential in codes,
             write_budget=NoteCode.store_write_budget in codes,
         )  # fmt: skip
+
+
+def _through(costs: Sequence[int], fixed: int, items: int) -> int:
+    return fixed + sum(costs[:items])
 
 
 @dataclass(frozen=True)
@@ -170,6 +210,9 @@ class CallOptions:
     """The prepared request goes upstream as the client's own call: its cuts are kept for the
     next request of its conversation (`engine.cut_memory`). A dry run or a token count reads
     them but keeps none: what the upstream saw last is what the next request must keep."""
+    cache_marks: bool = False
+    """The upstream caches at the request's breakpoints (Anthropic's prompt caching): the
+    policy's `cache_marks` applies (`engine.cache_marks`)."""
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
+from proxy.engine.cache_marks import marks_mode
+from proxy.engine.cache_warmth import CacheApplied, judge, resolve_ttl, sent_key
 from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
 from proxy.engine.finish import finish, plans
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared
+from proxy.engine.manifest import CacheReport, Manifest, NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import (
     FIRST_CALL,
@@ -49,13 +53,15 @@ from proxy.engine.threads import (
 from proxy.engine.tool_deferral import defer_tools
 from proxy.engine.tool_text import own_text_scope, remembered_ids
 from proxy.engine.wire import WireFormat
-from proxy.engine.working_set import working_set_notes
+from proxy.engine.working_set import WorkingSetKey, working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
 from proxy.synthetic.registry import ARTIFACT_TOOLS, is_artifact_tool_name, tool_specs
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
+
+REDUCED = (Outcome.reduced, Outcome.reduced_above_target)
 
 
 class Preparer:
@@ -71,6 +77,7 @@ class Preparer:
         offload_items: int = OFFLOAD_ITEMS,
         offload_threads: int = OFFLOAD_THREADS,
         background_observer: Observer | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._policies = policies
         self._counters = counters
@@ -80,6 +87,8 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
+        self._clock = clock
+        """Wall-clock seconds: how long ago a conversation's prompt was sent (`cache_warmth`)."""
         self.background = Background(observer=background_observer)
         """Summaries made off the request path (`steps.summarize.background`)."""
 
@@ -186,19 +195,33 @@ class Preparer:
             manifest.notes.extend(working_set_notes(kept))
         request = self._count(wire, body, raw, policy, manifest, learned)
         request.carries_tools, request.rewritten = carries_tools, bool(kept.exchanges)
+        request.marks = marks_mode(policy, call.cache_marks)
         deferring = policy.tool_deferral() if first_call and policy.reduces else None
         if deferring is not None:
             tail = len(ARTIFACT_TOOLS) if carries_tools else 0
             _defer_tools(request, deferring, tail)
         request.summarizer = summarizer
         request.history = history
+        sent = self._warmth(request, learned)
         if call.within_allowance:
             limit = min(request.budget.limit, request.budget.allowance)
             request.budget = dataclasses.replace(request.budget, limit=limit)
             manifest.refusal_limit = limit
         prepared = await self._decide(request, tenant, store, call)
-        prepared.working_set = history.working_set
+        prepared.working_set, prepared.sent_key = history.working_set, sent
         return prepared
+
+    def _warmth(self, request: PreparingRequest, learned: Learned) -> WorkingSetKey | None:
+        """What is known of the provider's cache of the request's conversation (in its
+        manifest), and where the time it goes upstream is kept (None: nowhere)."""
+        history = request.history
+        if history.place is None:  # not the client's own call of a reducing policy
+            return None
+        ttl = resolve_ttl(learned.cache_ttl, request.wire.cache_ttl(request.body))
+        warmth = judge(history.last_sent, self._clock(), ttl, history.sent_read)
+        request.warmth = warmth
+        request.manifest.cache = CacheReport(warmth.state, warmth.age_seconds, ttl)
+        return sent_key(history.place, ttl)
 
     async def _decide(
         self, request: PreparingRequest, tenant: Requester, store: ArtifactStore, call: CallOptions
@@ -232,7 +255,7 @@ class Preparer:
             raise request.refusal(request.tokens, request.tokens)
         assert conversation is not None  # a reducing mode parses whenever it reduces
         prepared = await self._reduce(request, conversation, tenant, store, call)
-        if not over and not prepared.changed:
+        if not over and prepared.manifest.outcome not in REDUCED:  # breakpoints may be added
             prepared.manifest.outcome = Outcome.within_trigger
         return prepared
 
@@ -324,14 +347,15 @@ class Preparer:
                 wire, request.messages, conversation, policy, counter, request.costs,
                 artifact_id, own_text_mac, request.budget.allowance, sizing, recent_end,
             )  # fmt: skip
-            pinned = history.pinned(ctx.units)
-            budget = request.budget
-            return ctx, await plan_reduction(ctx, budget, base, reduced_base, services, pinned)
+            pinned, budget, cold = history.pinned(ctx.units), request.budget, request.warmth.cold
+            planned = await plan_reduction(ctx, budget, base, reduced_base, services, pinned, cold)
+            return ctx, planned
 
         if precompute:  # summaries started ahead of time; nothing changes in this request
             await plan(policy)
             return request.unchanged(Outcome.within_trigger)
         ctx, planned, relaxed = await plans(request, plan, call.last_resort)
+        _applied(request.manifest, planned)
         reduction = await store_and_apply(ctx, planned.outputs, store, tenant.scope)
         request.manifest.protected_tokens = planned.protected
         prepared = finish(request, reduction, synthetic, planned.log.refused)
@@ -339,6 +363,13 @@ class Preparer:
         kept = dataclasses.replace(made, relaxed=relaxed, recent_end=ctx.recent_end)
         await keep_cuts(store, history, kept)
         return prepared
+
+
+def _applied(manifest: Manifest, planned: Plan) -> None:
+    """What the cache's state changed: a due cut kept the prefix, or went deeper (cold)."""
+    if manifest.cache is not None and planned.due:
+        deeper = planned.deeper
+        manifest.cache.applied = CacheApplied.deeper_cut if deeper else CacheApplied.keep_prefix
 
 
 def _made(
@@ -367,6 +398,7 @@ def _defer_tools(request: PreparingRequest, config: DeferToolsConfig, tail: int)
     )  # fmt: skip
     if deferral is None:
         return
+    request.came = (request.body, request.fixed)
     request.body = deferral.body
     request.raw = wire.encode(deferral.body)
     request.fixed = wire.overhead_tokens(deferral.body, counter)

@@ -39,8 +39,11 @@ from proxy.tokens.counters import TokenCounter
 @dataclass
 class Reduction:
     messages: list[Any]
-    message_tokens: int = 0
-    """Tokens of `messages`: kept messages reuse their counts, only new ones are counted."""
+    item_tokens: list[int] = field(default_factory=list)
+    """Tokens of each of `messages`: kept ones reuse their counts, only new ones are counted."""
+    stable_items: int = 0
+    """The leading `messages` through the first one a step put in (a notice, or a summary that
+    a short item of the turns dropped since its roll-up may follow: the summary changes less)."""
     actions: list[Action] = field(default_factory=list)
     referenced: list[str] = field(default_factory=list)
     unconfirmed: int = 0
@@ -48,6 +51,10 @@ class Reduction:
     """The writes among `unconfirmed` that the tenant's write budgets refused."""
     over_scope_cap: int = 0
     """Artifacts this request references when more than `artifacts.max_per_scope` (else 0)."""
+
+    @property
+    def message_tokens(self) -> int:
+        return sum(self.item_tokens)
 
     @property
     def store_failed(self) -> int:
@@ -207,6 +214,10 @@ class Plan:
     """Planned tokens of what no step may remove: tools, system, task, pinned, recent turns."""
     log: ReplayLog = field(default_factory=lambda: ReplayLog.empty(0))
     """What the replay did: each step's cuts and eager moves, the cuts it refused."""
+    due: bool = False
+    """A new cut was due (after the remembered units)."""
+    deeper: bool = False
+    """It was planned afresh to the target: the cache was cold (`plan_reduction`)."""
 
     @property
     def expected(self) -> int:
@@ -216,9 +227,11 @@ class Plan:
 
 async def plan_reduction(
     ctx: ReductionContext, budget: Budget, base: int, reduced_base: int, services: StepServices,
-    pinned: Pinned | None = None,
+    pinned: Pinned | None = None, cold: bool = False,
 ) -> Plan:  # fmt: skip
-    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite."""
+    """Each step's plan, its horizons (`pinned`: remembered moves, kept), I/O and rewrite.
+    `cold`: the provider's cache is cold (`cache_warmth`): a cut due over remembered cuts is
+    planned afresh instead, one cut at the last unit, the remembered cuts given up."""
     steps = build_steps(ctx.policy.steps, ctx)
     prefix = {id(step): out for step in steps if (out := _prefix_output(step, ctx))}
     if prefix:  # the system prefix shrinks, and the read tools come with it
@@ -230,12 +243,12 @@ async def plan_reduction(
         growth_starts([u.kind == "tool_exchange" for u in ctx.units], ctx.turn_first_unit),
         ctx.policy.budget.growth_turns,
     )
-    def replay(cut_last: bool) -> tuple[list[int], ReplayLog]:
+    def replay(cut_last: bool, fresh: bool = False) -> tuple[list[int], ReplayLog]:
         log = ReplayLog.empty(len(steps))
         horizons = plan_horizons(
-            full, plans, base=base, reduced_base=reduced_base, trigger=budget.reduce_over,
-            target=min(budget.target, budget.reduce_over), growth=growth, cut_last=cut_last,
-            pinned=pinned, log=log,
+            full, plans, base=base, reduced_base=reduced_base, trigger=budget.plan_over,
+            target=min(budget.target, budget.plan_over), growth=growth,
+            cut_last=cut_last, pinned=None if fresh else pinned, log=log, defer=fresh,
         )  # fmt: skip
         return horizons, log
 
@@ -243,6 +256,10 @@ async def plan_reduction(
     if services.precompute:
         await _precompute(steps, ctx, services, log.cuts)
         return Plan([], 0, 0)
+    due = log.cut_from(pinned.units if pinned is not None else 0)
+    deeper = cold and due and pinned is not None  # without remembered cuts, nothing to give up
+    if deeper:
+        horizons, log = replay(False, fresh=True)
     assigned = _assigned(horizons, len(steps))
     for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
@@ -261,7 +278,8 @@ async def plan_reduction(
         if units or id(step) in prefix
     ]
     fixed = total - sum(cost)  # base (or reduced base) plus notices
-    return Plan(outputs, total, fixed + sum(cost[u] for u in _protected_units(ctx, plans)), log)
+    protected = fixed + sum(cost[u] for u in _protected_units(ctx, plans))
+    return Plan(outputs, total, protected, log, due, deeper)
 
 
 def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
@@ -350,7 +368,7 @@ async def store_and_apply(
     reduction.unconfirmed = sent - len(confirmed)
     if sent > ctx.policy.artifacts.max_per_scope:
         reduction.over_scope_cap = sent
-    reduction.messages, reduction.message_tokens = _apply(ctx, edits)
+    reduction.messages, reduction.item_tokens, reduction.stable_items = _apply(ctx, edits)
     return reduction
 
 
@@ -378,22 +396,22 @@ async def _store(
     return len(sendable), confirmed & sendable.keys(), budget_refusals(confirmed)
 
 
-def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], int]:
+def _apply(ctx: PrepareContext, edits: list[Edit]) -> tuple[list[Any], list[int], int]:
+    """The edited items, the tokens of each, and how many lead through the first inserted."""
     replaced = {e.index: e.message for e in edits if e.kind == "replace"}
     removed = {e.index for e in edits if e.kind == "remove"}
     inserted = {e.index: e.message for e in edits if e.kind == "insert_before"}
     out: list[Any] = []
-    tokens = 0
+    tokens: list[int] = []
+    stable = 0
     for index, message in enumerate(ctx.messages):
         if index in inserted:
             out.append(inserted[index])
-            tokens += ctx.counter.count_message(inserted[index])
+            tokens.append(ctx.counter.count_message(inserted[index]))
+            stable = stable or len(out)
         if index in removed:
             continue
-        if index in replaced:
-            out.append(replaced[index])
-            tokens += ctx.counter.count_message(replaced[index])
-        else:
-            out.append(message)
-            tokens += ctx.message_costs[index]
-    return out, tokens
+        new = index in replaced
+        out.append(replaced[index] if new else message)
+        tokens.append(ctx.counter.count_message(out[-1]) if new else ctx.message_costs[index])
+    return out, tokens, stable

@@ -86,7 +86,7 @@ def defer_tools(
     kept_at = set(kept)
     deferrable = [e for i, e in enumerate(tools.entries) if e is not None and i not in kept_at]
     spec = wire.synthetic_tools([find_tools_spec(search_name, ToolCatalog(tuple(deferrable)))])
-    sent = [client[i] for i in kept] + [client[i] for i in loaded] + spec
+    sent = [client[i] for i in kept] + [_tool(tools.entries[i]) for i in loaded] + spec
     after = counter.count_tools(sent, None)
     names_loaded = [_name(tools.entries[i]) for i in loaded]
     action = _action(search_name, limit, (before, after), catalog, names_loaded)
@@ -118,6 +118,12 @@ def _action(
 
 def _name(entry: ToolEntry | None) -> str:
     return entry.name if entry is not None else ""
+
+
+def _tool(entry: ToolEntry | None) -> Any:
+    """A loaded tool's definition: the one its follow-up calls load too (the same bytes)."""
+    assert entry is not None  # only deferrable tools are loaded
+    return entry.tool
 
 
 def _kept(name: str, config: DeferToolsConfig) -> bool:

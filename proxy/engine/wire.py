@@ -20,7 +20,8 @@ How the other formats map onto it (each one adapter module under `proxy/formats/
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from proxy.engine.conversation import Conversation, Problem, Unit
@@ -38,6 +39,27 @@ for every item of a reduced request): `(role, name, text, result_item)` --
 - text: the item's text (text parts joined; "" when it has none);
 - result_item: a tool-result item (text marked as the proxy's is an offloaded result there, not
   a notice)."""
+
+
+CacheMarksMode: TypeAlias = Literal["auto", "keep", "off"]
+"""The policy's `cache_marks`: add breakpoints when the client placed none, keep the client's,
+or remove them all."""
+
+
+@dataclass(frozen=True)
+class CacheMarks:
+    """What a format did with a request's prompt-cache breakpoints (`WireFormat.cache_marks`)."""
+
+    body: dict[str, Any] | None
+    """The body with breakpoints added or removed; None when it stays as it is."""
+    placed: tuple[str, ...] = ()
+    """Where the proxy put a breakpoint, as paths into the body (`messages[3].content[0]`)."""
+    client: int = 0
+    """The breakpoints the request came with."""
+    removed: int = 0
+    through_items: int | None = None
+    """How many leading items the last breakpoint of the body that goes covers (0: only tools
+    and system are marked; None: nothing is): what a provider writes to its cache."""
 
 
 class WireFormat(Protocol):
@@ -62,6 +84,11 @@ class WireFormat(Protocol):
 
     def output_limit(self, body: dict[str, Any]) -> int | None:
         """The request's explicit output limit (a non-negative integer), if any."""
+
+    def cache_ttl(self, body: dict[str, Any]) -> int | None:
+        """The prompt-cache lifetime (seconds) the request itself asks for where cuts happen
+        (Anthropic message marks with `"ttl": "1h"`, OpenAI `prompt_cache_retention: "24h"`);
+        None when it asks for none (the upstream's configured lifetime applies)."""
 
     def parse(self, items: Sequence[Any]) -> Conversation:
         """System prefix, turns, units and structural problems (worded for this format)."""
@@ -141,6 +168,14 @@ class WireFormat(Protocol):
     def is_answer(self, item: Any) -> bool:
         """Whether the item is the model's (where the working set re-inserts the synthetic
         exchanges that preceded it)."""
+
+    def cache_marks(
+        self, body: dict[str, Any], mode: CacheMarksMode, stable_items: int
+    ) -> CacheMarks | None:
+        """The request's prompt-cache breakpoints under `mode`, for an upstream that caches at
+        them (Anthropic's `cache_control`); `stable_items`: the leading items of `body` through
+        the proxy's own stable stand-in (a notice or a summary; 0: none). None: this wire format
+        has no such breakpoints."""
 
     def canonical(self, item: Any) -> bytes:
         """The item's meaning as bytes that a client's re-serialisation does not change (what

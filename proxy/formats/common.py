@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.engine.conversation import Problem
+from proxy.engine.wire import CacheMarks, CacheMarksMode
 from proxy.errors import ErrorCode, ProxyError
 from proxy.tokens.usage import TokenUsage
 
@@ -87,3 +88,19 @@ def invalid_error(problems: Sequence[Problem], id_key: str = "tool_call_id") -> 
     return ProxyError(
         ErrorCode.invalid_messages, first.reason, param=first.param, details={"problems": listed}
     )
+
+
+def no_cache_marks(
+    body: dict[str, Any], mode: CacheMarksMode, stable_items: int
+) -> CacheMarks | None:
+    """A format without prompt-cache breakpoints (OpenAI's cache finds prefixes by itself)."""
+    return None
+EXTENDED_RETENTION_SECONDS = 24 * 3600
+"""OpenAI's `prompt_cache_retention: "24h"` (Chat Completions and Responses)."""
+
+
+def retention_ttl(body: dict[str, Any]) -> int | None:
+    """The prompt-cache lifetime an OpenAI request asks for: 24 hours with
+    `prompt_cache_retention: "24h"` (extended retention); None otherwise (`in_memory` or none:
+    the upstream's configured lifetime applies)."""
+    return EXTENDED_RETENTION_SECONDS if body.get("prompt_cache_retention") == "24h" else None

@@ -75,7 +75,16 @@ def anthropic_tool_entry(tool: Any) -> ToolEntry | None:
         return None
     if not isinstance(tool.get("input_schema"), dict):
         return None
-    return _entry(tool, tool.get("input_schema"), tool)
+    return _entry(tool, tool.get("input_schema"), _without_breakpoint(tool))
+
+
+def _without_breakpoint(tool: dict[str, Any]) -> dict[str, Any]:
+    """The definition without the client's `cache_control`: a deferrable tool is sent (loaded)
+    where the client did not put it, so a breakpoint on it would move with every load and could
+    be a fifth one once the policy's `cache_marks` placed four."""
+    if "cache_control" not in tool:
+        return tool
+    return {key: value for key, value in tool.items() if key != "cache_control"}
 
 
 def _entry(fields: dict[str, Any], schema: Any, tool: Any) -> ToolEntry | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ class Services:
     """The context windows learned from the upstreams (per upstream and model, bounded)."""
     calibration: CountCalibration = field(default_factory=CountCalibration)
     """The count ratio per model (the upstream's `usage` over the proxy's counts)."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds (`engine.cache_warmth`: when prompts went upstream)."""
     upstreams: dict[str, Upstream] = field(default_factory=dict)
     store: ArtifactStore | None = None
     search_worker: SearchWorker | None = None

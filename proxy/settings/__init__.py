@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from proxy.settings.cache import PromptCacheSettings as PromptCacheSettings
 from proxy.settings.prices import PriceSettings as PriceSettings
 
 DEFAULT_PORT = 8531
@@ -156,6 +157,11 @@ class UpstreamSettings(_Strict):
     )
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     max_connections: Annotated[int, Field(gt=0)] = 256
+    prompt_cache: PromptCacheSettings = Field(
+        default_factory=PromptCacheSettings,
+        description="How long the provider keeps a sent prompt cached (cuts go deeper once a "
+        "conversation's cache is cold).",
+    )
     forwarded_headers: Literal["drop", "pass"] = Field(
         default="drop",
         description="The client's Forwarded, Via, X-Real-IP and X-Forwarded-* headers: 'drop' "

@@ -69,7 +69,8 @@ class ToolEntry:
     parameters: tuple[str, ...]
     """The names of its parameters (nested ones included)."""
     tool: Any
-    """The client's definition as it came (what is sent once the tool is loaded)."""
+    """The client's definition as it came (what is sent once the tool is loaded), but for a
+    Messages `cache_control` breakpoint (`formats.tool_defs`)."""
     calls: tuple[str, ...] = ()
     """Names its calls go by besides `name` (a namespace's tools)."""
 

@@ -15,13 +15,15 @@ writes, and the last answer's output. The removed tokens are the conversation's 
 the provider would have read from its cache had it read any of the prepared prompt (a warm
 cache), else billed in full. How much more of the unchanged prompt the provider would have
 served from its cache (what a cut made it miss) is unknown: the estimate assumes no more, so
-it overstates the unchanged price when preparation broke a cached prefix.
+it overstates the unchanged price when preparation broke a cached prefix. A request that came
+without cache breakpoints and got the proxy's (`cache_marks: auto`) would have had nothing
+cached: unchanged, all of it is billed in full.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -85,12 +87,19 @@ def price_of(usage: TokenUsage, prices: ModelPrices | None) -> float | None:
     )
 
 
-def unchanged_usage(answers: Sequence[TokenUsage], removed: int) -> TokenUsage:
+def unchanged_usage(
+    answers: Sequence[TokenUsage], removed: int, uncacheable: bool = False
+) -> TokenUsage:
     """The request sent once as it came: the first answer's prompt with the `removed` tokens
     back, the same cache writes, the last answer's output. The removed tokens are old history:
     read from the cache when the first answer read from it (the conversation's cache is warm),
-    else uncached."""
+    else uncached. `uncacheable`: as it came, the request would have had nothing cached (it
+    carried no cache breakpoint, the proxy placed them): all of it uncached."""
     first = answers[0]
+    if uncacheable:
+        read = None if first.cache_read is None else 0
+        write = None if first.cache_write is None else 0
+        return TokenUsage(max(0, first.input + removed), answers[-1].output, read, write)
     read, write, uncached = first.cache_read, first.cache_write, first.uncached
     if read:
         read = max(0, read + removed)
@@ -101,32 +110,56 @@ def unchanged_usage(answers: Sequence[TokenUsage], removed: int) -> TokenUsage:
 
 
 def request_cost(
-    answers: Sequence[TokenUsage], prices: ModelPrices | None, removed: int
+    answers: Sequence[TokenUsage],
+    prices: ModelPrices | None,
+    removed: int,
+    uncacheable: bool = False,
 ) -> Cost | None:
     """The cost of a request's answers (None without any), and of the request unchanged;
-    `removed`: the upstream tokens preparation took out of the prompt."""
+    `removed`: the upstream tokens preparation took out of the prompt; `uncacheable`: the
+    request as it came would have had nothing cached (`unchanged_usage`)."""
     total = total_usage(answers)
     if total is None:
         return None
-    unchanged = unchanged_usage(answers, removed)
+    unchanged = unchanged_usage(answers, removed, uncacheable)
     return Cost(price_of(total, prices), price_of(unchanged, prices), unchanged.input)
 
 
 def estimate(
-    prices: ModelPrices | None, tokens_before: int, tokens_after: int, count_ratio: float
+    prices: ModelPrices | None,
+    tokens_before: int,
+    tokens_after: int,
+    count_ratio: float,
+    marks: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A prepared prompt's price before any answer (the dry run's manifest): its tokens and the
-    client's unchanged, in the upstream's tokens (counts times the count ratio), all at the
-    uncached input price; the output and the provider's cache are not known yet."""
+    client's unchanged, in the upstream's tokens (counts times the count ratio), as the first
+    request of a cold cache: what its cache breakpoints make the provider write (`marks`: the
+    manifest's `cache_marks`, `written_tokens` and `written_tokens_unchanged`) at the
+    cache-write price, the rest at the input price; the output and cache reads are not known."""
     prepared, unchanged = round(tokens_after * count_ratio), round(tokens_before * count_ratio)
+    marks = marks or {}
+    written = min(prepared, round(int(marks.get("written_tokens", 0)) * count_ratio))
+    written_before = round(int(marks.get("written_tokens_unchanged", 0)) * count_ratio)
+    written_before = min(unchanged, written_before)
     return {
         "input_tokens": prepared,
         "input_tokens_unchanged": unchanged,
-        "input_usd": None if prices is None else prepared * prices.input,
-        "input_usd_unchanged": None if prices is None else unchanged * prices.input,
+        "cache_write_tokens": written,
+        "cache_write_tokens_unchanged": written_before,
+        "input_usd": _cold_price(prices, prepared, written),
+        "input_usd_unchanged": _cold_price(prices, unchanged, written_before),
         "prices": None if prices is None else prices.as_dict(),
-        "basis": "input tokens at the uncached input price; output and cache reads not included",
+        "basis": "input tokens as the first request of a cold cache: what its cache breakpoints "
+        "write at the cache-write price, the rest at the input price; output and cache reads "
+        "not included",
     }
+
+
+def _cold_price(prices: ModelPrices | None, tokens: int, written: int) -> float | None:
+    if prices is None or (written and prices.cache_write is None):
+        return None
+    return (tokens - written) * prices.input + written * (prices.cache_write or 0.0)
 
 
 def _map_prices(entry: Any) -> ModelPrices | None:

@@ -163,3 +163,12 @@ class Upstream(Protocol):
         `route`: the client format's endpoint, relative to the API root (`/chat/completions`,
         `/responses`: `ClientFormat.upstream_route`); an upstream maps it to its own path."""
         ...
+
+
+def caches_at_marks(upstream: Upstream) -> bool:
+    """Whether the upstream caches a Messages prompt only at its `cache_control` breakpoints
+    (Anthropic's prompt caching): the `anthropic` kind, and `litellm` to the provider
+    `anthropic` (whose Messages interface passes the breakpoints on as they are)."""
+    settings = upstream.settings
+    litellm_anthropic = settings.kind == "litellm" and settings.provider == "anthropic"
+    return upstream.native_format == "anthropic_messages" or litellm_anthropic

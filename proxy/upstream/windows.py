@@ -213,3 +213,6 @@ class RequestWindows:
 
     def record_stated(self, model: str, window: int) -> None:
         self.windows.record_stated(self.upstream.name, model, window)
+
+    def prompt_cache_ttl(self, model: str) -> int | None:
+        return self.upstream.settings.prompt_cache.ttl_for(model)

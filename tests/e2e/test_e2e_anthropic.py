@@ -51,12 +51,17 @@ async def test_unchanged_request_goes_upstream_byte_for_byte_with_its_headers(
     tmp_path: Path,
 ) -> None:
     headers = {"anthropic-beta": "prompt-caching-2024-07-31"}
+    # A request with a cache breakpoint of its own (one without any gets the proxy's:
+    # tests/e2e/test_e2e_cache_marks.py)
+    hello = [{"type": "text", "text": "Hello there", "cache_control": {"type": "ephemeral"}}]
     async with (
         anthropic_proxy(tmp_path) as (fake, proxy),
         sdk(proxy, api_key="sk-ant-client", default_headers=headers) as client,
     ):
         answer = await client.messages.create(
-            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hello there"}]
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": hello}],  # type: ignore[typeddict-item]
         )
         assert answer.content[0].type == "text"
         assert answer.content[0].text == "echo: Hello there"
@@ -67,7 +72,7 @@ async def test_unchanged_request_goes_upstream_byte_for_byte_with_its_headers(
         assert sent.headers["anthropic-beta"] == "prompt-caching-2024-07-31"
         assert json.loads(sent.body) == {
             "max_tokens": 100,
-            "messages": [{"role": "user", "content": "Hello there"}],
+            "messages": [{"role": "user", "content": hello}],
             "model": MODEL,
         }
 
@@ -398,11 +403,14 @@ async def test_parallel_results_are_reduced_and_turns_dropped_with_every_call_pa
         )
         sent = fake.requests(MESSAGES)[0].json()["messages"]
         assert paired(sent)
-        assert sent[0] == messages[0]  # the task stays
+        # the task stays (a string content goes as its one text block: cache_marks auto)
+        assert sent[0] == {"role": "user", "content": [{"type": "text", "text": "Audit the data."}]}
         assert len(sent) < len(messages)  # old turns went
         notice = sent[1]  # where the dropped turns were: one user message saying so
-        assert notice["role"] == "user" and notice["content"].startswith("[ctxproxy#")
-        assert "were removed from this conversation" in notice["content"]
+        text = notice["content"][0]["text"]
+        assert notice["role"] == "user" and text.startswith("[ctxproxy#")
+        assert "were removed from this conversation" in text
+        assert notice["content"][0]["cache_control"] == {"type": "ephemeral"}
         for message in sent:  # a user message keeps its text after its results
             blocks = message["content"] if isinstance(message["content"], list) else []
             kinds = [b["type"] for b in blocks]

@@ -20,10 +20,10 @@ from proxy.jsonio import loads
 
 COMPACT = """
 mode: compact
-budget: {context_window: 6000, reserved_output: 1000, safety_margin: 0}
+budget: {context_window: 6000, reserved_output: 1000, safety_margin: 0, trigger: 0.95}
 steps:
   - {kind: offload_tool_results, threshold_chars: 3000}
-  - {kind: clear_tool_results}
+  - {kind: clear_tool_results, keep_recent_exchanges: 2}
   - {kind: summarize, roll_up_after: 0, roll_up_turns: 0, summarizer: {max_summary_tokens: 400}}
 """
 LAGGING = COMPACT.replace("roll_up_after: 0, roll_up_turns: 0", "roll_up_after: 2")

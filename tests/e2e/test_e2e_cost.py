@@ -199,8 +199,19 @@ async def test_the_dry_run_estimates_the_prompts_price() -> None:
     manifest = answer["manifest"]
     found = manifest["cost_estimate"]
     prices = priced("claude-haiku-4-5")
-    assert found["input_tokens"] == round(manifest["tokens_after"] * manifest["count_ratio"])
-    assert found["input_usd"] == pytest.approx(found["input_tokens"] * prices.input)
+    ratio = manifest["count_ratio"]
+    assert found["input_tokens"] == round(manifest["tokens_after"] * ratio)
+    # no breakpoint in the request: the proxy's (cache_marks auto) make the provider write the
+    # prompt through the last one, which the request as it came would not have
+    marks = manifest["cache_marks"]
+    assert marks["placed"] == ["messages[0].content[0]"] and marks["client_marks"] == 0
+    assert found["cache_write_tokens"] == round(marks["written_tokens"] * ratio) > 0
+    written = found["cache_write_tokens"]
+    uncached = found["input_tokens"] - written
+    assert prices.cache_write is not None
+    expected = uncached * prices.input + written * prices.cache_write
+    assert found["input_usd"] == pytest.approx(expected)
+    assert found["cache_write_tokens_unchanged"] == 0
     assert found["input_usd_unchanged"] == pytest.approx(found["input_tokens"] * prices.input)
     assert found["prices"]["source"] == "model_map"
     assert found["prices"]["cache_write_per_mtok"] == pytest.approx(prices.cache_write / 1e-6)

@@ -167,3 +167,20 @@ async def test_an_anthropic_stream_through_litellm_ends_with_message_stop_not_do
     events = [line for line in raw.split(b"\n") if line.startswith(b"event: ")]
     assert events[0] == b"event: message_start" and events[-1] == b"event: message_stop"
     assert b"[DONE]" not in raw
+
+
+async def test_an_anthropic_client_through_litellm_to_anthropic_gets_cache_breakpoints() -> None:
+    """litellm's Messages interface to the provider `anthropic` passes the breakpoints on: a
+    client that placed none gets the proxy's (`cache_marks: auto`), as on the `anthropic` kind."""
+    async with litellm_proxy() as (fake, proxy, _):
+        client = anthropic.AsyncAnthropic(base_url=proxy.url, api_key="sk-ant", max_retries=0)
+        async with client:
+            await client.messages.create(
+                model=MODEL, max_tokens=50, system="Be brief.",
+                messages=[{"role": "user", "content": "Hello there"}],
+            )  # fmt: skip
+        sent = fake.requests("/v1/messages")[0].json()
+    mark = {"type": "ephemeral"}
+    assert sent["system"] == [{"type": "text", "text": "Be brief.", "cache_control": mark}]
+    hello = {"type": "text", "text": "Hello there", "cache_control": mark}
+    assert sent["messages"] == [{"role": "user", "content": [hello]}]

@@ -252,7 +252,7 @@ def test_a_count_ratio_of_two_halves_the_budget() -> None:
     policy = BudgetPolicy.model_validate({"context_window": 10_000, "safety_margin": 0})
     b = compute_budget(policy, "m", 1000, Models(), None, 2.0)
     assert (b.allowance, b.limit, b.count_ratio) == (4500, 4500, 2.0)
-    assert (b.trigger, b.target) == (int(0.95 * 9000) // 2, int(0.7 * 9000) // 2)
+    assert (b.trigger, b.target) == (9000 // 2, int(0.7 * 9000) // 2)  # trigger 1.0: the allowance
 
 
 def test_a_request_is_reduced_over_the_trigger_or_over_a_lower_refusal_limit() -> None:

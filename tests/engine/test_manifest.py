@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from proxy.engine.manifest import Action, Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.cache_warmth import CacheApplied, CacheState
+from proxy.engine.manifest import (
+    Action,
+    CacheReport,
+    Manifest,
+    NoteCode,
+    Outcome,
+    Prepared,
+    SyntheticTools,
+)
 from proxy.jsonio import dumps
 
 
@@ -131,3 +140,16 @@ def test_a_summary_is_reported_in_its_header_and_the_dict_form() -> None:
     assert fresh.summary_label() == "extract:cache"
     assert "x-ctxproxy-summary" not in Prepared(b"{}", True, manifest(DROP), {}).headers()
     assert manifest(DROP).summary() is None and manifest(DROP).summary_label() is None
+
+
+def test_the_cache_report_is_a_header_and_plain_data() -> None:
+    m = manifest()
+    assert "x-ctxproxy-cache" not in Prepared(b"{}", False, m, {}).headers()
+    assert m.as_dict()["cache"] is None
+    m.cache = CacheReport(CacheState.cold, 612.5, 300, CacheApplied.deeper_cut)
+    assert Prepared(b"{}", False, m, {}).headers()["x-ctxproxy-cache"] == "cold:deeper_cut"
+    data = m.as_dict()
+    assert data["cache"] == {
+        "state": "cold", "age_seconds": 612.5, "ttl_seconds": 300, "applied": "deeper_cut"
+    }  # fmt: skip
+    assert b'"cache":{"state":"cold","age_seconds":612.5' in dumps(data)

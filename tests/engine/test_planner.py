@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis_profiles import examples
 
 from proxy.engine.growth import GrowthSizing
 from proxy.engine.planner import (
+    ReplayLog,
     StepPlan,
     _Totals,
     applying_step,
@@ -19,9 +21,12 @@ from proxy.engine.planner import (
 )
 
 
-def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
+def drop_step(n: int, keep_last: int = 1, extra: int = 10, *, deep: bool = True) -> StepPlan:
     return StepPlan(
-        costs=[0] * n, limits=[max(t - keep_last + 1, 0) for t in range(n)], extra_cost=extra
+        costs=[0] * n,
+        limits=[max(t - keep_last + 1, 0) for t in range(n)],
+        extra_cost=extra,
+        deep_cuts=deep,
     )
 
 
@@ -213,11 +218,13 @@ def _each_unit_a_turn(n: int, turns: int) -> GrowthSizing:
 
 
 def test_growth_sizing_leaves_room_for_several_turns_of_the_observed_growth() -> None:
+    """For a step paced by its own rule (`deep_cuts=False`, a summary), the growth goal is
+    the depth."""
     n = 11  # 1,100 tokens: over the trigger at the last unit
     kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 900}
     [shallow] = plan_horizons([100] * n, [drop_step(n, extra=0)], **kwargs)
     [deep] = plan_horizons(
-        [100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 3), **kwargs
+        [100] * n, [drop_step(n, extra=0, deep=False)], growth=_each_unit_a_turn(n, 3), **kwargs
     )
     assert 100 * (n - shallow) == 900  # the target: room for one more unit
     assert 100 * (n - deep) == 700  # room for three units of growth under the trigger
@@ -225,6 +232,17 @@ def test_growth_sizing_leaves_room_for_several_turns_of_the_observed_growth() ->
         [100] * n, [drop_step(n, extra=0)], growth=_each_unit_a_turn(n, 0), **kwargs
     )
     assert off == [shallow]
+
+
+def test_with_growth_sizing_a_drop_goes_as_deep_as_the_step_allows() -> None:
+    """A drop changes the prompt right after the base whatever its depth, so every deeper cut
+    re-sends less in all: the next drop is as many turns away as the step allows."""
+    n = 11
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 1000, "target": 900}
+    [h] = plan_horizons(
+        [100] * n, [drop_step(n, keep_last=2, extra=0)], growth=_each_unit_a_turn(n, 3), **kwargs
+    )
+    assert h == n - 2  # only the protected recent units stay
 
 
 def test_growth_sizing_never_passes_a_step_limit() -> None:
@@ -268,18 +286,17 @@ def test_a_cut_that_leaves_the_old_prefix_wins_when_deeper_buys_little() -> None
     assert horizons == [12, 0]
 
 
-def test_a_much_deeper_cut_wins_over_the_longer_unchanged_prefix() -> None:
+def test_the_cut_that_changes_the_prompt_latest_wins_once_it_reaches_the_target() -> None:
+    """Clearing the results reaches the target and keeps the first 1,000 tokens; dropping too
+    (610 tokens, many turns of room) would re-send all it kept: what clearing shrank stays
+    byte-identical through the cuts that follow, so the later change wins. For steps paced by
+    their own rule (no deep cuts), the cycle score alone decides and the deeper cut wins."""
     full, steps = _clear_then_drop([max(t - 1, 0) for t in range(14)])
-    horizons = plan_horizons(
-        full,
-        steps,
-        base=0,
-        reduced_base=0,
-        trigger=2100,
-        target=1900,
-        growth=_each_unit_a_turn(14, 6),
-    )
-    assert horizons == [12, 12]  # 610 tokens: the next cut is many turns away
+    kwargs = {"base": 0, "reduced_base": 0, "trigger": 2100, "target": 1900}
+    growth = _each_unit_a_turn(14, 6)
+    assert plan_horizons(full, steps, growth=growth, **kwargs) == [12, 0]
+    paced = [dataclasses.replace(s, deep_cuts=False) for s in steps]
+    assert plan_horizons(full, paced, growth=growth, **kwargs) == [12, 12]
 
 
 def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
@@ -349,3 +366,28 @@ def test_cuts_are_the_time_points_and_horizons_of_each_steps_cuts() -> None:
     nothing: list[list[tuple[int, int]]] = [[]]
     plan_horizons([100] * 5, [drop_step(5)], cuts=nothing, **kwargs)
     assert nothing == [[]]
+
+
+def test_deferred_one_cut_at_the_last_unit_to_the_target() -> None:
+    """A cold cache (`defer`): no cut while the units arrive, then one cut, to the target, at the
+    last unit; where the replay cut over and over and ended anywhere between target and trigger."""
+    full = [100] * 30
+    kwargs = {"base": 50, "reduced_base": 60, "trigger": 1000, "target": 700}
+    replayed, deferred = ReplayLog.empty(1), ReplayLog.empty(1)
+    [h] = plan_horizons(full, [drop_step(30)], log=replayed, **kwargs)
+    [d] = plan_horizons(full, [drop_step(30)], log=deferred, defer=True, **kwargs)
+    assert len(replayed.cuts[0]) > 1
+    assert deferred.cuts == [[(29, d)]]
+    total = 60 + 10 + sum(full[d:])
+    assert total <= 700 < total + full[d - 1]  # the smallest cut under the target
+    assert d <= h  # keeps at least as much as the replay
+    assert deferred.cut_from(29) and not deferred.cut_from(30)
+
+
+def test_deferred_under_the_trigger_cuts_nothing_but_moves_when_seen() -> None:
+    full = [100, 900, 100, 100]
+    when_seen = StepPlan([100, 90, 100, 100], [t + 1 for t in range(4)], when_seen=True)
+    kwargs = {"base": 0, "reduced_base": 30, "trigger": 10**6, "target": 10**5}
+    log = ReplayLog.empty(1)
+    assert plan_horizons(full, [when_seen], log=log, defer=True, **kwargs) == [2]
+    assert log.cuts == [[]] and log.seen == [[(1, 2)]]

@@ -134,7 +134,7 @@ class RefusesResults(MemoryStore):
 
 
 COMPACT = """extends: default
-budget: {context_window: 8000, reserved_output: 500, safety_margin: 0}
+budget: {context_window: 8000, reserved_output: 500, safety_margin: 0, trigger: 0.95}
 steps: [{kind: summarize, keep_recent_turns: 1}]
 """
 

@@ -263,7 +263,7 @@ OVER_TRIGGER = {**OFFLOAD, "when": "over_trigger"}
 
 
 async def test_plan_under_trigger_changes_nothing() -> None:
-    ctx = reduction_ctx(steps=steps(OVER_TRIGGER))
+    ctx = reduction_ctx(steps=steps(OVER_TRIGGER, drop={"keep_recent_turns": 2}))
     full = [ctx.unit_cost(u) for u in range(9)]
     plan = await plan_reduction(ctx, budget(10**6, 10**5), 100, 150, services())
     assert plan.outputs == []
@@ -515,3 +515,27 @@ async def test_unconfirmed_archive_keeps_the_dropped_turns() -> None:
     assert [a.step for a in reduction.actions] == ["clear_tool_results"]
     assert reduction.unconfirmed == 1
     assert reduction.message_tokens == recount(reduction.messages)
+
+
+def test_applied_edits_count_each_item_and_where_the_first_stand_in_ends() -> None:
+    """The summary (the first item a step puts in) changes less than the short item of the turns
+    dropped since its roll-up that may follow it: the cache breakpoint goes after the summary."""
+    from types import SimpleNamespace
+
+    from proxy.engine.step_api import Edit
+
+    messages = [{"role": "user", "content": f"m{i}"} for i in range(6)]
+    summary, tail = {"role": "user", "content": "summary"}, {"role": "user", "content": "tail"}
+    edits = [
+        Edit("insert_before", 1, summary, "a1"), Edit("remove", 1, None, "a1"),
+        Edit("insert_before", 2, tail, "a2"), Edit("remove", 2, None, "a2"),
+        Edit("replace", 4, {"role": "user", "content": "m4 shorter"}, "a3"),
+    ]  # fmt: skip
+    ctx = SimpleNamespace(messages=messages, counter=counter(), message_costs=[100] * 6)
+    out, tokens, stable = reducer._apply(ctx, edits)  # type: ignore[arg-type]
+    assert out[:3] == [messages[0], summary, tail] and out[4]["content"] == "m4 shorter"
+    assert stable == 2 and len(tokens) == len(out) == 6
+    assert tokens[0] == tokens[3] == 100 and tokens[1] == counter().count_message(summary)
+    assert tokens[4] == counter().count_message(out[4])
+    no_insert = reducer._apply(ctx, edits[-1:])  # type: ignore[arg-type]
+    assert no_insert[2] == 0

@@ -4,17 +4,19 @@ hostile tool lists)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from mcp_tools import chat_tools, responses_tools
+from mcp_tools import anthropic_tools, chat_tools, responses_tools
 from pipeline_harness import TENANT, Harness, client_bytes, make_harness, write_policy
 from shared_tokens import shared_counters
 
-from proxy.engine.prepare_request import FOLLOW_UP
+from proxy.engine.manifest import Prepared
+from proxy.engine.prepare_request import FIRST_CALL, FOLLOW_UP
 from proxy.engine.tool_deferral import DUPLICATE_NOTE
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats.anthropic_messages import ANTHROPIC_MESSAGES
@@ -230,3 +232,68 @@ async def test_hostile_tool_lists_on_messages_and_responses(harness: Harness) ->
     prepared = await harness.preparer.prepare(body, client_bytes(body), TENANT, OPENAI_RESPONSES)
     assert prepared.body == client_bytes(body)  # duplicates: as they came
     assert DUPLICATE_NOTE in prepared.manifest.notes
+
+
+def messages_request(system: str | None, marked: list[str]) -> dict[str, Any]:
+    """A Messages request that used `slack_get_users` before, its tools in `marked` carrying
+    the client's breakpoint."""
+    tools = [
+        {**tool, "cache_control": {"type": "ephemeral"}} if tool["name"] in marked else tool
+        for tool in anthropic_tools()
+    ]
+    use = {"type": "tool_use", "id": "u1", "name": "slack_get_users", "input": {}}
+    answer = {"type": "tool_result", "tool_use_id": "u1", "content": "alice, bob"}
+    messages = [
+        USER,
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [answer]},
+    ]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages, "tools": tools}
+    return body if system is None else {**body, "system": system}
+
+
+async def _marked(harness: Harness, body: dict[str, Any]) -> Prepared:
+    call = dataclasses.replace(FIRST_CALL, cache_marks=True)  # an Anthropic upstream
+    return await harness.preparer.prepare(
+        body, client_bytes(body), TENANT, ANTHROPIC_MESSAGES, call=call
+    )
+
+
+def _marks_on_tools(body: dict[str, Any]) -> list[str]:
+    return [tool["name"] for tool in body["tools"] if "cache_control" in tool]
+
+
+async def test_auto_breakpoints_go_on_the_tools_actually_sent(harness: Harness) -> None:
+    """No system: the end of tools is the last tool sent (the search tool); a client's
+    breakpoint on a deferred or loaded tool goes with it (it would move with every load)."""
+    body = messages_request(None, ["slack_get_users", "slack_post_message"])
+    prepared = await _marked(harness, body)
+    sent = [tool["name"] for tool in prepared.parsed["tools"]]
+    assert sent[-2:] == ["slack_get_users", FIND_TOOLS]
+    assert _marks_on_tools(prepared.parsed) == [FIND_TOOLS]
+    marks = prepared.manifest.cache_marks
+    assert marks is not None and marks["client_marks"] == 0
+    assert marks["placed"][0] == f"tools[{len(sent) - 1}]"
+    assert json.dumps(prepared.parsed).count("cache_control") == len(marks["placed"]) <= 4
+    clients = {tool["name"]: tool for tool in body["tools"]}
+    assert "cache_control" in clients["slack_get_users"]  # the client's objects untouched
+
+
+async def test_auto_breakpoints_end_tools_and_system_on_the_system(harness: Harness) -> None:
+    prepared = await _marked(harness, messages_request("You are terse.", ["slack_get_users"]))
+    assert _marks_on_tools(prepared.parsed) == []
+    marks = prepared.manifest.cache_marks
+    assert marks is not None and marks["placed"][0] == "system[0]"
+    assert prepared.parsed["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_a_kept_tools_breakpoint_stays_and_what_came_writes_every_tool(
+    harness: Harness,
+) -> None:
+    prepared = await _marked(harness, messages_request(None, ["filesystem_read_file"]))
+    assert _marks_on_tools(prepared.parsed) == ["filesystem_read_file"]
+    marks = prepared.manifest.cache_marks
+    assert marks is not None and marks["client_marks"] == 1 and marks["placed"] == []
+    # What the request as it came writes is priced on the client's whole tool list.
+    freed = prepared.manifest.actions[0].tokens_freed
+    assert marks["written_tokens_unchanged"] - marks["written_tokens"] == freed > 0

@@ -254,3 +254,11 @@ def test_render_replaces_messages_and_appends_tools_keeping_every_field() -> Non
 
 def test_encode_is_compact_json() -> None:
     assert OPENAI_CHAT.encode({"a": [1, "é"]}) == '{"a":[1,"é"]}'.encode()
+
+
+
+def test_extended_prompt_cache_retention_asks_for_a_day() -> None:
+    base = {"model": "gpt-5.1", "messages": [{"role": "user", "content": "hi"}]}
+    assert OPENAI_CHAT.cache_ttl(base) is None
+    assert OPENAI_CHAT.cache_ttl({**base, "prompt_cache_retention": "in_memory"}) is None
+    assert OPENAI_CHAT.cache_ttl({**base, "prompt_cache_retention": "24h"}) == 24 * 3600

@@ -133,3 +133,9 @@ def test_invalid_error_names_the_item() -> None:
     assert error.details == {
         "problems": [{"index": 1, "call_id": "c1", "reason": problems[0].reason}]
     }
+
+
+def test_extended_prompt_cache_retention_asks_for_a_day() -> None:
+    base = {"model": "gpt-5.1", "input": "hi"}
+    assert OPENAI_RESPONSES.cache_ttl(base) is None
+    assert OPENAI_RESPONSES.cache_ttl({**base, "prompt_cache_retention": "24h"}) == 24 * 3600

@@ -35,6 +35,14 @@ def test_each_format_reads_the_same_fixture_alike() -> None:
         assert first.tool is tools[0]
 
 
+def test_a_messages_tool_is_loaded_without_the_clients_breakpoint() -> None:
+    tool = {**anthropic_tools()[0], "cache_control": {"type": "ephemeral"}}
+    entry = anthropic_tool_entry(tool)
+    assert entry is not None
+    assert entry.tool == {key: value for key, value in tool.items() if key != "cache_control"}
+    assert tool["cache_control"] == {"type": "ephemeral"}  # the client's object untouched
+
+
 def test_built_in_tools_are_never_deferrable() -> None:
     assert chat_tool_entry({"type": "custom", "custom": {"name": "x"}}) is None
     assert responses_tool_entry({"type": "web_search"}) is None

@@ -2,7 +2,8 @@
 it, against the caching fake (`fakes.caching.CachingUpstream`): what each turn billed.
 
 The client keeps a system prompt and three tools, marks two cache breakpoints per request (the
-end of the system prompt, and the last block of the last message, which moves every turn), and
+end of the system prompt, and the last block of the last message, which moves every turn; or
+none, `marks=False`, leaving them to the proxy's `cache_marks: auto`), and
 sends each request whole (`messages.create`, JSON: the answer's `x-ctxproxy-*` headers carry its
 cost). The fake plays the model: three `bash` calls, then a short report, then the next
 instruction from the user, and so on; each command's output is deterministic text of 1.5 to 12
@@ -122,9 +123,11 @@ def system_blocks() -> list[dict[str, Any]]:
 
 
 async def run_session(
-    client: anthropic.AsyncAnthropic, fake: CachingUpstream, turns: int = 40
+    client: anthropic.AsyncAnthropic, fake: CachingUpstream, turns: int = 40, *, marks: bool = True
 ) -> Session:
-    """`turns` requests of one conversation; the fake must play `ScriptedModel`."""
+    """`turns` requests of one conversation; the fake must play `ScriptedModel`. Without
+    `marks` the client places no cache breakpoint (the system prompt a plain string), as many
+    SDK users do."""
     session = Session()
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Fix the failing tests in src/pkg, one module at a time."}
@@ -133,9 +136,9 @@ async def run_session(
         raw = await client.messages.with_raw_response.create(
             model=MODEL,
             max_tokens=1024,
-            system=system_blocks(),  # type: ignore[arg-type]
+            system=system_blocks() if marks else SYSTEM_TEXT,  # type: ignore[arg-type]
             tools=TOOLS,  # type: ignore[arg-type]
-            messages=with_breakpoints(messages),  # type: ignore[arg-type]
+            messages=with_breakpoints(messages) if marks else messages,  # type: ignore[arg-type]
         )
         answer = await raw.parse()
         headers = {k: v for k, v in raw.headers.items() if k.startswith("x-ctxproxy-")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,10 +65,16 @@ def shared_parts() -> tuple[TokenCounters, ModelCatalog]:
     return shared_counters(), shared_catalog()
 
 
-async def start_proxy(settings: Settings, *, counters: TokenCounters | None = None) -> RunningProxy:
-    """The app on a free loopback port; `counters`: instead of the run's shared ones."""
+async def start_proxy(
+    settings: Settings,
+    *,
+    counters: TokenCounters | None = None,
+    clock: Callable[[], float] = time.time,
+) -> RunningProxy:
+    """The app on a free loopback port; `counters`: instead of the run's shared ones; `clock`:
+    the app's wall clock (when prompts went upstream)."""
     shared, catalog = shared_parts()
-    app = create_app(settings, counters=counters or shared, catalog=catalog)
+    app = create_app(settings, counters=counters or shared, catalog=catalog, clock=clock)
     runner = EdgeRunner(app, settings.server)  # the server `ctxproxy serve` runs
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

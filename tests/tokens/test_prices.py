@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -108,3 +109,25 @@ def test_the_dry_runs_estimate() -> None:
     assert found["prices"]["source"] == "model_map"
     unknown = estimate(None, 10, 4, 1.0)
     assert unknown["input_usd"] is None and unknown["prices"] is None
+
+
+def test_the_dry_runs_estimate_prices_what_the_breakpoints_write() -> None:
+    marks = {"written_tokens": 3_000, "written_tokens_unchanged": 20_000}
+    found = estimate(PRICES, 10_000, 4_000, 1.5, marks)
+    assert found["cache_write_tokens"] == 4_500  # in the upstream's tokens
+    assert found["cache_write_tokens_unchanged"] == 15_000  # never more than the prompt
+    assert PRICES.cache_write is not None
+    assert found["input_usd"] == pytest.approx(1_500 * 2e-6 + 4_500 * PRICES.cache_write)
+    assert found["input_usd_unchanged"] == pytest.approx(15_000 * PRICES.cache_write)
+    no_write_price = dataclasses.replace(PRICES, cache_write=None)
+    assert estimate(no_write_price, 10_000, 4_000, 1.0, marks)["input_usd"] is None
+    assert estimate(no_write_price, 10_000, 4_000, 1.0)["input_usd"] == pytest.approx(8e-3)
+
+
+def test_a_request_that_came_without_breakpoints_would_have_had_nothing_cached() -> None:
+    first = TokenUsage(10_000, 50, cache_read=8_000, cache_write=1_500)
+    unchanged = unchanged_usage([first], 2_000, uncacheable=True)
+    assert unchanged == TokenUsage(12_000, 50, 0, 0)
+    cost = request_cost([first], PRICES, 2_000, uncacheable=True)
+    assert cost is not None and cost.unchanged_usd == pytest.approx(12_000 * 2e-6 + 50 * 8e-6)
+    assert unchanged_usage([TokenUsage(100)], 0, uncacheable=True) == TokenUsage(100)

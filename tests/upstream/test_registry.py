@@ -11,6 +11,7 @@ from proxy import cli
 from proxy.formats import FORMATS
 from proxy.settings import UpstreamSettings
 from proxy.upstream import UPSTREAM_KINDS, unknown_upstream_kinds
+from proxy.upstream.base import caches_at_marks
 from proxy.upstream.http_upstream import HttpUpstream
 
 
@@ -61,3 +62,23 @@ async def test_every_kind_says_which_format_it_speaks_natively(kind: str, native
         assert upstream.native_format == native
     form = FORMATS[native]
     assert form.summary_bodies("m", "i", "p", 10) and form.upstream_route
+
+
+@pytest.mark.parametrize(
+    ("kind", "provider", "caches"),
+    [
+        ("anthropic", None, True),
+        ("litellm", "anthropic", True),  # litellm's Messages interface passes them on
+        ("litellm", "gemini", False),
+        ("litellm", None, False),
+        ("openai", None, False),  # vLLM and llama.cpp serve Messages too: no breakpoints there
+    ],
+)
+async def test_which_kinds_cache_at_breakpoints(
+    kind: str, provider: str | None, caches: bool
+) -> None:
+    settings = UpstreamSettings(
+        name="u", kind=kind, provider=provider, base_url="http://127.0.0.1:9"
+    )
+    async with aiohttp.ClientSession() as session:
+        assert caches_at_marks(UPSTREAM_KINDS[kind](settings, session)) is caches

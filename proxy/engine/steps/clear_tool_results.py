@@ -23,7 +23,7 @@ from proxy.engine.tool_text import placeholder, preview
 class ClearToolResultsConfig(StepConfig):
     kind: Literal["clear_tool_results"] = "clear_tool_results"
     keep_recent_exchanges: Annotated[int, Field(ge=0)] = Field(
-        default=2, description="The most recent N tool exchanges are never cleared."
+        default=1, description="The most recent N tool exchanges are never cleared."
     )
     exclude_tools: list[str] = Field(
         default_factory=list, description="Tool names (globs) whose results are never cleared."

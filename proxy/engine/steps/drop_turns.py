@@ -43,7 +43,7 @@ class TurnsConfig(StepConfig):
     """The settings of a step that removes whole turns (drop_turns, summarize)."""
 
     keep_recent_turns: Annotated[int, Field(ge=0)] = Field(
-        default=2,
+        default=1,
         description="The most recent N turns are never dropped (the current one always is kept).",
     )
     notice_role: Literal["user", "system", "developer"] = Field(

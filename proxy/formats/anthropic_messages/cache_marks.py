@@ -1,6 +1,7 @@
 """`cache_control` markers: Anthropic accepts at most four per request (tools, system and
-messages together). Preparation never adds one, so a body keeps the client's own; when a client
-sent more, the earliest ones in the messages go first (the latest breakpoints cache the most).
+messages together). A body keeps the client's own (the policy's `cache_marks` may add some where
+the client placed none, or remove them all: `mark_placement`); when a client sent more than
+four, the earliest ones in the messages go first (the latest breakpoints cache the most).
 An assistant message holding a `thinking` or `redacted_thinking` block is never changed (it goes
 upstream byte-identical): its markers stay, even when that leaves more than four."""
 
@@ -12,22 +13,22 @@ MAX_CACHE_BREAKPOINTS = 4
 THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
-def _marked(blocks: Any) -> list[dict[str, Any]]:
+def marked_blocks(blocks: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for block in blocks if isinstance(blocks, list) else []:
         if isinstance(block, dict):
             if "cache_control" in block:
                 out.append(block)
             if isinstance(block.get("content"), list):
-                out.extend(_marked(block["content"]))
+                out.extend(marked_blocks(block["content"]))
     return out
 
 
 def count_marks(body: dict[str, Any]) -> int:
-    total = len(_marked(body.get("tools"))) + len(_marked(body.get("system")))
+    total = len(marked_blocks(body.get("tools"))) + len(marked_blocks(body.get("system")))
     for message in body.get("messages") or []:
         if isinstance(message, dict):
-            total += len(_marked(message.get("content")))
+            total += len(marked_blocks(message.get("content")))
     return total
 
 
@@ -39,14 +40,14 @@ def capped_cache_marks(body: dict[str, Any]) -> dict[str, Any]:
         return body
     messages = []
     for message in body.get("messages") or []:
-        if excess > 0 and _changeable(message):
-            content, excess = _unmarked(message["content"], excess)
+        if excess > 0 and changeable(message):
+            content, excess = unmarked(message["content"], excess)
             message = {**message, "content": content}
         messages.append(message)
     return {**body, "messages": messages}
 
 
-def _changeable(message: Any) -> bool:
+def changeable(message: Any) -> bool:
     """A message with content blocks, unless it is an assistant message with thinking."""
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         return False
@@ -58,12 +59,12 @@ def _changeable(message: Any) -> bool:
     )
 
 
-def _unmarked(blocks: list[Any], excess: int) -> tuple[list[Any], int]:
+def unmarked(blocks: list[Any], excess: int) -> tuple[list[Any], int]:
     out = []
     for block in blocks:
         if excess > 0 and isinstance(block, dict):
             if isinstance(block.get("content"), list):
-                inner, excess = _unmarked(block["content"], excess)
+                inner, excess = unmarked(block["content"], excess)
                 block = {**block, "content": inner}
             if excess > 0 and "cache_control" in block:
                 block = {k: v for k, v in block.items() if k != "cache_control"}

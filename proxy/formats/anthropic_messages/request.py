@@ -6,7 +6,8 @@ Items are the `messages`, a user message holding `tool_result` blocks split into
 (`items`); `system` stays outside them (protected, counted with the tools). A rewritten tool
 result keeps its block (`tool_use_id`, `is_error`, `cache_control`) and gets a text `content`; a
 result holding an image or a document is never rewritten (counted whole, never split).
-`render` joins the parts and keeps at most `MAX_CACHE_BREAKPOINTS` `cache_control` markers.
+`render` joins the parts and keeps at most `MAX_CACHE_BREAKPOINTS` `cache_control` markers;
+`cache_marks` adds breakpoints where the client placed none (`mark_placement`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
 from proxy.formats import common, tool_defs
-from proxy.formats.anthropic_messages import answers, errors, summary, usage
+from proxy.formats.anthropic_messages import answers, errors, mark_placement, summary, usage
 from proxy.formats.anthropic_messages.cache_marks import capped_cache_marks
+from proxy.formats.anthropic_messages.cache_ttl import marked_cache_ttl
 from proxy.formats.anthropic_messages.conversation import parse_conversation
 from proxy.formats.anthropic_messages.fields import (
     any_text,
@@ -65,6 +67,7 @@ class AnthropicMessages:
     model = staticmethod(request_model)
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
+    cache_ttl = staticmethod(marked_cache_ttl)
     parse = staticmethod(parse_conversation)
     summary_bodies = staticmethod(summary.summary_bodies)
     summary_answer = staticmethod(summary.summary_answer)
@@ -105,6 +108,7 @@ class AnthropicMessages:
         return StreamFilter(names)
 
     invalid_error = staticmethod(common.invalid_error)
+    cache_marks = staticmethod(mark_placement.cache_marks)
 
     def is_tool_result(self, item: Any) -> bool:
         return is_result_part(item)

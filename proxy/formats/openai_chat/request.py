@@ -61,6 +61,7 @@ class OpenAIChat:
     model = staticmethod(request_model)
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
+    cache_ttl = staticmethod(common.retention_ttl)
     parse = staticmethod(parse_conversation)
     summary_bodies = staticmethod(summary.summary_bodies)
     summary_answer = staticmethod(summary.summary_answer)
@@ -105,6 +106,7 @@ class OpenAIChat:
         return StreamFilter(names)
 
     invalid_error = staticmethod(common.invalid_error)
+    cache_marks = staticmethod(common.no_cache_marks)
 
     def is_tool_result(self, item: Any) -> bool:
         return isinstance(item, dict) and item.get("role") in ("tool", "function")

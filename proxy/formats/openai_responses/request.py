@@ -64,8 +64,10 @@ class OpenAIResponses:
     model = staticmethod(request_model)
     stream = staticmethod(request_stream)
     output_limit = staticmethod(output_limit)
+    cache_ttl = staticmethod(common.retention_ttl)
     parse = staticmethod(parse_conversation)
     provider_history = staticmethod(provider_history)
+    cache_marks = staticmethod(common.no_cache_marks)
 
     def error_envelope(self, error: ProxyError, request_id: str) -> dict[str, Any]:
         return error.envelope(request_id)

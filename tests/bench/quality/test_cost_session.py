@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.quality.cost_session import main, measure, table
+from bench.quality.cost_session import Variant, main, measure, table
 
 
 async def test_a_short_session_direct_and_through_the_proxy() -> None:
-    direct, proxied = await measure(6, ["default"], ["auto"])
+    direct, proxied = await measure(6, [Variant("default", "auto", None, True)], True)
     assert direct.run == "direct (unchanged)" and direct.proxy_cost_usd is None
     assert proxied.proxy_cost_usd == pytest.approx(proxied.cost_usd, abs=1e-6)
     assert proxied.proxy_unchanged_usd is not None and proxied.proxy_unchanged_usd > 0
@@ -23,3 +23,13 @@ def test_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--turns", "2", "--windows", "auto", "--json"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and lines[0].startswith('{"run":"direct (unchanged)"')
+
+
+async def test_a_client_without_breakpoints_under_auto_and_keep() -> None:
+    variants = [Variant("default", "auto", mode, False) for mode in ("auto", "keep")]
+    direct, auto, keep = await measure(6, variants, False)
+    assert direct.run == "direct (unchanged), no client marks" and direct.cache_read == 0
+    assert auto.run == "default, window auto, cache_marks auto, no client marks"
+    assert auto.cache_read > 0 and auto.cache_write > 0 and auto.cost_usd < keep.cost_usd
+    assert keep.cache_read == keep.cache_write == 0
+    assert auto.proxy_cost_usd == pytest.approx(auto.cost_usd, abs=1e-6)

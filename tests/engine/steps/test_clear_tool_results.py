@@ -17,7 +17,7 @@ from proxy.formats.openai_chat.fields import with_content
 
 def test_config_defaults_are_the_documented_ones() -> None:
     config = ClearToolResultsConfig()
-    assert config.keep_recent_exchanges == 2 and config.clear_at_least == 0
+    assert config.keep_recent_exchanges == 1 and config.clear_at_least == 0
     assert config.exclude_tools == [] and config.refetchable_tools == []
     assert config.clear_recent_before_refusing is True
 

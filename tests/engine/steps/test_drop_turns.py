@@ -28,7 +28,7 @@ from proxy.engine.tool_text import signed
 
 def test_config_defaults_are_the_documented_ones() -> None:
     config = DropTurnsConfig()
-    assert (config.keep_recent_turns, config.notice_role, config.target) == (2, "user", 0.5)
+    assert (config.keep_recent_turns, config.notice_role, config.target) == (1, "user", 0.5)
     assert config.relaxed() is None
 
 

@@ -50,6 +50,12 @@ PRECOMPUTE_TURNS = 4
 
 class SummarizeConfig(TurnsConfig):
     kind: Literal["summarize"] = "summarize"
+    keep_recent_turns: Annotated[int, Field(ge=0)] = Field(
+        default=2,
+        description="The most recent N turns are never summarized (the current one always is "
+        "kept). Two, not drop_turns' one: a summary cut happens once per roll-up, and the turn "
+        "before the current one is what the summary most often lacks.",
+    )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
     roll_up_turns: Annotated[int, Field(ge=0)] = Field(
         default=12,
@@ -125,7 +131,8 @@ class Summarize(Step[SummarizeConfig]):
             text = summary_parts.tail_text(_WIDE, _WIDE, sizing, "", ctx.own_text_mac)
             tail = ctx.wire.notice_item(self.config.notice_role, text)
             extra += ctx.counter.count_message(tail) + self.tail_budget(ctx)
-        return turns_plan(ctx, self.config, extra)
+        # A summary is paced by its roll-ups: never taken deeper than the cut asks for.
+        return dataclasses.replace(turns_plan(ctx, self.config, extra), deep_cuts=False)
 
     def _roll_up(self, ctx: PrepareContext) -> summary_spans.RollUp:
         config = self.config

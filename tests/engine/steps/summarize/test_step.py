@@ -75,7 +75,8 @@ def test_config_defaults_and_the_plan_of_drop_turns() -> None:
     assert (config.summarizer.kind, config.summarizer.max_summary_tokens) == ("extract", 0.15)
     assert (config.roll_up_after, config.roll_up_turns) == (1.0, 12)
     ctx, step = summarize_ctx()
-    plan, drop = step.plan(ctx), DropTurns(DropTurnsConfig(), ctx).plan(ctx)
+    drop_config = DropTurnsConfig(keep_recent_turns=2)  # drop_turns keeps one by default
+    plan, drop = step.plan(ctx), DropTurns(drop_config, ctx).plan(ctx)
     assert (plan.costs, plan.limits, plan.cuts, plan.target, plan.keeps_from) == (
         drop.costs, drop.limits, drop.cuts, drop.target, drop.keeps_from
     )
