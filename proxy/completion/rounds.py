@@ -42,6 +42,7 @@ from proxy.synthetic.base import (
     SearchWorker,
     ToolResult,
 )
+from proxy.synthetic.find_tools import FIND_TOOLS, found_names, loaded_tools
 from proxy.synthetic.names import ToolNames
 from proxy.synthetic.registry import execute
 from proxy.upstream.base import Upstream, UpstreamResponse
@@ -95,7 +96,8 @@ class SyntheticRounds:
     """Where the executed rounds start in `messages`."""
 
     def __post_init__(self) -> None:
-        self.body, self.names = self.wire.with_unique_tool_names(self.body, self.tools.names)
+        given = dict(self.tools.given)
+        self.body, self.names = self.wire.with_unique_tool_names(self.body, self.tools.names, given)
         self.messages = self.wire.conversation(self.body)
         self._used_ids = self.wire.call_ids(self.messages)
         self._sent = self.body
@@ -169,8 +171,9 @@ class SyntheticRounds:
         wire = self.wire
 
         context = CallContext(
-            self.store, self.scope, self.tools.max_page_chars, budget, self.search_worker
-        )
+            self.store, self.scope, self.tools.max_page_chars, budget, self.search_worker,
+            self.tools.catalog,
+        )  # fmt: skip
 
         async def run(call: Any) -> ToolResult:
             async with gate:
@@ -178,12 +181,22 @@ class SyntheticRounds:
                 return await execute(name, wire.call_arguments(call), context)
 
         results = list(await asyncio.gather(*(run(call) for call in calls)))
+        self._load_found(results)
         self._newest = (len(self.messages), content, calls, results)
         self.messages.extend(wire.round_items(content, calls, [r.text for r in results]))
         self.rounds += 1
         self.reads += len(calls)
         self.metrics.record_round([result.status for result in results])
         self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
+
+    def _load_found(self, results: list[ToolResult]) -> None:
+        """The tools `find_tools` found go into the next calls' tools, after the ones sent (so
+        the prefix stays) and before the proxy's own."""
+        catalog = self.tools.catalog
+        if catalog is None:
+            return
+        wanted = [name for r in results if r.tool == FIND_TOOLS for name in found_names(r)]
+        self.body = loaded_tools(self.wire, self.body, catalog, wanted, len(self.tools.names))
 
     async def keep(self) -> bool:
         """Keep the executed rounds, as they were sent, in the working set (`working_set`)."""

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proxy.engine.config_base import StepConfig
-from proxy.engine.manifest import NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import PreparingRequest
 from proxy.engine.reducer import Plan, Reduction, ReductionContext, relaxed_policy
@@ -31,7 +31,7 @@ def finish(
     or a refusal. `refused`: reductions the planner left out because they would not have
     lowered the count (never worse)."""
     manifest, counter = request.manifest, request.counter
-    manifest.actions = reduction.actions
+    manifest.actions = [*request.tool_actions(), *reduction.actions]
     reduction.note_store(manifest, request.policy.artifacts.max_per_scope)
     wire = request.wire
     added = synthetic if reduction.referenced else []
@@ -62,11 +62,9 @@ def finish(
     )
     marked = request.marked(body, reduction.item_tokens, overhead, reduction.stable_items)
     body = body if marked is None else marked
-    read = request.policy.read_tool
-    tools_added = SyntheticTools(read.max_rounds, read.max_page_chars, request.budget.allowance)
-    offered = tools_added if reduction.referenced and synthetic else None
+    artifacts = bool(reduction.referenced and synthetic) or request.carries_tools
     return Prepared(
-        wire.encode(body), True, manifest, body, synthetic=offered or request.carried_tools()
+        wire.encode(body), True, manifest, body, synthetic=request.synthetic_tools(artifacts)
     )
 
 

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from proxy.synthetic.catalog import ToolCatalog
 from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 if TYPE_CHECKING:
@@ -205,6 +206,10 @@ class SyntheticTools:
     """The request's allowance in tokens, which every follow-up call must fit too."""
     names: tuple[str, ...] = ARTIFACT_TOOLS
     """The canonical names of the tools appended, in their order (last in `tools`)."""
+    catalog: ToolCatalog | None = None
+    """The tool definitions the policy deferred (`find_tools` is among `names` then)."""
+    given: tuple[tuple[str, str], ...] = ()
+    """(canonical name, the name preparation gave it) for tools not sent by their own name."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 from proxy.engine.budget import BudgetPolicy
 from proxy.engine.config_base import StepConfig, StrictModel
 from proxy.engine.steps import StepConfigs, default_step_configs
+from proxy.engine.steps.defer_tools import DeferToolsConfig
 from proxy.engine.wire import CacheMarksMode
 from proxy.tokens.backends import check_hf_tokenizer_file
 from proxy.tokens.counters import resolve_tokenizer
@@ -132,6 +133,10 @@ class Policy(StrictModel):
         if isinstance(steps, list):
             data = {**data, "steps": [_as_summarize(entry) for entry in steps]}
         return data
+
+    def tool_deferral(self) -> DeferToolsConfig | None:
+        """The `defer_tools` entry of `steps`, if any (the first one)."""
+        return next((s for s in self.steps if isinstance(s, DeferToolsConfig)), None)
 
     def precompute_at(self) -> float | None:
         """The lowest share of the trigger from which a step works ahead (None: none does)."""

@@ -3,6 +3,7 @@ and the request as the `Preparer` holds it while it prepares it (`PreparingReque
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,14 +20,18 @@ from proxy.engine.budget import (
 from proxy.engine.cache_marks import apply_marks, client_written
 from proxy.engine.cache_warmth import NO_WARMTH, Warmth
 from proxy.engine.continuity import History
-from proxy.engine.manifest import Manifest, NoteCode, Outcome, Prepared, SyntheticTools
+from proxy.engine.manifest import Action, Manifest, NoteCode, Outcome, Prepared, SyntheticTools
 from proxy.engine.policy import Policy
 from proxy.engine.refusal import refusal
+from proxy.engine.steps.defer_tools import DeferToolsConfig
 from proxy.engine.steps.summarize.summarizer import Summarizer
+from proxy.engine.tool_deferral import Deferral, defer_tools
 from proxy.engine.wire import CacheMarksMode, WireFormat
 from proxy.engine.working_set import Reinserted
 from proxy.errors import ProxyError
-from proxy.tokens.calibration_rule import CalibrationKey
+from proxy.synthetic.find_tools import FIND_TOOLS
+from proxy.synthetic.registry import ARTIFACT_TOOLS
+from proxy.tokens.calibration_rule import AppliedRatio, CalibrationKey, RatioSource
 from proxy.tokens.counters import TokenCounter
 
 
@@ -110,7 +115,9 @@ class PreparingRequest:
     fixed: int
     manifest: Manifest
     carries_tools: bool = False
-    """The working set put exchanges back, and the body carries the synthetic tools."""
+    """The working set put reads back, and the body carries the read tools."""
+    rewritten: bool = False
+    """The body is not the client's: the working set put exchanges back."""
     summarizer: Summarizer | None = None
     history: History = field(default_factory=lambda: History(Reinserted([], 0)))
     """What the conversation's earlier requests left for it (exchanges, remembered cuts)."""
@@ -118,10 +125,32 @@ class PreparingRequest:
     """The `cache_marks` mode the body that goes gets (None: its breakpoints are left alone)."""
     warmth: Warmth = NO_WARMTH
     """What is known of the provider's cache of the conversation (`cache_warmth`)."""
+    deferral: Deferral | None = None
+    """What the `defer_tools` step did to the request's tools (None: nothing)."""
+    came: tuple[dict[str, Any], int] | None = None
+    """The body before `defer_tools` replaced its tools, and its tokens besides the items
+    (None: the body is that one): what the request as it came makes the provider write."""
 
     @property
     def tokens(self) -> int:
         return sum(self.costs) + self.fixed
+
+    def defer_tools(self, config: DeferToolsConfig, tail: int) -> None:
+        """The `defer_tools` step on the request's tools (`tail`: the proxy's tools after
+        them): the body keeps the tools it sends, `came` the body as it came."""
+        wire, counter = self.wire, self.counter
+        deferral = defer_tools(
+            config, wire, self.body, self.messages, tail, counter, self.budget.allowance,
+            self.manifest,
+        )  # fmt: skip
+        if deferral is None:
+            return
+        self.came = (self.body, self.fixed)
+        self.body = deferral.body
+        self.raw = wire.encode(deferral.body)
+        self.fixed = wire.overhead_tokens(deferral.body, counter)
+        self.deferral = deferral
+        self.manifest.actions.append(deferral.action)
 
     def marked(
         self, body: dict[str, Any], costs: Sequence[int], fixed: int, stable_items: int
@@ -130,29 +159,45 @@ class PreparingRequest:
         breakpoints `marks` wants, or None when it stays as it is."""
         if self.marks is None:
             return None
-        before = client_written(self.wire, self.body, partial(_through, self.costs, self.fixed))
+        came, came_fixed = self.came or (self.body, self.fixed)
+        before = client_written(self.wire, came, partial(_through, self.costs, came_fixed))
         return apply_marks(
             self.wire, self.marks, body, stable_items, partial(_through, costs, fixed),
             self.manifest, before,
         )  # fmt: skip
 
     def carried_tools(self) -> SyntheticTools | None:
-        if not self.carries_tools:
+        return self.synthetic_tools(self.carries_tools)
+
+    def synthetic_tools(self, artifacts: bool) -> SyntheticTools | None:
+        """The proxy's tools the prepared body offers: the search tool when tools were
+        deferred, then the read tools when `artifacts`."""
+        deferral = self.deferral
+        names = ((FIND_TOOLS,) if deferral else ()) + (ARTIFACT_TOOLS if artifacts else ())
+        if not names:
             return None
         read = self.policy.read_tool
-        return SyntheticTools(read.max_rounds, read.max_page_chars, self.budget.allowance)
+        return SyntheticTools(
+            read.max_rounds, read.max_page_chars, self.budget.allowance, names,
+            catalog=deferral.catalog if deferral else None,
+            given=((FIND_TOOLS, deferral.name),) if deferral else (),
+        )  # fmt: skip
+
+    def tool_actions(self) -> list[Action]:
+        return [self.deferral.action] if self.deferral else []
 
     def unchanged(self, outcome: Outcome) -> Prepared:
         """The request as it came (its breakpoints as the policy's `cache_marks` wants them,
         unless it is broken input, which goes untouched)."""
         self.manifest.outcome = outcome
-        self.manifest.tokens_after = self.manifest.tokens_before
+        self.manifest.tokens_after = self.tokens if self.deferral else self.manifest.tokens_before
         tools = self.carried_tools()
         if outcome != Outcome.invalid_forwarded:
             body = self.marked(self.body, self.costs, self.fixed, 0)
             if body is not None:
                 return Prepared(self.wire.encode(body), True, self.manifest, body, tools)
-        return Prepared(self.raw, tools is not None, self.manifest, self.body, tools)
+        changed = tools is not None or self.rewritten
+        return Prepared(self.raw, changed, self.manifest, self.body, tools)
 
     def refusal(self, final: int, protected: int, *, store_failed: bool = False) -> ProxyError:
         """The refusal of this request at `final` tokens, `protected` of them untouchable."""
@@ -190,6 +235,13 @@ class CallOptions:
     min_count_ratio: float | None = None
     """At least this count ratio (a retry after an overflow error that stated the prompt's
     size: the learned ratio was too low for this conversation)."""
+
+    def applied_to(self, learned: Learned) -> Learned:
+        """`learned`, its count ratio raised to `min_count_ratio`."""
+        floor = self.min_count_ratio
+        if floor is None or floor <= learned.ratio.value:
+            return learned
+        return dataclasses.replace(learned, ratio=AppliedRatio(floor, RatioSource.stated))
 
 
 FOLLOW_UP = CallOptions(within_allowance=True)

@@ -54,9 +54,8 @@ from proxy.engine.wire import WireFormat
 from proxy.engine.working_set import WorkingSetKey, working_set_notes
 from proxy.errors import RefusalReason
 from proxy.jsonio import long_strings
-from proxy.synthetic.registry import tool_specs
+from proxy.synthetic.registry import ARTIFACT_TOOLS, is_artifact_tool_name, tool_specs
 from proxy.tokens.calibration import CountCalibration
-from proxy.tokens.calibration_rule import AppliedRatio, RatioSource
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
@@ -178,20 +177,27 @@ class Preparer:
         call: CallOptions,
     ) -> Prepared:
         items = wire.items(body)
+        first_call = call.offer_tools
         history = await recall_history(
             store, tenant.scope, wire, items, policy, call.offer_tools, call.keeps_cuts
         )
         kept, carries_tools = history.kept, False
-        if kept.exchanges:
-            tools = wire.synthetic_tools(tool_specs(policy.read_tool.max_page_chars))
-            body = wire.render(body, kept.items, tools)
-            raw, carries_tools = wire.encode(body), True
-            call = dataclasses.replace(call, offer_tools=False)
+        if kept.exchanges:  # the read tools go with reads put back (searches of tools: none)
+            carries_tools = _reads_artifacts(wire, kept.items)
+            specs = tool_specs(policy.read_tool.max_page_chars) if carries_tools else []
+            body = wire.render(body, kept.items, wire.synthetic_tools(specs))
+            raw = wire.encode(body)
+            if carries_tools:
+                call = dataclasses.replace(call, offer_tools=False)
         if history.working_set is not None:
             manifest.notes.extend(working_set_notes(kept))
-        request = self._count(wire, body, raw, policy, manifest, at_least(learned, call))
-        request.carries_tools = carries_tools
+        request = self._count(wire, body, raw, policy, manifest, call.applied_to(learned))
+        request.carries_tools, request.rewritten = carries_tools, bool(kept.exchanges)
         request.marks = marks_mode(policy, call.cache_marks)
+        deferring = policy.tool_deferral() if first_call and policy.reduces else None
+        if deferring is not None:
+            tail = len(ARTIFACT_TOOLS) if carries_tools else 0
+            request.defer_tools(deferring, tail)
         request.summarizer = summarizer
         request.history = history
         sent = self._warmth(request, learned)
@@ -364,14 +370,6 @@ def _applied(manifest: Manifest, planned: Plan) -> None:
         manifest.cache.applied = CacheApplied.deeper_cut if deeper else CacheApplied.keep_prefix
 
 
-def at_least(learned: Learned, call: CallOptions) -> Learned:
-    """`learned`, its count ratio raised to the call's floor (`CallOptions.min_count_ratio`)."""
-    floor = call.min_count_ratio
-    if floor is None or floor <= learned.ratio.value:
-        return learned
-    return dataclasses.replace(learned, ratio=AppliedRatio(floor, RatioSource.stated))
-
-
 def _made(
     request: PreparingRequest,
     ctx: ReductionContext,
@@ -387,3 +385,10 @@ def _made(
         request.policy, len(request.messages), len(ctx.units), sizing, planned.log, sent,
         max(slack, 0),
     )  # fmt: skip
+
+
+def _reads_artifacts(wire: WireFormat, items: list[Any]) -> bool:
+    """Whether the conversation holds a result of the read tools (under any name a request gave
+    them), which the request must then offer."""
+    names = wire.tool_names(items, wire.parse(items).units).values()
+    return any(is_artifact_tool_name(name) for name in names)

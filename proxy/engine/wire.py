@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from proxy.engine.conversation import Conversation, Problem, Unit
     from proxy.errors import ProxyError
     from proxy.synthetic.base import ToolSpec
+    from proxy.synthetic.catalog import ToolEntry
     from proxy.tokens.counters import TokenCounter
 
 
@@ -124,6 +125,23 @@ class WireFormat(Protocol):
 
     def notice_item(self, role: str, text: str) -> Any:
         """The item that stands where dropped turns were (`role`: user, system or developer)."""
+
+    def tool_list(self, body: dict[str, Any]) -> list[Any]:
+        """The request's tool definitions ([] when it has no list)."""
+
+    def with_tool_list(self, body: dict[str, Any], tools: list[Any]) -> dict[str, Any]:
+        """A copy of `body` with `tools` as its tool definitions, every other field kept."""
+
+    def forced_tool(self, body: dict[str, Any]) -> str | None:
+        """The name of the tool the request's `tool_choice` forces, if it names one."""
+
+    def tool_entry(self, tool: Any) -> ToolEntry | None:
+        """A tool definition as the `defer_tools` step ranks it; None for one that is always
+        sent (a built-in or server tool, or one without a name)."""
+
+    def slim_tool(self, tool: Any) -> Any:
+        """The tool with its JSON schema slimmed losslessly (`formats.schema_slim`); the same
+        object when nothing changes."""
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         """The proxy's own tools in this format's tool-definition shape."""

@@ -10,7 +10,7 @@ items stay opaque wire objects here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from proxy.engine.wire import WireFormat
@@ -105,10 +105,11 @@ class AnswerFormat(Protocol):
         """A copy of the request's items, leniently ([] when there are none)."""
 
     def with_unique_tool_names(
-        self, body: dict[str, Any], offered: Sequence[str]
+        self, body: dict[str, Any], offered: Sequence[str], given: Mapping[str, str] | None = None
     ) -> tuple[dict[str, Any], ToolNames]:
         """The prepared body with its synthetic tools (the `offered` ones, canonical names, last
-        in its tools) renamed away from the client's tool names, and the names they go by."""
+        in its tools; `given`: the names preparation gave some of them) renamed away from the
+        client's tool names, and the names they go by."""
 
     def without_synthetic_tools(self, body: dict[str, Any], names: ToolNames) -> dict[str, Any]:
         """A copy of `body` offering no synthetic tool (nor a tool choice naming one)."""

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import orjson
 
 from proxy.artifacts.store import ArtifactStore
+from proxy.synthetic.catalog import ToolCatalog
 
 SEARCH_CHARS_PER_ROUND = 64_000_000  # characters the searches of one round may scan together
 MAX_CALLS_PER_ROUND = 32  # synthetic calls one round may make (the rest answer too_many_calls)
@@ -119,6 +120,8 @@ class CallContext:
     budget: RoundBudget
     worker: SearchWorker | None = None
     """Where large searches run (asyncio's default executor when None)."""
+    catalog: ToolCatalog | None = None
+    """The tool definitions the policy deferred (what `find_tools` searches)."""
 
 
 class SyntheticTool(ABC):

@@ -4,7 +4,7 @@ tool is never taken over."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -20,13 +20,16 @@ class ToolNames:
     """Canonical name -> this request's name, for the synthetic tools offered to it."""
 
     own_names: Mapping[str, str] = field(default_factory=lambda: _identity(ARTIFACT_TOOLS))
+    given: Mapping[str, str] = field(default_factory=dict)
+    """Canonical name -> the name preparation gave the tool (a policy's own name for it);
+    a tool not listed here was given its canonical name."""
 
     def __contains__(self, name: object) -> bool:
         return name in self.own_names.values()
 
     @property
     def renamed(self) -> bool:
-        return any(own != canonical for canonical, own in self.own_names.items())
+        return any(own != self.given.get(c, c) for c, own in self.own_names.items())
 
     @property
     def canonical_names(self) -> tuple[str, ...]:
@@ -42,10 +45,20 @@ class ToolNames:
 
 
 def names_avoiding(
-    taken: Collection[str], offered: Collection[str] = ARTIFACT_TOOLS
+    taken: Collection[str],
+    offered: Collection[str] = ARTIFACT_TOOLS,
+    given: Mapping[str, str] | None = None,
 ) -> ToolNames:
-    """The names of the `offered` tools for a request whose client tools are called `taken`."""
-    return ToolNames(MappingProxyType({name: _free_name(name, taken) for name in offered}))
+    """The names of the `offered` tools for a request whose client tools are called `taken`
+    (`given`: the names preparation gave some of them, by canonical name)."""
+    given = dict(given or {})
+    own = {name: _free_name(given.get(name, name), taken) for name in offered}
+    return ToolNames(MappingProxyType(own), MappingProxyType(given))
+
+
+def given_names(offered: Sequence[str], given: Mapping[str, str] | None) -> list[str]:
+    """The names the `offered` tools have in a prepared body."""
+    return [(given or {}).get(name, name) for name in offered]
 
 
 def _free_name(name: str, taken: Collection[str]) -> str:

@@ -1,7 +1,8 @@
 """The synthetic tools, registered once: a tool is one file and one line in `_TOOLS`.
 
 `ARTIFACT_TOOLS` are offered whenever a prepared request names an artifact (in this order, after
-the client's tools); `execute` runs a call of any registered tool.
+the client's tools); `find_tools` whenever the policy deferred tool definitions (before them);
+`execute` runs a call of any registered tool.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from proxy.synthetic.base import (
     ToolSpec,
     error_result,
 )
+from proxy.synthetic.find_tools import FindTools
 from proxy.synthetic.read import READ_TOOL, ReadArtifact
 from proxy.synthetic.search import SEARCH_TOOL, SearchArtifact
 
-_TOOLS: tuple[SyntheticTool, ...] = (ReadArtifact(), SearchArtifact())
+_TOOLS: tuple[SyntheticTool, ...] = (ReadArtifact(), SearchArtifact(), FindTools())
 SYNTHETIC_TOOLS: Mapping[str, SyntheticTool] = MappingProxyType({t.name: t for t in _TOOLS})
 ARTIFACT_TOOLS = (READ_TOOL, SEARCH_TOOL)
 """The tools that read what preparation removed, offered together."""
@@ -42,6 +44,16 @@ def is_synthetic(name: object) -> bool:
 def is_proxy_tool_name(name: object) -> bool:
     """The proxy's tools under any name a request may give them (`names.names_avoiding`)."""
     return isinstance(name, str) and _PROXY_TOOL_NAME.fullmatch(name) is not None
+
+
+_ARTIFACT_TOOL_NAME = re.compile(
+    "(?:" + "|".join(map(re.escape, ARTIFACT_TOOLS)) + r")(?:_ctxproxy\d*)?"
+)
+
+
+def is_artifact_tool_name(name: object) -> bool:
+    """The read tools under any name a request may give them."""
+    return isinstance(name, str) and _ARTIFACT_TOOL_NAME.fullmatch(name) is not None
 
 
 def tool_specs(max_page_chars: int, names: tuple[str, ...] = ARTIFACT_TOOLS) -> list[ToolSpec]:

@@ -15,6 +15,7 @@ from pydantic import Field
 from proxy.engine.config_base import StepConfig
 from proxy.engine.step_api import PrepareContext, Step
 from proxy.engine.steps.clear_tool_results import ClearToolResults
+from proxy.engine.steps.defer_tools import DeferTools
 from proxy.engine.steps.drop_turns import DropTurns
 from proxy.engine.steps.offload_messages import OffloadMessages
 from proxy.engine.steps.offload_tool_results import OffloadToolResults
@@ -26,6 +27,7 @@ _STEPS: tuple[type[Step[Any]], ...] = (
     ClearToolResults,
     DropTurns,
     Summarize,
+    DeferTools,
 )
 REGISTRY: Mapping[str, type[Step[Any]]] = MappingProxyType({s.name: s for s in _STEPS})
 

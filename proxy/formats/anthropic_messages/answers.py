@@ -9,7 +9,7 @@ its text) before the calls, as Anthropic requires when thinking is on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.errors import ProxyError
@@ -22,7 +22,7 @@ from proxy.formats.anthropic_messages.fields import (
 from proxy.formats.anthropic_messages.items import make_part, split
 from proxy.formats.common import str_field
 from proxy.jsonio import loads
-from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.names import ToolNames, given_names, names_avoiding
 from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 DEFAULT_NAMES = ToolNames()
@@ -39,7 +39,9 @@ def conversation(body: dict[str, Any]) -> list[Any]:
 
 
 def with_unique_tool_names(
-    body: dict[str, Any], offered: Sequence[str] = ARTIFACT_TOOLS
+    body: dict[str, Any],
+    offered: Sequence[str] = ARTIFACT_TOOLS,
+    given: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], ToolNames]:
     """The prepared body, its synthetic tools (the `offered`
     ones, the last of `tools`) renamed when a client
@@ -47,12 +49,12 @@ def with_unique_tool_names(
     tools = body.get("tools")
     count = len(offered)
     if not isinstance(tools, list) or len(tools) < count:
-        return body, names_avoiding((), offered)
+        return body, names_avoiding((), offered, given)
     client, own = tools[:-count], tools[-count:]
-    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(offered):
-        return body, names_avoiding((), offered)
+    if sorted(str(str_field(tool, "name")) for tool in own) != sorted(given_names(offered, given)):
+        return body, names_avoiding((), offered, given)
     taken = {name for t in client if (name := str_field(t, "name"))}
-    names = names_avoiding(taken, offered)
+    names = names_avoiding(taken, offered, given)
     if not names.renamed:
         return body, names
     renamed = [{**tool, "name": names.own(str(tool["name"]))} for tool in own]

@@ -18,7 +18,7 @@ from typing import Any
 from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats import common
+from proxy.formats import common, tool_defs
 from proxy.formats.anthropic_messages import answers, errors, mark_placement, summary, usage
 from proxy.formats.anthropic_messages.cache_marks import capped_cache_marks
 from proxy.formats.anthropic_messages.cache_ttl import marked_cache_ttl
@@ -164,6 +164,13 @@ class AnthropicMessages:
         """Always a user message: Messages have no system role (consecutive user messages are
         one turn for the API)."""
         return {"role": "user", "content": text}
+
+    # The tool definitions (`defer_tools`).
+    tool_list = staticmethod(tool_defs.tool_list)
+    with_tool_list = staticmethod(tool_defs.with_tool_list)
+    forced_tool = staticmethod(tool_defs.forced_tool)
+    tool_entry = staticmethod(tool_defs.anthropic_tool_entry)
+    slim_tool = staticmethod(tool_defs.slim_anthropic_tool)
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return [

@@ -7,14 +7,14 @@ when its `function.name` is one of this request's names for them (`ToolNames`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat.fields import function_of
 from proxy.formats.sse import encode_data
 from proxy.jsonio import dumps, loads
-from proxy.synthetic.names import ToolNames, names_avoiding
+from proxy.synthetic.names import ToolNames, given_names, names_avoiding
 from proxy.synthetic.registry import ARTIFACT_TOOLS
 
 DEFAULT_NAMES = ToolNames()
@@ -33,7 +33,9 @@ def conversation(body: dict[str, Any]) -> list[Any]:
 
 
 def with_unique_tool_names(
-    body: dict[str, Any], offered: Sequence[str] = ARTIFACT_TOOLS
+    body: dict[str, Any],
+    offered: Sequence[str] = ARTIFACT_TOOLS,
+    given: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], ToolNames]:
     """The prepared body, its synthetic tools renamed when a client tool has one of their names.
 
@@ -43,12 +45,12 @@ def with_unique_tool_names(
     tools = body.get("tools")
     count = len(offered)
     if not isinstance(tools, list) or len(tools) < count:
-        return body, names_avoiding((), offered)
+        return body, names_avoiding((), offered, given)
     client, own = tools[:-count], tools[-count:]
-    if sorted(str(_tool_name(tool)) for tool in own) != sorted(offered):
-        return body, names_avoiding((), offered)
+    if sorted(str(_tool_name(tool)) for tool in own) != sorted(given_names(offered, given)):
+        return body, names_avoiding((), offered, given)
     taken = {name for t in client if isinstance(name := _tool_name(t), str)}
-    names = names_avoiding(taken, offered)
+    names = names_avoiding(taken, offered, given)
     if not names.renamed:
         return body, names
     return {**body, "tools": client + [_renamed(tool, names) for tool in own]}, names

@@ -10,7 +10,7 @@ from typing import Any
 from proxy.engine.conversation import Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats import common
+from proxy.formats import common, tool_defs
 from proxy.formats.common import add_usage
 from proxy.formats.openai_chat import answers, summary
 from proxy.formats.openai_chat.conversation import canonical_message, parse_conversation
@@ -158,6 +158,13 @@ class OpenAIChat:
 
     def notice_item(self, role: str, text: str) -> Any:
         return {"role": role, "content": text}
+
+    # The tool definitions (`defer_tools`).
+    tool_list = staticmethod(tool_defs.tool_list)
+    with_tool_list = staticmethod(tool_defs.with_tool_list)
+    forced_tool = staticmethod(tool_defs.forced_tool)
+    tool_entry = staticmethod(tool_defs.chat_tool_entry)
+    slim_tool = staticmethod(tool_defs.slim_chat_tool)
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return [

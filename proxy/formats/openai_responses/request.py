@@ -10,7 +10,7 @@ from typing import Any
 from proxy.engine.conversation import Problem, Unit
 from proxy.engine.wire import PinFacts
 from proxy.errors import ErrorCode, ProxyError
-from proxy.formats import common
+from proxy.formats import common, tool_defs
 from proxy.formats.common import add_usage, str_field
 from proxy.formats.openai_responses import answers, errors, usage
 from proxy.formats.openai_responses.conversation import canonical_item, parse_conversation
@@ -156,6 +156,13 @@ class OpenAIResponses:
 
     def notice_item(self, role: str, text: str) -> Any:
         return {"type": "message", "role": role, "content": text}
+
+    # The tool definitions (`defer_tools`).
+    tool_list = staticmethod(tool_defs.tool_list)
+    with_tool_list = staticmethod(tool_defs.with_tool_list)
+    forced_tool = staticmethod(tool_defs.forced_tool)
+    tool_entry = staticmethod(tool_defs.responses_tool_entry)
+    slim_tool = staticmethod(tool_defs.slim_responses_tool)
 
     def synthetic_tools(self, specs: Sequence[ToolSpec]) -> list[Any]:
         return [

@@ -21,6 +21,7 @@ def test_registry_and_build_steps_follow_policy_order() -> None:
         "clear_tool_results",
         "drop_turns",
         "summarize",
+        "defer_tools",
     ]
     assert list(REGISTRY) == names
     ctx = make_ctx(tool_history())
@@ -46,4 +47,5 @@ def test_the_policy_union_and_defaults_are_derived_from_the_registry() -> None:
     assert [c.kind for c in default_step_configs()] == defaults
     assert "offload_messages" not in defaults  # opt-in
     assert "summarize" not in defaults  # `mode: compact` puts it in place of drop_turns
+    assert "defer_tools" not in defaults  # opt-in
     assert Policy().steps == default_step_configs()
