@@ -200,11 +200,29 @@ async def _calibration_sync(app: web.Application) -> AsyncIterator[None]:
         return
     interval = services.settings.store.calibration_sync_s
     sync = CalibrationSync(services.calibration, count_ratios(), interval_s=interval)
-    task = asyncio.create_task(sync.run())
+    task = asyncio.create_task(sync.run(), name="count calibration sync")
     yield
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    sync.stop()
+    await _ended(task, _STOP_GRACE_S)
+
+
+_STOP_GRACE_S = 10.0
+"""How long a background loop may take to finish its last round at shutdown (a Redis round trip
+is bounded by the store's pool and socket timeouts, a few seconds)."""
+
+
+async def _ended(task: asyncio.Task[None], grace_s: float) -> None:
+    """Wait for a stopped background `task`; past `grace_s`, cancel it and wait as long again.
+    Never waits without a deadline: shutdown must not hang on a loop that does not end."""
+    for attempt in range(2):
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+            return
+        if attempt == 0:
+            task.cancel()
+    log.error("background task %s did not end at shutdown; left behind", task.get_name())
 
 
 async def _policies(app: web.Application) -> AsyncIterator[None]:
@@ -239,11 +257,10 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
         prices=PriceTable(services.settings.prices, catalog),
         clock=services.clock,
     )
-    watcher = asyncio.create_task(policies.watch(2.0))
+    watcher = asyncio.create_task(policies.watch(2.0), name="policy watcher")
     yield
     watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    await _ended(watcher, _STOP_GRACE_S)
     preparer.close()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeUpstream
 from fakes.wire import PARALLEL_TOOL_CALLS_SSE, wire_file
+from hang_report import pytest_timeout_set_timer  # noqa: F401  (a hook: names a test that hangs)
 from hypothesis_profiles import load_profile
 
 # CI runs the property tests on a fixed sequence of examples (reproducible red or green);

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from aiohttp import web
+from lost_cancel import LosesOneCancellation
 from proxy_harness import make_settings, shared_parts, start_proxy
+from shared_redis import require_shared_redis, unique_prefix
 
 from proxy import app as app_module
 from proxy.app import create_app
+from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import MemoryStore
 from proxy.http.services import SERVICES
 from proxy.settings import Settings
 from proxy.synthetic.base import SearchWorker
+from proxy.tokens.calibration_rule import CalibrationKey
 from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 
@@ -129,3 +134,27 @@ async def test_start_up_loads_the_encodings_the_upstreams_speak(
         assert counters.loaded("claude-sonnet-4-5") is claude_loaded
     finally:
         await proxy.stop()
+
+
+async def test_shutdown_ends_the_calibration_sync_after_its_store_lost_a_cancellation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync's round trip outlives the grace period, the cancel that follows is lost (as in
+    Python 3.11's `wait_for`); shutdown still ends the loop instead of waiting for it forever."""
+    shared = LosesOneCancellation()
+    monkeypatch.setattr(RedisStore, "count_ratios", lambda _store: shared)
+    monkeypatch.setattr(app_module, "_STOP_GRACE_S", 0.05)
+    store = {
+        "kind": "redis",
+        "url": require_shared_redis(),
+        "key_prefix": unique_prefix(),  # nothing is written: the shared ratios are the double
+        "secret": "test-secret",
+        "calibration_sync_s": 0.01,
+    }
+    proxy = await start_proxy(make_settings(UPSTREAM, store=store))
+    proxy.services.calibration.applied(CalibrationKey("fake", "gpt-4o"), "")  # a key to sync
+    async with asyncio.timeout(30):
+        await shared.waiting.wait()
+        await proxy.stop()  # a hang fails here instead of hanging the run
+    assert shared.lost_cancellations == 1
+    assert shared.exchanges == 2  # the stuck one, then the last one

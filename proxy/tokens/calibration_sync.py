@@ -7,11 +7,17 @@ agreed ratio and each contributor's own. Both ways are one exchange (`SharedRati
 one round trip). A replica that never saw an answer for a key, or for a contributor, thus
 applies what the others measured. The request path never waits for the store; a failed sync
 loses only that interval's samples.
+
+The loop ends when `stop` is called, not on cancellation alone: on Python 3.11 a cancel that
+arrives while the Redis client's write finishes is lost inside `asyncio.wait_for` (CPython
+gh-86296), and a loop that waits only for its cancellation then syncs on forever while whoever
+cancelled it waits for it to end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +67,7 @@ class CalibrationSync:
         self._interval_s = interval_s
         self._log = logger or _DEFAULT_LOGGER
         self._clock = clock
+        self._stopping = asyncio.Event()
 
     async def sync_once(self) -> None:
         calibration = self._calibration
@@ -77,14 +84,25 @@ class CalibrationSync:
                 calibration.adopt(key, *state)
 
     async def run(self) -> None:
-        """Sync every `interval_s` until cancelled, then once more (the last samples count)."""
+        """Sync every `interval_s` until `stop` (or a cancellation that arrives), then once
+        more: the last samples count."""
         try:
-            while True:
-                await asyncio.sleep(self._interval_s)
+            while not await self._stop_requested_within(self._interval_s):
                 await self._sync_logged()
         except asyncio.CancelledError:
             await self._sync_logged()
             raise
+        await self._sync_logged()
+
+    def stop(self) -> None:
+        """End `run` after one last sync (the one in flight, if any, finishes first)."""
+        self._stopping.set()
+
+    async def _stop_requested_within(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        return self._stopping.is_set()
 
     async def _sync_logged(self) -> None:
         try:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import pytest
 import redis.asyncio
+from lost_cancel import LosesOneCancellation
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
 from proxy.artifacts.redis_store import RedisStore
@@ -107,6 +108,44 @@ async def test_cancelling_the_loop_syncs_the_last_samples_once_more(
         await task
     shared = await two.count_ratios().exchange({}, [K], rule=RatioRule(), now=time.time())
     assert shared[K][1]["a"][:3] == (pytest.approx(1.1), pytest.approx(1.1), 3)
+
+
+async def test_stop_ends_the_loop_after_one_last_sync_of_the_samples_since(
+    stores: tuple[RedisStore, RedisStore],
+) -> None:
+    one, two = stores
+    calibration = CountCalibration()
+    sync = CalibrationSync(calibration, one.count_ratios(), interval_s=60)
+    task = asyncio.create_task(sync.run())
+    await asyncio.sleep(0)
+    for _ in range(3):
+        calibration.observe(K, "a", 1000, 1100)
+    sync.stop()
+    async with asyncio.timeout(30):  # generous: a hang fails here instead of hanging the run
+        await task
+    shared = await two.count_ratios().exchange({}, [K], rule=RatioRule(), now=time.time())
+    assert shared[K][1]["a"][:3] == (pytest.approx(1.1), pytest.approx(1.1), 3)
+
+
+async def test_stop_ends_the_loop_after_its_store_lost_a_cancellation() -> None:
+    """A cancel lost inside the store's round trip (Python 3.11's `wait_for`) leaves the loop
+    running; `stop` still ends it, after one last sync."""
+    calibration = CountCalibration()
+    calibration.observe(K, "a", 1000, 1100)
+    shared = LosesOneCancellation()
+    sync = CalibrationSync(calibration, shared, interval_s=0.01)
+    task = asyncio.create_task(sync.run())
+    async with asyncio.timeout(30):
+        await shared.waiting.wait()
+    task.cancel()
+    async with asyncio.timeout(30):
+        while shared.exchanges < 4:  # the cancel was lost: the loop goes on syncing
+            await asyncio.sleep(0.01)
+    assert shared.lost_cancellations == 1 and not task.done()
+    sync.stop()
+    async with asyncio.timeout(30):  # generous: a hang fails here instead of hanging the run
+        await task
+    assert not task.cancelled()
 
 
 class _Broken:
