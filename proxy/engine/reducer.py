@@ -260,7 +260,7 @@ async def plan_reduction(
     deeper = cold and due and pinned is not None  # without remembered cuts, nothing to give up
     if deeper:
         horizons, log = replay(False, fresh=True)
-    assigned = _assigned(horizons, len(steps))
+    assigned = _assigned(horizons, plans, full)
     for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
@@ -269,7 +269,7 @@ async def plan_reduction(
         # the next cut's work (summaries), started now in the background
         await _precompute(steps, ctx, services, replay(True)[1].cuts)
     cost = [
-        full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
+        full[u] if (k := applying_step(horizons, u, plans, full)) < 0 else plans[k].costs[u]
         for u in range(len(full))
     ]
     outputs = [
@@ -282,11 +282,11 @@ async def plan_reduction(
     return Plan(outputs, total, protected, log, due, deeper)
 
 
-def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
-    """The units each step reduces (the last one whose horizon covers a unit)."""
-    assigned: list[list[int]] = [[] for _ in range(steps)]
+def _assigned(horizons: list[int], plans: list[StepPlan], full: list[int]) -> list[list[int]]:
+    """The units each step reduces (`applying_step`)."""
+    assigned: list[list[int]] = [[] for _ in plans]
     for u in range(max(horizons, default=0)):
-        assigned[applying_step(horizons, u)].append(u)
+        assigned[applying_step(horizons, u, plans, full)].append(u)
     return assigned
 
 

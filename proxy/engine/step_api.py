@@ -139,7 +139,8 @@ class Step(ABC, Generic[ConfigT]):
     """One reduction step, built per request from its config entry (`config_model`).
 
     Precedence is the policy's order: where the horizons of several steps cover a unit, the step
-    listed last applies. `in_default_policy` steps make up a policy's `steps` when it sets none.
+    listed last of those that change it applies. `in_default_policy` steps make up a policy's
+    `steps` when it sets none.
     """
 
     name: ClassVar[str]

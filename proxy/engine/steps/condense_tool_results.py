@@ -8,7 +8,8 @@ bytes are stored all the same, named in the text, and the read tool returns them
 A result is condensed when it is seen (trigger or not), as a pure function of its text, so the
 prompt's prefix is the same from the first turn the result appears; only when the condensed form
 saves `min_saving` of the result's counted tokens. List it before `offload_tool_results`: where a
-later step reaches a result, that step's rewrite applies instead.
+later step also rewrites a unit (a result over the offload threshold, a cleared one), that step's
+rewrite applies instead.
 """
 
 from __future__ import annotations
