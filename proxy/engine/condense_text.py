@@ -21,9 +21,12 @@ itself (`lines`); the original bytes stay in the artifact store.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
@@ -72,6 +75,42 @@ def condense(text: str, transforms: Iterable[str] = TRANSFORMS) -> Condensed | N
         candidates.append(Condensed("lines", lines))
     shorter = [c for c in candidates if len(c.body) < len(text) and not _SURROGATE.search(c.body)]
     return min(shorter, key=lambda c: len(c.body)) if shorter else None
+
+
+Condenser = Callable[[str, Iterable[str]], "Condensed | None"]
+"""`condense`, or a `CondenseMemo` of it."""
+
+
+class CondenseMemo:
+    """`condense`, remembered: an agent re-sends the same results every turn, and condensing
+    costs ~50 ms per MB each time. Bounded by the characters it keeps (texts are keyed by a
+    digest, never kept); thread-safe (preparations run in worker threads)."""
+
+    def __init__(self, max_chars: int = 32_000_000) -> None:
+        self.max_chars = max_chars
+        self._items: OrderedDict[tuple[bytes, tuple[str, ...]], Condensed | None] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, transforms: Iterable[str] = TRANSFORMS) -> Condensed | None:
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16)
+        key = (digest.digest(), tuple(transforms))
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        out = condense(text, key[1])
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = out
+                self._chars += _size(out)
+            while self._chars > self.max_chars and self._items:
+                self._chars -= _size(self._items.popitem(last=False)[1])
+        return out
+
+
+def _size(out: Condensed | None) -> int:
+    return 64 + (len(out.body) if out is not None else 0)
 
 
 def expand(condensed: Condensed) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from proxy.artifacts.budgets import Refused, budget_refusals
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
+from proxy.engine.condense_text import Condenser, condense
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action, Manifest, NoteCode
@@ -133,6 +134,7 @@ def build_context(
     allowance: int,
     sizing: int | None = None,
     recent_end: int | None = None,
+    condenser: Condenser = condense,
 ) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -163,6 +165,7 @@ def build_context(
         max_stored_chars=policy.artifacts.max_chars,
         sizing=allowance if sizing is None else sizing,
         recent_end=len(units) if recent_end is None else min(recent_end, len(units)),
+        condense=condenser,
         policy=policy,
     )
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.engine.condense_text import Condensed, condense, expand, minify
+from proxy.engine.condense_text import Condensed, CondenseMemo, condense, expand, minify
 
 ROWS = [{"id": i, "name": f"user{i}", "ok": i % 2 == 0, "meta": {"n": [i, None]}} for i in range(6)]
 
@@ -151,3 +151,12 @@ def test_generated_logs_come_back_exactly(log: str) -> None:
     if out is not None:
         assert len(out.body) < len(log)
         assert expand(out) == log
+
+
+def test_the_memo_answers_as_condense_and_stays_within_its_bound() -> None:
+    texts = [json.dumps(ROWS, indent=n) for n in (1, 2, 3)] + ["a\nb", "x 1\nx 2\nx 3"]
+    memo = CondenseMemo(max_chars=600)
+    for text in texts * 2:
+        assert memo(text) == condense(text)
+        assert memo(text, ["lines"]) == condense(text, ["lines"])
+    assert memo._chars <= 600 and 0 < len(memo._items) < 2 * len(texts)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from proxy.engine.condense_text import HOW_TO_READ, TRANSFORMS, Kind, condense
+from proxy.engine.condense_text import HOW_TO_READ, TRANSFORMS, Kind
 from proxy.engine.config_base import StepConfig
 from proxy.engine.planner import StepPlan
 from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput
@@ -87,7 +87,7 @@ class CondenseToolResults(Step[CondenseToolResultsConfig]):
             return None  # the store would keep it truncated: not readable back byte for byte
         if MARKER.lower() in text.lower():
             return None  # quoted proxy text is shown only neutralised, which is not exact
-        condensed = condense(text, settings.transforms)
+        condensed = ctx.condense(text, settings.transforms)
         if condensed is None:
             return None
         artifact_id = stored_text(ctx, text).artifact_id
