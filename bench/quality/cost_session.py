@@ -95,6 +95,8 @@ class Variant:
     cache_marks: str | None
     """The policy's `cache_marks` (None: the preset's)."""
     client_marks: bool
+    extra: str = ""
+    """More policy YAML (e.g. a `steps` list), appended to the generated policy."""
 
 
 async def proxied(turns: int, variant: Variant, directory: Path) -> Row:
@@ -102,6 +104,7 @@ async def proxied(turns: int, variant: Variant, directory: Path) -> Row:
     marks = f"cache_marks: {variant.cache_marks}\n" if variant.cache_marks else ""
     (directory / f"{name}.yaml").write_text(
         f"extends: {variant.policy}\nbudget: {{context_window: {variant.window}}}\n{marks}"
+        + variant.extra
     )
     async with CachingUpstream(script=ScriptedModel()) as fake:
         upstream = {"name": "claude", "kind": "anthropic", "base_url": fake.origin,

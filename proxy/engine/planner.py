@@ -1,8 +1,10 @@
 """Where each reduction step cuts: a deterministic replay of the conversation's growth.
 
 Every step has a *horizon*: the units before it are reduced by that step. Precedence is the
-policy's order: where several horizons cover a unit, the step listed last applies (policies list
-the gentler reductions first, so a later step is the stronger one). The planner replays the
+policy's order: where several horizons cover a unit, the step listed last of those that change
+it applies (policies list the gentler reductions first, so a later step is the stronger one; a
+step whose horizon passed a unit it leaves as it is does not undo an earlier step's rewrite of
+it). The planner replays the
 conversation one unit at a time, as if each unit had just arrived; whenever the running total
 exceeds the trigger, it advances horizons in policy order, each just far enough to get under the
 target, or deeper when large turns call for it (`growth.GrowthSizing`: room for a few turns of the
@@ -19,6 +21,7 @@ total over the trigger again (hysteresis between trigger and target).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 
@@ -137,7 +140,7 @@ class _Totals:
 
     def __post_init__(self) -> None:
         self.full_prefix = [0, *accumulate(self.full)]
-        self.step_prefix = [[0, *accumulate(s.costs)] for s in self.steps]
+        self._prefixes: dict[tuple[int, ...], list[int]] = {(): self.full_prefix}
 
     def total(self, t: int, horizons: list[int]) -> int:
         end = t + 1
@@ -155,19 +158,34 @@ class _Totals:
         return sum(self._segment(a, b, horizons) for a, b in pairwise(bounds))
 
     def unit_cost(self, u: int, horizons: list[int]) -> int:
-        """Unit u's tokens under the last step (in policy order) whose horizon covers it."""
-        best = applying_step(horizons, u)
+        """Unit u's tokens under the step that applies to it (`applying_step`)."""
+        best = applying_step(horizons, u, self.steps, self.full)
         return self.full[u] if best < 0 else self.steps[best].costs[u]
 
     def _segment(self, a: int, b: int, horizons: list[int]) -> int:
-        best = applying_step(horizons, b - 1)
-        prefix = self.full_prefix if best < 0 else self.step_prefix[best]
+        # Every horizon is a prefix: the steps covering unit b-1 cover the whole segment.
+        covering = tuple(k for k, h in enumerate(horizons) if h >= b)
+        prefix = self._prefixes.get(covering)
+        if prefix is None:
+            costs = [self._cost_under(covering, u) for u in range(len(self.full))]
+            prefix = self._prefixes[covering] = [0, *accumulate(costs)]
         return prefix[b] - prefix[a]
 
+    def _cost_under(self, covering: tuple[int, ...], u: int) -> int:
+        full = self.full[u]
+        return next((c for k in reversed(covering) if (c := self.steps[k].costs[u]) != full), full)
 
-def applying_step(horizons: list[int], u: int) -> int:
-    """The index of the step that reduces unit u (the last one whose horizon covers it), or -1."""
-    return next((k for k in range(len(horizons) - 1, -1, -1) if horizons[k] > u), -1)
+
+def applying_step(
+    horizons: list[int], u: int, steps: Sequence[StepPlan], full: Sequence[int]
+) -> int:
+    """The index of the step that reduces unit u, or -1: the last one (in policy order) whose
+    horizon covers it and that changes it, else the last one covering it. A step whose horizon
+    passed a unit it leaves as it is (e.g. offloading, past a result under its threshold) does
+    not undo what an earlier step made of that unit (e.g. condensing)."""
+    covering = [k for k in range(len(horizons) - 1, -1, -1) if horizons[k] > u]
+    changing = (k for k in covering if steps[k].costs[u] != full[u])
+    return next(changing, covering[0] if covering else -1)
 
 
 def plan_horizons(

@@ -16,6 +16,7 @@ from proxy.artifacts.store import ArtifactStore
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
 from proxy.engine.cache_marks import marks_mode
 from proxy.engine.cache_warmth import CacheApplied, judge, resolve_ttl, sent_key
+from proxy.engine.condense_text import CondenseMemo
 from proxy.engine.continuity import Made, keep_cuts, recall_history
 from proxy.engine.conversation import Conversation
 from proxy.engine.finish import finish, plans
@@ -85,6 +86,7 @@ class Preparer:
         self._offload_bytes = offload_bytes
         self._offload_items = offload_items
         self._workers = Workers(offload_threads)
+        self._condense = CondenseMemo()
         self._clock = clock
         """Wall-clock seconds: how long ago a conversation's prompt was sent (`cache_warmth`)."""
         self.background = Background(observer=background_observer)
@@ -344,6 +346,7 @@ class Preparer:
             ctx = build_context(
                 wire, request.messages, conversation, policy, counter, request.costs,
                 artifact_id, own_text_mac, request.budget.allowance, sizing, recent_end,
+                self._condense,
             )  # fmt: skip
             pinned, budget, cold = history.pinned(ctx.units), request.budget, request.warmth.cold
             planned = await plan_reduction(ctx, budget, base, reduced_base, services, pinned, cold)

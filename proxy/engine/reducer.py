@@ -9,6 +9,7 @@ from typing import Any
 from proxy.artifacts.budgets import Refused, budget_refusals
 from proxy.artifacts.store import ArtifactStore, NewArtifact
 from proxy.engine.budget import Budget
+from proxy.engine.condense_text import Condenser, condense
 from proxy.engine.conversation import Conversation, Unit
 from proxy.engine.growth import GrowthSizing, growth_starts
 from proxy.engine.manifest import Action, Manifest, NoteCode
@@ -133,6 +134,7 @@ def build_context(
     allowance: int,
     sizing: int | None = None,
     recent_end: int | None = None,
+    condenser: Condenser = condense,
 ) -> ReductionContext:
     units: list[Unit] = []
     unit_turn: list[int] = []
@@ -163,6 +165,7 @@ def build_context(
         max_stored_chars=policy.artifacts.max_chars,
         sizing=allowance if sizing is None else sizing,
         recent_end=len(units) if recent_end is None else min(recent_end, len(units)),
+        condense=condenser,
         policy=policy,
     )
 
@@ -260,7 +263,7 @@ async def plan_reduction(
     deeper = cold and due and pinned is not None  # without remembered cuts, nothing to give up
     if deeper:
         horizons, log = replay(False, fresh=True)
-    assigned = _assigned(horizons, len(steps))
+    assigned = _assigned(horizons, plans, full)
     for step, units, made in zip(steps, assigned, log.cuts, strict=True):
         if units:
             await step.settle(ctx, units, services, made)
@@ -269,7 +272,7 @@ async def plan_reduction(
         # the next cut's work (summaries), started now in the background
         await _precompute(steps, ctx, services, replay(True)[1].cuts)
     cost = [
-        full[u] if (k := applying_step(horizons, u)) < 0 else plans[k].costs[u]
+        full[u] if (k := applying_step(horizons, u, plans, full)) < 0 else plans[k].costs[u]
         for u in range(len(full))
     ]
     outputs = [
@@ -282,11 +285,11 @@ async def plan_reduction(
     return Plan(outputs, total, protected, log, due, deeper)
 
 
-def _assigned(horizons: list[int], steps: int) -> list[list[int]]:
-    """The units each step reduces (the last one whose horizon covers a unit)."""
-    assigned: list[list[int]] = [[] for _ in range(steps)]
+def _assigned(horizons: list[int], plans: list[StepPlan], full: list[int]) -> list[list[int]]:
+    """The units each step reduces (`applying_step`)."""
+    assigned: list[list[int]] = [[] for _ in plans]
     for u in range(max(horizons, default=0)):
-        assigned[applying_step(horizons, u)].append(u)
+        assigned[applying_step(horizons, u, plans, full)].append(u)
     return assigned
 
 

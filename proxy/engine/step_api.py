@@ -16,6 +16,7 @@ from proxy.engine.config_base import StepConfig
 
 if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
+    from proxy.engine.condense_text import Condenser
     from proxy.engine.conversation import Conversation, Unit
     from proxy.engine.planner import StepPlan
     from proxy.engine.steps.summarize.background import Background
@@ -98,6 +99,8 @@ class PrepareContext:
     """Where "recent" ends for a relaxed step (the last resort's previews of the recent
     exchanges): after the last unit, or after the units of the remembered request whose last
     resort this request keeps (so that the same results keep the same previews)."""
+    condense: Condenser
+    """`condense_text.condense`, or the preparer's memo of it (the same function of the text)."""
 
     def unit_cost(self, u: int) -> int:
         unit = self.units[u]
@@ -139,7 +142,8 @@ class Step(ABC, Generic[ConfigT]):
     """One reduction step, built per request from its config entry (`config_model`).
 
     Precedence is the policy's order: where the horizons of several steps cover a unit, the step
-    listed last applies. `in_default_policy` steps make up a policy's `steps` when it sets none.
+    listed last of those that change it applies. `in_default_policy` steps make up a policy's
+    `steps` when it sets none.
     """
 
     name: ClassVar[str]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from shared_tokens import shared_counters
 
+from proxy.engine.condense_text import Condensed, expand, minify
 from proxy.formats import FORMATS
 from proxy.formats.base import ClientFormat
 from proxy.jsonio import dumps
@@ -72,6 +74,22 @@ def tool_result_texts(wire: ClientFormat, body: dict[str, Any]) -> list[str]:
     return [t for item in items if wire.is_tool_result(item) and (t := wire.result_text(item))]
 
 
+_CONDENSED = re.compile(r"\[ctxproxy#\d+: tool result condensed losslessly \((\w+)\)")
+
+
+def condensed_results(wire: ClientFormat, body: dict[str, Any]) -> list[tuple[Any, str]]:
+    """(transform, condensed text) of each condensed tool result in `body`."""
+    found = [(m, t) for t in tool_result_texts(wire, body) if (m := _CONDENSED.match(t))]
+    return [(m[1], t.split("]\n", 1)[1]) for m, t in found]
+
+
+def _minified(text: str) -> str | None:
+    try:
+        return minify(json.loads(text))
+    except ValueError:
+        return None
+
+
 def instructions(wire: ClientFormat, body: dict[str, Any]) -> list[Any]:
     """The system/developer items among the items (Claude Code's `system` message, Codex's
     developer messages and its `additional_tools` item)."""
@@ -94,8 +112,15 @@ def test_prepared_under_the_default_policy_keeping_what_the_agent_sent(
     assert "invalid_forwarded" not in manifest["note_codes"]
     large = [t for t in tool_result_texts(wire, body) if len(t) > LARGE_RESULT_CHARS]
     steps = [action["step"] for action in manifest["actions"]]
-    assert steps == (["offload_tool_results"] if large else [])
-    assert answer["changed"] is bool(large)
+    condensed = condensed_results(wire, sent)
+    assert steps == (["condense_tool_results"] if condensed else []) + (
+        ["offload_tool_results"] if large else []
+    )
+    assert answer["changed"] is bool(large or condensed)
+    originals = tool_result_texts(wire, body)
+    for kind, text in condensed:  # each condensed result holds exactly one of the originals
+        restored = expand(Condensed(kind, text))
+        assert any(restored in (t, _minified(t)) for t in originals)
     for key, value in body.items():  # context_management, output_config, thinking, include, ...
         if key not in (wire.items_param, "tools"):
             assert sent[key] == value, key

@@ -26,6 +26,16 @@ OVERFLOW_8192 = {
 }
 
 
+def history(turns: int, result_chars: int) -> list[dict[str, Any]]:
+    """`agent_history` with each tool result on one line: nothing for `condense_tool_results`
+    to collapse, so a request under the window goes upstream as it was sent."""
+    messages = agent_history(turns, result_chars=result_chars)
+    for message in messages:
+        if message["role"] == "tool":
+            message["content"] = message["content"].replace("\n", " ")
+    return messages
+
+
 def client(proxy: RunningProxy) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0)
 
@@ -128,7 +138,7 @@ async def test_an_unknown_model_behind_llama_cpp_takes_n_ctx_from_props(
 async def test_an_overflow_error_leads_to_one_tighter_retry_that_succeeds(
     proxy: RunningProxy, fake_upstream: FakeUpstream
 ) -> None:
-    messages: list[Any] = agent_history(12, result_chars=6000)  # ~20k tokens: fits gpt-4o's map
+    messages: list[Any] = history(12, result_chars=6000)  # ~20k tokens: fits gpt-4o's map
     fake_upstream.enqueue(error_reply(400, OVERFLOW_8192), path=CHAT)
     fake_upstream.enqueue(completion("fits now"), path=CHAT)
     async with client(proxy) as sdk:
@@ -215,9 +225,9 @@ async def test_an_overflow_stating_the_prompts_size_retries_with_the_upstreams_c
     retry is cut to fit instead of the same body being refused again."""
     counter = counter_for("gpt-4")
     turns = 1
-    while counter.count_request({"messages": agent_history(turns + 1, result_chars=1500)}) < 7000:
+    while counter.count_request({"messages": history(turns + 1, result_chars=1500)}) < 7000:
         turns += 1
-    messages: list[Any] = agent_history(turns, result_chars=1500)
+    messages: list[Any] = history(turns, result_chars=1500)
     counted = counter.count_request({"model": "gpt-4", "messages": messages})
     assert 6000 < counted < 7000  # under gpt-4's 8,192 less 100 for the answer: sent unchanged
     stated = int(counted * 1.25)

@@ -30,6 +30,9 @@ PRICES = PriceTable([], shared_catalog()).lookup("claude", MODEL)
 async def session_through_proxy(tmp_path: Path, window: str) -> AsyncIterator[tuple[Session, str]]:
     """The session through a proxy on the default policy with this window; and `/metrics`."""
     policy = f"extends: default\nbudget: {{context_window: {window}}}\n"
+    if window == "16000":  # the case that checks clearing: condensing alone keeps it under
+        policy += "steps: [{kind: offload_tool_results}, {kind: clear_tool_results}, "
+        policy += "{kind: drop_turns}]\n"
     (tmp_path / "session.yaml").write_text(policy)
     async with CachingUpstream(script=ScriptedModel()) as fake:
         timeouts = {"first_byte_s": 60, "idle_read_s": 60, "total_s": 120}

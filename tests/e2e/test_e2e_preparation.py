@@ -171,6 +171,8 @@ async def test_a_109_kb_tool_result_is_offloaded_in_a_128k_window(
     big = agent_history(1, result_chars=109_000)[3]["content"]
     assert len(big) > 100_000
     messages[3]["content"] = big
+    prose = "".join(f"Note {n}: the module reads its settings. " for n in range(50))
+    messages[7]["content"] = prose  # nothing machine-made: condensing leaves it too
     async with openai.AsyncOpenAI(base_url=proxy.base_url, api_key="k", max_retries=0) as client:
         for _ in range(2):
             raw = await client.chat.completions.with_raw_response.create(

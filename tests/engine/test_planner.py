@@ -126,10 +126,25 @@ def test_the_step_listed_last_applies_where_horizons_overlap() -> None:
 
 
 def test_applying_step_is_the_last_covering_horizon() -> None:
-    assert applying_step([4, 2, 0], 1) == 1
-    assert applying_step([4, 2, 0], 3) == 0
-    assert applying_step([4, 2, 0], 4) == -1
-    assert applying_step([], 0) == -1
+    steps = [StepPlan(costs=[50] * 5, limits=[1] * 5)] * 3
+    full = [100] * 5
+    assert applying_step([4, 2, 0], 1, steps, full) == 1
+    assert applying_step([4, 2, 0], 3, steps, full) == 0
+    assert applying_step([4, 2, 0], 4, steps, full) == -1
+    assert applying_step([], 0, [], []) == -1
+
+
+def test_a_later_step_leaving_a_unit_as_it_is_does_not_undo_an_earlier_one() -> None:
+    n = 4
+    condense = StepPlan(costs=[60, 60, 100, 100], limits=[t + 1 for t in range(n)])
+    offload = StepPlan(costs=[100, 100, 100, 20], limits=[t + 1 for t in range(n)])
+    full = [100] * n
+    steps = [condense, offload]
+    assert applying_step([2, 4], 0, steps, full) == 0  # offload leaves u0 as it is
+    assert applying_step([2, 4], 3, steps, full) == 1
+    assert applying_step([2, 4], 2, steps, full) == 1  # nobody changes u2: the last covering
+    kwargs = {"base": 0, "reduced_base": 0}
+    assert total_after(full, steps, [2, 4], **kwargs) == 60 + 60 + 100 + 20
 
 
 def test_at_least_blocks_small_advances() -> None:

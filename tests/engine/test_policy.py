@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from proxy.engine.budget import BudgetPolicy
 from proxy.engine.policy import Policy, ProtectPolicy
 from proxy.engine.steps.clear_tool_results import ClearToolResultsConfig
+from proxy.engine.steps.condense_tool_results import CondenseToolResultsConfig
 from proxy.engine.steps.drop_turns import DropTurnsConfig
 from proxy.engine.steps.offload_tool_results import OffloadToolResultsConfig
 from proxy.engine.steps.summarize import SummarizeConfig
@@ -41,11 +42,12 @@ def _errors(data: dict[str, Any]) -> list[tuple[tuple[int | str, ...], str]]:
     return [(tuple(e["loc"]), e["type"]) for e in info.value.errors()]
 
 
-def test_defaults_are_a_window_policy_with_the_three_steps() -> None:
+def test_defaults_are_a_window_policy_with_the_four_steps() -> None:
     policy = Policy()
     assert policy.mode == "window"
     assert policy.on_invalid == "forward"
     assert [type(s) for s in policy.steps] == [
+        CondenseToolResultsConfig,
         OffloadToolResultsConfig,
         ClearToolResultsConfig,
         DropTurnsConfig,
@@ -146,6 +148,7 @@ def test_compact_mode_puts_summarize_in_place_of_drop_turns() -> None:
     policy = Policy.model_validate({"mode": "compact"})
     assert policy.reduces and policy.mode == "compact"
     assert [type(s) for s in policy.steps] == [
+        CondenseToolResultsConfig,
         OffloadToolResultsConfig,
         ClearToolResultsConfig,
         SummarizeConfig,
@@ -180,7 +183,9 @@ def test_every_shipped_preset_loads() -> None:
     assert store.get("strict").mode == "reject"
     assert store.get("strict").steps == []
     assert store.get("inspect").mode == "inspect"
-    coding, default = store.get("coding-agent").steps[0], store.get("default").steps[0]
+    for name in ("default", "coding-agent", "research-agent", "example-acme"):
+        assert isinstance(store.get(name).steps[0], CondenseToolResultsConfig), name
+    coding, default = store.get("coding-agent").steps[1], store.get("default").steps[1]
     assert isinstance(coding, OffloadToolResultsConfig)
     assert isinstance(default, OffloadToolResultsConfig)
     assert coding.threshold_chars < default.threshold_chars

@@ -40,6 +40,7 @@ PAIRS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "test.yaml": """
                 extends: default
                 steps:
+                  - kind: condense_tool_results
                   - kind: offload_tool_results
                     threshold_chars: 1500
                     preview_head_chars: 200
@@ -65,6 +66,7 @@ PAIRS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         {
             "test.yaml": """
                 steps:
+                  - {kind: condense_tool_results}
                   - {kind: offload_tool_results, threshold_chars: 20000}
                   - {kind: clear_tool_results, keep_recent_exchanges: 1,
                      clear_recent_before_refusing: false}
@@ -77,6 +79,7 @@ PAIRS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
         {
             "test.yaml": """
                 steps:
+                  - {kind: condense_tool_results}
                   - {kind: offload_tool_results, exclude_tools: ['read_*']}
                   - {kind: clear_tool_results, exclude_tools: ['read_*']}
                   - {kind: drop_turns}
@@ -94,7 +97,8 @@ PAIRS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "test.yaml": """
                 models:
                   "gpt-4o*":
-                    steps: [{kind: offload_tool_results, threshold_chars: 1000},
+                    steps: [{kind: condense_tool_results},
+                            {kind: offload_tool_results, threshold_chars: 1000},
                             {kind: clear_tool_results}, {kind: drop_turns}]
             """
         },

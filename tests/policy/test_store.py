@@ -118,8 +118,8 @@ def test_unknown_policy_is_a_clear_error_not_a_key_error(tmp_path: Path) -> None
         (
             "steps:\n  - kind: offload_tool_results\n  - kind: shrink\n",
             "acme.yaml: steps[1]: unknown step kind 'shrink' (expected one of "
-            "'offload_tool_results', 'offload_messages', 'clear_tool_results', 'drop_turns', "
-            "'summarize', 'defer_tools')",
+            "'condense_tool_results', 'offload_tool_results', 'offload_messages', "
+            "'clear_tool_results', 'drop_turns', 'summarize', 'defer_tools')",
         ),
         (
             "steps:\n  - kind: drop_turns\n    keep: 3\n",

@@ -15,6 +15,7 @@ from pydantic import Field
 from proxy.engine.config_base import StepConfig
 from proxy.engine.step_api import PrepareContext, Step
 from proxy.engine.steps.clear_tool_results import ClearToolResults
+from proxy.engine.steps.condense_tool_results import CondenseToolResults
 from proxy.engine.steps.defer_tools import DeferTools
 from proxy.engine.steps.drop_turns import DropTurns
 from proxy.engine.steps.offload_messages import OffloadMessages
@@ -22,6 +23,7 @@ from proxy.engine.steps.offload_tool_results import OffloadToolResults
 from proxy.engine.steps.summarize import Summarize
 
 _STEPS: tuple[type[Step[Any]], ...] = (
+    CondenseToolResults,
     OffloadToolResults,
     OffloadMessages,
     ClearToolResults,

@@ -48,9 +48,17 @@ class UnitRewrites:
     """Per-unit rewrites of one step, computed once per request and shared by plan and rewrite."""
 
     def __init__(
-        self, ctx: PrepareContext, step: str, rewrite: Rewriter, exclude_tools: list[str]
+        self,
+        ctx: PrepareContext,
+        step: str,
+        rewrite: Rewriter,
+        exclude_tools: list[str],
+        min_saving: float = 0.0,
     ) -> None:
+        """`min_saving`: a rewrite stands only if it saves at least this share of the result
+        message's counted tokens (always at least one token)."""
         self._ctx = ctx
+        self._min_saving = min_saving
         self._step = step
         self._rewrite = rewrite
         self._exclude_tools = exclude_tools
@@ -86,7 +94,8 @@ class UnitRewrites:
                 continue
             new_message = ctx.wire.with_result_text(message, content)
             new_cost = ctx.counter.count_message(new_message)
-            if new_cost >= ctx.message_costs[index]:
+            old_cost = ctx.message_costs[index]
+            if new_cost >= old_cost or old_cost - new_cost < old_cost * self._min_saving:
                 continue
             stored = stored_text(ctx, text)
             meta = {"tool": name, **ctx.wire.result_meta(message), "step": self._step}

@@ -7,9 +7,16 @@ import pytest
 
 from bench.quality.cost_session import Variant, main, measure, table
 
+# The default steps without condense_tool_results, which would rewrite the session's command
+# outputs even under the window: this test compares the input sent directly and unchanged.
+UNCONDENSED = (
+    "steps: [{kind: offload_tool_results}, {kind: clear_tool_results}, {kind: drop_turns}]\n"
+)
+
 
 async def test_a_short_session_direct_and_through_the_proxy() -> None:
-    direct, proxied = await measure(6, [Variant("default", "auto", None, True)], True)
+    variant = Variant("default", "auto", None, True, extra=UNCONDENSED)
+    direct, proxied = await measure(6, [variant], True)
     assert direct.run == "direct (unchanged)" and direct.proxy_cost_usd is None
     assert proxied.proxy_cost_usd == pytest.approx(proxied.cost_usd, abs=1e-6)
     assert proxied.proxy_unchanged_usd is not None and proxied.proxy_unchanged_usd > 0

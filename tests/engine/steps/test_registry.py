@@ -16,6 +16,7 @@ from proxy.engine.steps import REGISTRY, StepConfigs, build_steps, default_step_
 
 def test_registry_and_build_steps_follow_policy_order() -> None:
     names = [
+        "condense_tool_results",
         "offload_tool_results",
         "offload_messages",
         "clear_tool_results",
