@@ -1,0 +1,140 @@
+"""The fact ledger of a span: one entry per subject with its current value and what it replaced.
+
+A message sentence that states a value (`the deploy code is ZETA-4821`, `deploy code =
+ZETA-4821`) sets the value of its subject (the words before the verb, after the last `:` or `,`,
+articles dropped). A later statement of the same subject with another value replaces it; the old
+one is kept beside it with the turn it changed at. A correction that names no subject
+(`Please use 9090 from now on; the earlier figure 8080 is out of date`) replaces the value of
+the fact it names the current value of, with the value it names that no fact ever had.
+
+Only messages state facts: tool output (logs, JSON) holds `key: value` lines by the thousand,
+which would bury what the conversation agreed on. Pure: the same texts give the same ledger.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from proxy.engine.steps.summarize.extract import CORRECTION, SpanText, sentences, values
+
+MAX_SUBJECT_WORDS = 6
+MAX_VALUE_CHARS = 80
+_VERB = re.compile(
+    r"\s(?:is|are|equals|(?:has been |have been |was |were )?(?:set|changed|moved|updated) to"
+    r"|=)\s+(?:now\s+)?",
+    re.IGNORECASE,
+)
+_LEAD = re.compile(r"^(?:(?:the|a|an|its|our|my|their|your)\s+)+", re.IGNORECASE)
+_PRONOUN = re.compile(r"^(?:this|that|it|there|which|what|who|how|why|here|he|she|they)\b",
+                      re.IGNORECASE)
+_MARK = re.compile(r"\d|\b[A-Z]{2,}\b|[\w.-]+/[\w.-]+|\b\w+[_-]\w+\b")
+_CUT = re.compile(r";\s|\s\(|,\s(?:and|but|so|which)\s|\s-\s")
+
+
+@dataclass(frozen=True)
+class Change:
+    value: str
+    """The value that was replaced."""
+    turn: int
+    corrected: bool
+    """A correction replaced it (otherwise a plain restatement with another value)."""
+
+
+@dataclass
+class Fact:
+    subject: str
+    value: str
+    position: int
+    """The first sentence that stated it: facts are listed in the order they were first stated."""
+    changes: list[Change] = field(default_factory=list)
+    """The values it had before, the latest first."""
+
+    def line(self, history: bool = True) -> str:
+        """`subject: value`, and with `history` the value it replaced on the same line."""
+        if not history or not self.changes:
+            return f"{self.subject}: {self.value}"
+        last = self.changes[0]
+        how = "corrected" if last.corrected else "changed"
+        at = f" at turn {last.turn}" if last.turn > 0 else ""
+        earlier = "".join(f"; before that {c.value}" for c in self.changes[1:3])
+        return f"{self.subject}: {self.value} (was {last.value}, {how}{at}{earlier})"
+
+    def superseded(self) -> list[str]:
+        return [c.value for c in self.changes if c.value != self.value]
+
+
+def ledger(texts: Sequence[SpanText]) -> list[Fact]:
+    """The facts the span's messages state, in the order first stated, each at its latest value."""
+    facts: dict[str, Fact] = {}
+    position = 0
+    for item in texts:
+        if item.source:
+            continue
+        changed = False
+        for sentence in sentences(item.text):
+            position += 1
+            stated = statement(sentence)
+            if stated is not None:
+                changed |= _state(facts, stated, position, item.turn, sentence)
+        if not changed and CORRECTION.search(item.text):
+            _correct(facts, item.text, item.turn)
+    return sorted(facts.values(), key=lambda f: f.position)
+
+
+def statement(sentence: str) -> tuple[str, str] | None:
+    """(subject, value) of a sentence that states a value, or None."""
+    found = _VERB.search(sentence)
+    if found is None:
+        return None
+    subject = re.split(r"[:,]\s*", sentence[: found.start()])[-1].strip()
+    subject = _LEAD.sub("", subject).strip(" \"'`*")
+    value = _CUT.split(sentence[found.end():], maxsplit=1)[0].strip().rstrip(".,;:!?").strip()
+    words = subject.split()
+    if (
+        not words or len(words) > MAX_SUBJECT_WORDS or _PRONOUN.match(subject)
+        or any(ch.isdigit() for ch in subject) or "?" in sentence
+    ):
+        return None
+    if not value or len(value) > MAX_VALUE_CHARS or not _MARK.search(value):
+        return None
+    return subject, value
+
+
+def _state(
+    facts: dict[str, Fact], stated: tuple[str, str], position: int, turn: int, sentence: str
+) -> bool:
+    subject, value = stated
+    key = subject.lower()
+    fact = facts.get(key)
+    if fact is None:
+        facts[key] = Fact(subject, value, position)
+        return True
+    if fact.value == value:
+        return False
+    corrected = bool(CORRECTION.search(sentence))
+    fact.changes.insert(0, Change(fact.value, turn, corrected))
+    fact.value = value
+    return True
+
+
+def _correct(facts: dict[str, Fact], text: str, turn: int) -> None:
+    """A correction naming one fact's current value and a value no fact ever had: the fact
+    takes that value (the named token replaced within it)."""
+    named = [v for v in dict.fromkeys(_ordered_values(text)) if v]
+    known = {v for f in facts.values() for v in (f.value, *(c.value for c in f.changes))}
+    known_tokens = set().union(*(values(v) for v in known)) if known else set()
+    targets = [
+        (f, old) for f in facts.values() for old in named if old in values(f.value)
+    ]
+    fresh = [v for v in named if v not in known_tokens]
+    if len({id(f) for f, _ in targets}) != 1 or not fresh:
+        return
+    fact, old = targets[0]
+    fact.changes.insert(0, Change(fact.value, turn, True))
+    fact.value = fact.value.replace(old, fresh[0], 1)
+
+
+def _ordered_values(text: str) -> list[str]:
+    return [v.strip(".,;:!?()[]{}\"'`") for v in re.findall(r"\S*\d\S*", text)]

@@ -1,0 +1,231 @@
+"""The extract's summary: what is true now, then what was done, in sections, within a budget.
+
+In this order: `Facts (current values)` (one line per subject, the value it replaced beside it
+with the turn of the correction: a superseded value never stands on a line of its own),
+`Decisions`, `Open questions`, `Files and ids touched`, `Commands run (last outcome)`,
+`Errors still unresolved`, then `Other details` (the ranked sentences of `extract.digest` in
+what is left of the budget, without its fold notes: a count and one example say too little).
+The lines are chosen in priority order (facts first, then errors, commands, decisions,
+questions, files, details) and written in section order; what does not fit
+is counted on a last line (`Only in the archive: ...`), so what was dropped is visible. No line
+outside the facts shows a superseded value (it would stand without its correction).
+
+A pure function of its arguments, like the digest: the same span gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from proxy.engine.steps.summarize import extract
+from proxy.engine.steps.summarize.extract import SpanText
+from proxy.engine.steps.summarize.facts import Fact, ledger
+
+FACTS = "Facts (current values):"
+DECISIONS = "Decisions:"
+QUESTIONS = "Open questions:"
+FILES = "Files and ids touched:"
+COMMANDS = "Commands run (last outcome):"
+ERRORS = "Errors still unresolved:"
+DETAILS = "Other details:"
+ARCHIVE_ONLY = "Only in the archive"
+ORDER = (FACTS, DECISIONS, QUESTIONS, FILES, COMMANDS, ERRORS, DETAILS)
+MAX_PER_SECTION = 12
+"""Decisions, questions, commands and errors listed at most (the latest; the archive has all)."""
+_DECISION = re.compile(
+    r"\b(?:decided|decision|agreed|we(?:'ll| will) (?:use|go|keep|ship)|let's|going with|chose"
+    r"|settled on|approved|will use)\b", re.IGNORECASE)
+_FOLD = re.compile(r"^\d+ lines like: ")
+"""A fold note of the digest names one example and a count, not what varied: left out here
+(the lines are in the archive)."""
+_RESOLVED = re.compile(r"\b(?:\d+ passed|passed|success(?:ful)?|ok|done|fixed|resolved)\b",
+                       re.IGNORECASE)
+
+
+@dataclass
+class _Section:
+    title: str
+    lines: list[str]
+    kept: list[str] = field(default_factory=list)
+
+
+def summary(
+    texts: Sequence[SpanText],
+    query: str,
+    budget: int,
+    count: Callable[[str], int],
+    resources: Sequence[str] = (),
+) -> str:
+    """The summary of `texts` (in span order) within `budget` tokens ("" when nothing fits)."""
+    facts = ledger(texts)
+    stale = {v for f in facts for v in f.superseded()}
+    shown = {v for f in facts for v in extract.values(f.value)}
+    sections = {title: _Section(title, []) for title in ORDER}
+    commands, errors = _commands_and_errors(texts)
+    sections[DECISIONS].lines = _latest(_sentences(texts, _DECISION.search))
+    sections[QUESTIONS].lines = _latest(_sentences(texts, lambda s: s.endswith("?")))
+    sections[COMMANDS].lines = commands
+    sections[ERRORS].lines = errors
+    for title in (DECISIONS, QUESTIONS, COMMANDS, ERRORS):
+        sections[title].lines = [x for x in sections[title].lines if not _names(x, stale)]
+    room = budget - _trailer_cost(count)  # what is left out is always said
+    spent = _fit_facts(sections[FACTS], facts, room, count)
+    left_out = len(facts) - len(sections[FACTS].kept)
+    for title in (ERRORS, COMMANDS, DECISIONS, QUESTIONS):
+        spent, missed = _fit(sections[title], room, spent, count)
+        left_out += missed
+    files = extract.resources_line(resources, count, max(budget - spent, 0) // 2)
+    if files:
+        sections[FILES].kept = [files.removeprefix("Touched: ")]
+        spent += count(FILES) + count(sections[FILES].kept[0]) + 2
+    written = " ".join(_all_kept(sections))
+    details = extract.digest(texts, query, max(budget - spent, 0), count)
+    sections[DETAILS].lines = [
+        line for line in (x.removeprefix("- ") for x in details.splitlines())
+        if extract.unsourced(line) not in written and not _names(line, stale)
+        and not _restates(line, shown) and not _FOLD.match(line)
+    ]
+    _fit(sections[DETAILS], room, spent, count)
+    return _written(sections, left_out, budget, count)
+
+
+def _fit_facts(section: _Section, facts: list[Fact], budget: int,
+               count: Callable[[str], int]) -> int:
+    """Every fact that fits, with its history when that fits too (current values first)."""
+    spent = count(section.title) + 1
+    for fact in facts:
+        for line in (f"- {fact.line()}", f"- {fact.line(history=False)}"):
+            cost = count(line) + 1
+            if spent + cost <= budget:
+                section.kept.append(line[2:])
+                spent += cost
+                break
+    return spent if section.kept else 0
+
+
+def _fit(section: _Section, budget: int, spent: int,
+         count: Callable[[str], int]) -> tuple[int, int]:
+    """The section's lines that fit after `spent` (its title counted with the first): the new
+    spent, and how many did not fit."""
+    title = count(section.title) + 1
+    for line in section.lines:
+        cost = count(f"- {line}") + 1 + (0 if section.kept else title)
+        if spent + cost <= budget:
+            section.kept.append(line)
+            spent += cost
+    return spent, len(section.lines) - len(section.kept)
+
+
+def _written(sections: dict[str, _Section], left_out: int, budget: int,
+             count: Callable[[str], int]) -> str:
+    out: list[str] = []
+    for title in ORDER:
+        kept = sections[title].kept
+        if not kept:
+            continue
+        out.append(title)
+        if title == FILES:
+            out[-1] = f"{title} {kept[0]}"
+            continue
+        out += [f"- {line}" for line in (_ordered(sections[title]) if title == DETAILS else kept)]
+    if left_out:
+        trailer = f"{ARCHIVE_ONLY}: {left_out} more item(s) of these sections."
+        if count("\n".join([*out, trailer])) <= budget:
+            out.append(trailer)
+    return "\n".join(out)
+
+
+def _ordered(section: _Section) -> list[str]:
+    """The detail lines in the digest's (span) order."""
+    place = {line: i for i, line in enumerate(section.lines)}
+    return sorted(section.kept, key=lambda line: place[line])
+
+
+def _trailer_cost(count: Callable[[str], int]) -> int:
+    return count(f"{ARCHIVE_ONLY}: 1000 more item(s) of these sections.") + 1
+
+
+def _all_kept(sections: dict[str, _Section]) -> list[str]:
+    return [line for s in sections.values() for line in s.kept]
+
+
+def _names(line: str, stale: set[str]) -> bool:
+    """Whether `line` shows one of the `stale` values (as a whole token)."""
+    return bool(stale) and any(v in stale for v in extract.values(line))
+
+
+def _restates(line: str, shown: set[str]) -> bool:
+    """A detail line whose every value the facts already show (their statement, again)."""
+    found = extract.values(line)
+    return bool(found) and found <= shown
+
+
+def _sentences(texts: Sequence[SpanText], keep: Callable[[str], object]) -> list[str]:
+    return [s for t in texts if not t.source for s in extract.sentences(t.text) if keep(s)]
+
+
+def _latest(found: list[str]) -> list[str]:
+    """The last `MAX_PER_SECTION` distinct lines, in span order."""
+    unique = list(dict.fromkeys(reversed(found)))[:MAX_PER_SECTION]
+    return unique[::-1]
+
+
+def _commands_and_errors(texts: Sequence[SpanText]) -> tuple[list[str], list[str]]:
+    """`$ command -> its last outcome line` of each command (its latest run), and the error
+    details still standing: those of each command's latest run unless it ended well, and
+    those outside any command's output."""
+    runs: dict[str, tuple[str, list[str]]] = {}
+    loose: list[str] = []
+    for item in texts:
+        command, outcome = "", ""
+        errors: list[str] = []
+        for line in (" ".join(x.split()) for x in item.text.splitlines()):
+            if not line:
+                continue
+            if extract.COMMAND.match(line):
+                if command:
+                    runs.pop(command, None)
+                    runs[command] = (outcome, errors)
+                command, outcome, errors = line, "", []
+            elif command:
+                outcome = line
+                if extract.DETAIL.match(line):
+                    errors.append(line)
+            elif extract.DETAIL.match(line):
+                loose.append(line)
+        if command:
+            runs.pop(command, None)
+            runs[command] = (outcome, errors)
+    commands = [
+        f"{cmd} -> {_short(outcome)}" if outcome else cmd for cmd, (outcome, _) in runs.items()
+    ]
+    standing = [
+        e for outcome, errors in runs.values()
+        if not (_RESOLVED.search(outcome) and not extract.ERROR.search(outcome)) for e in errors
+    ]
+    return _latest(commands), _latest([_short(e) for e in loose + standing])
+
+
+def _short(line: str) -> str:
+    limit = extract.MAX_SENTENCE_CHARS // 2
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def manifest(body: str) -> dict[str, object]:
+    """What a summary's body keeps, for the manifest: the facts kept (their subjects), the
+    facts superseded (`subject: value (was ...)`), and what only the archive has."""
+    lines = body.splitlines()
+    facts: list[str] = []
+    if FACTS in lines:
+        for line in lines[lines.index(FACTS) + 1:]:
+            if not line.startswith("- "):
+                break
+            facts.append(line[2:])
+    archive = [line for line in lines if line.startswith(ARCHIVE_ONLY)]
+    return {
+        "facts_kept": [f.split(": ", 1)[0] for f in facts],
+        "facts_superseded": [f for f in facts if " (was " in f],
+        "archive_only": archive[0].split(": ", 1)[1] if archive else "",
+    }
