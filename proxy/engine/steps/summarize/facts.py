@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from proxy.engine.steps.summarize.extract import CORRECTION, SpanText, sentences, values
+from proxy.engine.steps.summarize.extract import CORRECTION, SpanText, sentences
 
 MAX_SUBJECT_WORDS = 6
 MAX_VALUE_CHARS = 80
@@ -29,7 +29,16 @@ _VERB = re.compile(
 _LEAD = re.compile(r"^(?:(?:the|a|an|its|our|my|their|your)\s+)+", re.IGNORECASE)
 _PRONOUN = re.compile(r"^(?:this|that|it|there|which|what|who|how|why|here|he|she|they)\b",
                       re.IGNORECASE)
-_MARK = re.compile(r"\d|\b[A-Z]{2,}\b|[\w.-]+/[\w.-]+|\b\w+[_-]\w+\b")
+_MARK = re.compile(r"\d|\b[A-Z][A-Za-z]+\b|[\w.-]+/[\w.-]+|\b\w+[_-]\w+\b")
+_CODE = re.compile(r"[()\[\]{}<>\"]|\b(?:await|return|def|lambda|self)\b")
+"""A value with these is code (an assignment pasted with a file), not a stated fact."""
+MIN_NAMED_CHARS = 3
+"""A correction is matched to a fact by the fact's whole current value, of this length at least."""
+_NEW = re.compile(
+    r"\b(?:use|is now|are now|(?:changed|set|updated|moved) to)\s+(.+?)"
+    r"(?=\s+(?:from now on|instead|going forward)\b|;|\.(?:\s|$)|,\s(?!\d)|$)",
+    re.IGNORECASE,
+)
 _CUT = re.compile(r";\s|\s\(|,\s(?:and|but|so|which)\s|\s-\s")
 
 
@@ -97,7 +106,9 @@ def statement(sentence: str) -> tuple[str, str] | None:
         or any(ch.isdigit() for ch in subject) or "?" in sentence
     ):
         return None
-    if not value or len(value) > MAX_VALUE_CHARS or not _MARK.search(value):
+    if not value or len(value) > MAX_VALUE_CHARS or not _MARK.search(value) or _CODE.search(
+        value
+    ):
         return None
     return subject, value
 
@@ -120,21 +131,20 @@ def _state(
 
 
 def _correct(facts: dict[str, Fact], text: str, turn: int) -> None:
-    """A correction naming one fact's current value and a value no fact ever had: the fact
-    takes that value (the named token replaced within it)."""
-    named = [v for v in dict.fromkeys(_ordered_values(text)) if v]
-    known = {v for f in facts.values() for v in (f.value, *(c.value for c in f.changes))}
-    known_tokens = set().union(*(values(v) for v in known)) if known else set()
-    targets = [
-        (f, old) for f in facts.values() for old in named if old in values(f.value)
-    ]
-    fresh = [v for v in named if v not in known_tokens]
-    if len({id(f) for f, _ in targets}) != 1 or not fresh:
+    """A correction naming exactly one fact's current value, and a new value after `use`,
+    `is now`, `changed to`...: the fact takes the new value."""
+    targets = [f for f in facts.values() if len(f.value) >= MIN_NAMED_CHARS and f.value in text]
+    if len(targets) != 1:
         return
-    fact, old = targets[0]
-    fact.changes.insert(0, Change(fact.value, turn, True))
-    fact.value = fact.value.replace(old, fresh[0], 1)
+    fact = targets[0]
+    for found in _NEW.finditer(text):
+        new = found.group(1).strip().rstrip(".,;:!?").strip()
+        if (
+            new and new != fact.value and fact.value not in new and _MARK.search(new)
+            and len(new) <= MAX_VALUE_CHARS and not _CODE.search(new)
+        ):
+            fact.changes.insert(0, Change(fact.value, turn, True))
+            fact.value = new
+            return
 
 
-def _ordered_values(text: str) -> list[str]:
-    return [v.strip(".,;:!?()[]{}\"'`") for v in re.findall(r"\S*\d\S*", text)]

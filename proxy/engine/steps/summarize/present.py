@@ -37,6 +37,9 @@ MAX_PER_SECTION = 12
 _DECISION = re.compile(
     r"\b(?:decided|decision|agreed|we(?:'ll| will) (?:use|go|keep|ship)|let's|going with|chose"
     r"|settled on|approved|will use)\b", re.IGNORECASE)
+_OUTCOME = " -> "
+MAX_OUTCOME_CHARS = 60
+"""A command's last line longer than this is output, not an outcome: the command stands alone."""
 _FOLD = re.compile(r"^\d+ lines like: ")
 """A fold note of the digest names one example and a count, not what varied: left out here
 (the lines are in the archive)."""
@@ -111,10 +114,12 @@ def _fit(section: _Section, budget: int, spent: int,
     spent, and how many did not fit."""
     title = count(section.title) + 1
     for line in section.lines:
-        cost = count(f"- {line}") + 1 + (0 if section.kept else title)
-        if spent + cost <= budget:
-            section.kept.append(line)
-            spent += cost
+        for form in dict.fromkeys((line, line.split(_OUTCOME, 1)[0])):  # a command: then alone
+            cost = count(f"- {form}") + 1 + (0 if section.kept else title)
+            if spent + cost <= budget:
+                section.kept.append(form)
+                spent += cost
+                break
     return spent, len(section.lines) - len(section.kept)
 
 
@@ -190,7 +195,7 @@ def _commands_and_errors(texts: Sequence[SpanText]) -> tuple[list[str], list[str
                     runs[command] = (outcome, errors)
                 command, outcome, errors = line, "", []
             elif command:
-                outcome = line
+                outcome = outcome if line.endswith("?") else line  # a question is no outcome
                 if extract.DETAIL.match(line):
                     errors.append(line)
             elif extract.DETAIL.match(line):
@@ -199,7 +204,8 @@ def _commands_and_errors(texts: Sequence[SpanText]) -> tuple[list[str], list[str
             runs.pop(command, None)
             runs[command] = (outcome, errors)
     commands = [
-        f"{cmd} -> {_short(outcome)}" if outcome else cmd for cmd, (outcome, _) in runs.items()
+        f"{cmd}{_OUTCOME}{outcome}" if 0 < len(outcome) <= MAX_OUTCOME_CHARS else cmd
+        for cmd, (outcome, _) in runs.items()
     ]
     standing = [
         e for outcome, errors in runs.values()
@@ -209,7 +215,7 @@ def _commands_and_errors(texts: Sequence[SpanText]) -> tuple[list[str], list[str
 
 
 def _short(line: str) -> str:
-    limit = extract.MAX_SENTENCE_CHARS // 2
+    limit = extract.MAX_SENTENCE_CHARS // 4
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
