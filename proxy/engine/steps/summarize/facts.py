@@ -7,8 +7,10 @@ one is kept beside it with the turn it changed at. A correction that names no su
 (`Please use 9090 from now on; the earlier figure 8080 is out of date`) replaces the value of
 the fact it names the current value of, with the value it names that no fact ever had.
 
-Only messages state facts: tool output (logs, JSON) holds `key: value` lines by the thousand,
-which would bury what the conversation agreed on. Pure: the same texts give the same ledger.
+In tool output (logs, JSON, documents) only a sentence in words states a fact (`the latency
+of site X was 40 ms.`): `key = value` lines there are output, by the thousand. A fact a message
+stated is kept before one only tool output stated (`Fact.said`).
+Pure: the same texts give the same ledger.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ from proxy.engine.steps.summarize.extract import CORRECTION, SpanText, sentences
 MAX_SUBJECT_WORDS = 6
 MAX_VALUE_CHARS = 80
 _VERB = re.compile(
-    r"\s(?:is|are|equals|(?:has been |have been |was |were )?(?:set|changed|moved|updated) to"
-    r"|=)\s+(?:now\s+)?",
+    r"\s(?:is|are|was|were|equals|(?:has been |have been |was |were )?(?:set|changed|moved"
+    r"|updated) to|=)\s+(?:now\s+)?",
     re.IGNORECASE,
 )
+_ENDED = re.compile(r"\.[\"',]*$")
+"""A sentence's full stop, also inside a JSON string (`... is 40 ms.",`)."""
+_TRAILING = ".,;:!?\"'"
+_PROSE_VERB = re.compile(r"^\s(?:is|are|was|were)\s", re.IGNORECASE)
+"""In tool output only a sentence in words states a fact (`key = value` lines are output)."""
 _LEAD = re.compile(r"^(?:(?:the|a|an|its|our|my|their|your)\s+)+", re.IGNORECASE)
 _PRONOUN = re.compile(r"^(?:this|that|it|there|which|what|who|how|why|here|he|she|they)\b",
                       re.IGNORECASE)
@@ -59,6 +66,8 @@ class Fact:
     """The first sentence that stated it: facts are listed in the order they were first stated."""
     changes: list[Change] = field(default_factory=list)
     """The values it had before, the latest first."""
+    said: bool = True
+    """A message stated it (not only tool output): such facts are kept first."""
 
     def line(self, history: bool = True) -> str:
         """`subject: value`, and with `history` the value it replaced on the same line."""
@@ -79,27 +88,29 @@ def ledger(texts: Sequence[SpanText]) -> list[Fact]:
     facts: dict[str, Fact] = {}
     position = 0
     for item in texts:
-        if item.source:
-            continue
         changed = False
         for sentence in sentences(item.text):
             position += 1
-            stated = statement(sentence)
+            stated = statement(sentence, prose=bool(item.source))
             if stated is not None:
-                changed |= _state(facts, stated, position, item.turn, sentence)
+                said = not item.source
+                changed |= _state(facts, stated, position, item.turn, sentence, said)
         if not changed and CORRECTION.search(item.text):
             _correct(facts, item.text, item.turn)
     return sorted(facts.values(), key=lambda f: f.position)
 
 
-def statement(sentence: str) -> tuple[str, str] | None:
-    """(subject, value) of a sentence that states a value, or None."""
+def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:
+    """(subject, value) of a sentence that states a value, or None (`prose`: only a sentence
+    in words, ending with a full stop, `... is X.`)."""
     found = _VERB.search(sentence)
     if found is None:
         return None
+    if prose and not (_PROSE_VERB.match(found.group(0)) and _ENDED.search(sentence)):
+        return None
     subject = re.split(r"[:,]\s*", sentence[: found.start()])[-1].strip()
     subject = _LEAD.sub("", subject).strip(" \"'`*")
-    value = _CUT.split(sentence[found.end():], maxsplit=1)[0].strip().rstrip(".,;:!?").strip()
+    value = _CUT.split(sentence[found.end():], maxsplit=1)[0].strip().rstrip(_TRAILING).strip()
     words = subject.split()
     if (
         not words or len(words) > MAX_SUBJECT_WORDS or _PRONOUN.match(subject)
@@ -114,14 +125,16 @@ def statement(sentence: str) -> tuple[str, str] | None:
 
 
 def _state(
-    facts: dict[str, Fact], stated: tuple[str, str], position: int, turn: int, sentence: str
+    facts: dict[str, Fact], stated: tuple[str, str], position: int, turn: int, sentence: str,
+    said: bool,
 ) -> bool:
     subject, value = stated
     key = subject.lower()
     fact = facts.get(key)
     if fact is None:
-        facts[key] = Fact(subject, value, position)
+        facts[key] = Fact(subject, value, position, said=said)
         return True
+    fact.said |= said
     if fact.value == value:
         return False
     corrected = bool(CORRECTION.search(sentence))

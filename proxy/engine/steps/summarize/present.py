@@ -35,8 +35,8 @@ ORDER = (FACTS, DECISIONS, QUESTIONS, FILES, COMMANDS, ERRORS, DETAILS)
 MAX_PER_SECTION = 12
 """Decisions, questions, commands and errors listed at most (the latest; the archive has all)."""
 _DECISION = re.compile(
-    r"\b(?:decided|decision|agreed|we(?:'ll| will) (?:use|go|keep|ship)|let's|going with|chose"
-    r"|settled on|approved|will use)\b", re.IGNORECASE)
+    r"\b(?:decided|we agreed|agreed to|we(?:'ll| will) (?:use|go with|keep|ship)|let's|going with"
+    r"|we chose|settled on)\b", re.IGNORECASE)
 _OUTCOME = " -> "
 MAX_OUTCOME_CHARS = 60
 """A command's last line longer than this is output, not an outcome: the command stands alone."""
@@ -64,7 +64,6 @@ def summary(
     """The summary of `texts` (in span order) within `budget` tokens ("" when nothing fits)."""
     facts = ledger(texts)
     stale = {v for f in facts for v in f.superseded()}
-    shown = {v for f in facts for v in extract.values(f.value)}
     sections = {title: _Section(title, []) for title in ORDER}
     commands, errors = _commands_and_errors(texts)
     sections[DECISIONS].lines = _latest(_sentences(texts, _DECISION.search))
@@ -84,11 +83,12 @@ def summary(
         sections[FILES].kept = [files.removeprefix("Touched: ")]
         spent += count(FILES) + count(sections[FILES].kept[0]) + 2
     written = " ".join(_all_kept(sections))
+    stated = [f for f in facts if any(k.startswith(f"{f.subject}: ") for k in sections[FACTS].kept)]
     details = extract.digest(texts, query, max(budget - spent, 0), count)
     sections[DETAILS].lines = [
         line for line in (x.removeprefix("- ") for x in details.splitlines())
         if extract.unsourced(line) not in written and not _names(line, stale)
-        and not _restates(line, shown) and not _FOLD.match(line)
+        and not _restates(line, stated) and not _FOLD.match(line)
     ]
     _fit(sections[DETAILS], room, spent, count)
     return _written(sections, left_out, budget, count)
@@ -98,13 +98,15 @@ def _fit_facts(section: _Section, facts: list[Fact], budget: int,
                count: Callable[[str], int]) -> int:
     """Every fact that fits, with its history when that fits too (current values first)."""
     spent = count(section.title) + 1
-    for fact in facts:
+    chosen: list[tuple[int, str]] = []
+    for fact in sorted(facts, key=lambda f: (not f.said, f.position)):
         for line in (f"- {fact.line()}", f"- {fact.line(history=False)}"):
             cost = count(line) + 1
             if spent + cost <= budget:
-                section.kept.append(line[2:])
+                chosen.append((fact.position, line[2:]))
                 spent += cost
                 break
+    section.kept = [line for _, line in sorted(chosen)]
     return spent if section.kept else 0
 
 
@@ -157,14 +159,20 @@ def _all_kept(sections: dict[str, _Section]) -> list[str]:
 
 
 def _names(line: str, stale: set[str]) -> bool:
-    """Whether `line` shows one of the `stale` values (as a whole token)."""
-    return bool(stale) and any(v in stale for v in extract.values(line))
+    """Whether `line` shows one of the `stale` values (whole, not inside a longer token)."""
+    return any(_shows(line, value) for value in stale)
 
 
-def _restates(line: str, shown: set[str]) -> bool:
-    """A detail line whose every value the facts already show (their statement, again)."""
-    found = extract.values(line)
-    return bool(found) and found <= shown
+def _restates(line: str, facts: list[Fact]) -> bool:
+    """A detail line that states a fact the facts section already gives (its subject's last
+    word and its current value): the statement, again."""
+    return any(
+        _shows(line, f.value) and f.subject.split()[-1].lower() in line.lower() for f in facts
+    )
+
+
+def _shows(line: str, value: str) -> bool:
+    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", line) is not None
 
 
 def _sentences(texts: Sequence[SpanText], keep: Callable[[str], object]) -> list[str]:

@@ -44,7 +44,9 @@ from proxy.engine.steps.summarize.summarizer import SummarizerConfig, Summarizer
 _VERSION = "v4"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
 _WIDE = 10**9
-WIDE_TURNS = f"turns {_WIDE}-{_WIDE}"
+MAX_TURN = 99_999
+"""The widest turn number a summary's header is sized for (a conversation's turns are fewer)."""
+WIDE_TURNS = f"turns {MAX_TURN}-{MAX_TURN}"
 """The widest `covers` of a summary's header (for sizing)."""
 PRECOMPUTE_TURNS = 4
 """Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""

@@ -103,3 +103,23 @@ def test_every_current_value_shows_and_no_stale_value_stands_alone(
     for line in out.splitlines():
         if values(line) & stale:
             assert " (was " in line, line
+
+
+def test_fold_notes_and_lines_with_a_superseded_value_are_left_out_of_the_details() -> None:
+    span = [
+        SpanText("For the record, the owner of Blue Falcon is Jane Doe.", "", 1),
+        SpanText("Jane Doe signed ticket TKT-123456 today.", "", 2),
+        SpanText("Correction on Blue Falcon: its owner changed. Please use Maria Lopez from now "
+                 "on; the earlier figure Jane Doe is out of date.", "", 3),
+        *(SpanText(f"copied src/a{k}.py", "", 4) for k in range(5)),
+    ]
+    out = summary(span, "", 500, words)
+    assert "- owner of Blue Falcon: Maria Lopez (was Jane Doe, corrected at turn 3)" in out
+    assert [line for line in out.splitlines() if "Jane Doe" in line] == [
+        "- owner of Blue Falcon: Maria Lopez (was Jane Doe, corrected at turn 3)"
+    ]
+    assert "lines like" not in out
+
+
+def test_nothing_worth_keeping_is_an_empty_summary() -> None:
+    assert summary([SpanText("We talked about the weather.", "", 1)], "", 200, words) == ""
