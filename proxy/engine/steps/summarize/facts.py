@@ -46,7 +46,8 @@ _NEW = re.compile(
     r"(?=\s+(?:from now on|instead|going forward)\b|;|\.(?:\s|$)|,\s(?!\d)|$)",
     re.IGNORECASE,
 )
-_CUT = re.compile(r";\s|\s\(|,\s(?:and|but|so|which)\s|\s-\s")
+_CUT = re.compile(r";\s|\s\(|,\s(?=[A-Za-z])|\s-\s")
+"""Where a value ends: the next clause (`, port: 9090`, `; ...`, ` (...)`), not `March 3, 2026`."""
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,11 @@ class Fact:
         return [c.value for c in self.changes if c.value != self.value]
 
 
-def ledger(texts: Sequence[SpanText]) -> list[Fact]:
-    """The facts the span's messages state, in the order first stated, each at its latest value."""
-    facts: dict[str, Fact] = {}
+def ledger(texts: Sequence[SpanText], known: Sequence[tuple[str, str]] = ()) -> list[Fact]:
+    """The facts the span states, in the order first stated, each at its latest value
+    (`known`: (subject, value) stated before the span, which its corrections may name; listed
+    only when the span changes them)."""
+    facts = {s.lower(): Fact(s, v, -len(known) + k) for k, (s, v) in enumerate(known)}
     position = 0
     for item in texts:
         changed = False
@@ -97,7 +100,8 @@ def ledger(texts: Sequence[SpanText]) -> list[Fact]:
                 changed |= _state(facts, stated, position, item.turn, sentence, said)
         if not changed and CORRECTION.search(item.text):
             _correct(facts, item.text, item.turn)
-    return sorted(facts.values(), key=lambda f: f.position)
+    found = [f for f in facts.values() if f.position > 0 or f.changes]
+    return sorted(found, key=lambda f: f.position)
 
 
 def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:

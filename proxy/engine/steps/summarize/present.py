@@ -165,8 +165,9 @@ def _names(line: str, stale: set[str]) -> bool:
 
 def _restates(line: str, facts: list[Fact]) -> bool:
     """A detail line that states a fact the facts section already gives (its subject's last
-    word and its current value): the statement, again."""
-    return any(
+    word and its current value) and no number the facts do not: the statement, again."""
+    shown = set().union(*(extract.values(f.value) for f in facts)) if facts else set()
+    return extract.values(line) <= shown and any(
         _shows(line, f.value) and f.subject.split()[-1].lower() in line.lower() for f in facts
     )
 
@@ -230,16 +231,54 @@ def _short(line: str) -> str:
 def manifest(body: str) -> dict[str, object]:
     """What a summary's body keeps, for the manifest: the facts kept (their subjects), the
     facts superseded (`subject: value (was ...)`), and what only the archive has."""
-    lines = body.splitlines()
-    facts: list[str] = []
-    if FACTS in lines:
-        for line in lines[lines.index(FACTS) + 1:]:
-            if not line.startswith("- "):
-                break
-            facts.append(line[2:])
-    archive = [line for line in lines if line.startswith(ARCHIVE_ONLY)]
+    facts = _facts_lines(body)
+    archive = [line for line in body.splitlines() if line.startswith(ARCHIVE_ONLY)]
     return {
         "facts_kept": [f.split(": ", 1)[0] for f in facts],
         "facts_superseded": [f for f in facts if " (was " in f],
         "archive_only": archive[0].split(": ", 1)[1] if archive else "",
     }
+
+
+def tail(
+    texts: Sequence[SpanText], stated: str, budget: int, count: Callable[[str], int]
+) -> str:
+    """What the turns dropped since the summary's last roll-up change of it (`stated`, its
+    body): the facts they state or correct first (`subject: value`, the replaced value beside
+    it), then `extract.updates` (the lines that restate or correct a line of it) that show no
+    superseded value, within `budget`. "" when none, or when the summary states nothing (it
+    was dropped: the archive has it all)."""
+    if not stated.strip():
+        return ""
+    known = [_subject_value(line) for line in _facts_lines(stated)]
+    facts = ledger(texts, known)
+    stale = {v for f in facts for v in f.superseded()}
+    lines = [f"- {f.line()}" for f in facts]
+    rest = extract.updates(texts, stated, budget, count).splitlines()
+    lines += [x for x in rest if not _names(x, stale) and not _restates(x, facts)]
+    kept: list[str] = []
+    spent = 0
+    for line in lines:
+        cost = count(line) + 1
+        if spent + cost <= budget:
+            kept.append(line)
+            spent += cost
+    return "\n".join(kept)
+
+
+def _facts_lines(body: str) -> list[str]:
+    """The lines of a summary body's facts section (without their `- `)."""
+    lines = [line.removeprefix("> ") for line in body.splitlines()]
+    if FACTS not in lines:
+        return []
+    out: list[str] = []
+    for line in lines[lines.index(FACTS) + 1:]:
+        if not line.startswith("- "):
+            break
+        out.append(line[2:])
+    return out
+
+
+def _subject_value(line: str) -> tuple[str, str]:
+    subject, _, value = line.partition(": ")
+    return subject, value.split(" (was ", 1)[0]

@@ -33,7 +33,7 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
 from proxy.engine.steps.summarize import cache as summary_cache
-from proxy.engine.steps.summarize import extract, model_summary, present
+from proxy.engine.steps.summarize import model_summary, present
 from proxy.engine.steps.summarize import parts as summary_parts
 from proxy.engine.steps.summarize import spans as summary_spans
 from proxy.engine.steps.summarize.model_summary import Obtained
@@ -335,7 +335,7 @@ class Summarize(Step[SummarizeConfig]):
         indices, archive_id, tokens = archive_span(ctx, tail, out)
         stated = obtained.summary.body if obtained.summary is not None else ""
         texts, _ = summary_parts.span_texts(ctx, tail)
-        changes = extract.updates(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
+        changes = present.tail(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
         turns = len({ctx.unit_turn[u] for u in tail})
         text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
         item = ctx.wire.notice_item(self.config.notice_role, text)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from proxy.engine.steps.summarize.extract import SpanText, values
-from proxy.engine.steps.summarize.present import ORDER, manifest, summary
+from proxy.engine.steps.summarize.present import ORDER, manifest, summary, tail
 
 
 def words(text: str) -> int:
@@ -123,3 +123,18 @@ def test_fold_notes_and_lines_with_a_superseded_value_are_left_out_of_the_detail
 
 def test_nothing_worth_keeping_is_an_empty_summary() -> None:
     assert summary([SpanText("We talked about the weather.", "", 1)], "", 200, words) == ""
+
+
+def test_the_tail_states_new_facts_and_corrects_the_summarys_beside_the_old_value() -> None:
+    stated = summary(SPAN[:5], "", 400, words)
+    later = [
+        SpanText("Correction on api: its port changed. Please use 7070 from now on; the earlier "
+                 "figure 9090 is out of date.", "", 20),
+        SpanText("For the record, the owner of api is Dana Kim.", "", 21),
+    ]
+    out = tail(later, stated, 200, words).splitlines()
+    assert out[:2] == [
+        "- port of api: 7070 (was 9090, corrected at turn 20)",
+        "- owner of api: Dana Kim",
+    ]
+    assert tail(later, "", 200, words) == ""  # a dropped summary: nothing to change

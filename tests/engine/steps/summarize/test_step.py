@@ -214,8 +214,10 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
     assert "REL-4712" not in summary_text  # the summary covers turn 1 only: frozen at its cut
     assert "1 later turn(s)" in tail_text and f"artifact {tail.artifact_id}" in tail_text
     # what the tail changes of the summary is in the tail item: never the old value alone
-    assert tail_text.endswith("Changed since the summary:\n- Correction: the release is "
-                              "REL-4712, port: 9090.")
+    assert tail_text.endswith(
+        "Changed since the summary:\n- release: REL-4712 (was REL-4711, corrected at turn 3)\n"
+        "- Correction: the release is REL-4712, port: 9090."
+    )
     archive = out.artifacts[tail.artifact_id].content
     assert [json.loads(line) for line in archive.split("\n")] == tail_history()[4:6]
     assert out.detail is not None and out.detail["tail"] == [4, 6]
@@ -317,8 +319,8 @@ def test_roll_ups_by_tokens_alone_still_keep_a_tail_with_its_changes() -> None:
     out = step.rewrite(ctx, units)
     assert out.detail is not None and out.detail["tail"] == [4, 6]
     [tail] = [e for e in out.edits if e.kind == "insert_before" and e.index == 4]
-    assert "Changed since the summary:\n- Correction: the release is REL-4712" in tail.message[
-        "content"]  # type: ignore[index]
+    changed = "Changed since the summary:\n- release: REL-4712 (was REL-4711, corrected at turn 3)"
+    assert changed in tail.message["content"]  # type: ignore[index]
 
 
 def test_the_tails_budget_is_a_whole_sixth_of_the_summarys_and_only_with_a_tail() -> None:
