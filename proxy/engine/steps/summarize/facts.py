@@ -1,8 +1,8 @@
 """The fact ledger of a span: one entry per subject with its current value and what it replaced.
 
-A message sentence that states a value (`the deploy code is ZETA-4821`, `deploy code =
-ZETA-4821`) sets the value of its subject (the words before the verb, after the last `:` or `,`,
-articles dropped). A later statement of the same subject with another value replaces it; the old
+A sentence that states a value (`the deploy code is ZETA-4821`, `deploy code = ZETA-4821`)
+sets the value of its subject (`_subject`: the words before the verb, without a heading, filler
+and articles). A later statement of the same subject with another value replaces it; the old
 one is kept beside it with the turn it changed at. A correction that names no subject
 (`Please use 9090 from now on; the earlier figure 8080 is out of date`) replaces the value of
 the fact it names the current value of, with the value it names that no fact ever had.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from proxy.engine.steps.summarize.extract import CORRECTION, SpanText, sentences
 
-MAX_SUBJECT_WORDS = 6
+MAX_SUBJECT_WORDS = 10
 MAX_VALUE_CHARS = 80
 _VERB = re.compile(
     r"\s(?:is|are|was|were|equals|(?:has been |have been |was |were )?(?:set|changed|moved"
@@ -33,6 +33,14 @@ _ENDED = re.compile(r"\.[\"',]*$")
 _TRAILING = ".,;:!?\"'"
 _PROSE_VERB = re.compile(r"^\s(?:is|are|was|were)\s", re.IGNORECASE)
 """In tool output only a sentence in words states a fact (`key = value` lines are output)."""
+_FILLER = re.compile(
+    r"^(?:(?:for the record|note|noted|correction|update|fyi|reminder|also|so|ok|okay|by the way"
+    r"|btw|just so you know|to confirm|confirmed)\b[,:]?\s*)+",
+    re.IGNORECASE,
+)
+"""Words before a statement that are not its subject (`For the record, the port is 80`); a
+clause that is (`At site X, the uptime was 84%`) stays."""
+_PLACE = re.compile(r"^(?:at|in|on|for|of|from|under|within|during|across|per)\s", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:(?:the|a|an|its|our|my|their|your)\s+)+", re.IGNORECASE)
 _PRONOUN = re.compile(r"^(?:this|that|it|there|which|what|who|how|why|here|he|she|they)\b",
                       re.IGNORECASE)
@@ -112,8 +120,7 @@ def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:
         return None
     if prose and not (_PROSE_VERB.match(found.group(0)) and _ENDED.search(sentence)):
         return None
-    subject = re.split(r"[:,]\s*", sentence[: found.start()])[-1].strip()
-    subject = _LEAD.sub("", subject).strip(" \"'`*")
+    subject = _subject(sentence[: found.start()])
     value = _CUT.split(sentence[found.end():], maxsplit=1)[0].strip().rstrip(_TRAILING).strip()
     words = subject.split()
     if (
@@ -126,6 +133,18 @@ def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:
     ):
         return None
     return subject, value
+
+
+def _subject(before: str) -> str:
+    """The subject in the words before the verb: after a heading (`Note: ...`), without filler
+    (`For the record, ...`), the last clause, with the one before it when that one places it
+    (`At site X, the uptime`), articles dropped."""
+    text = _FILLER.sub("", before.split(": ")[-1].strip(" \"'`*"))
+    clauses = text.split(", ")
+    subject = clauses[-1]
+    if len(clauses) > 1 and _PLACE.match(clauses[-2]):
+        subject = f"{clauses[-2]}, {subject}"
+    return _LEAD.sub("", subject).strip(" \"'`*")
 
 
 def _state(

@@ -72,6 +72,6 @@ def test_tool_output_states_facts_only_in_sentences_of_words() -> None:
     facts = ledger(texts)
     assert [(f.subject, f.value, f.said) for f in facts] == [
         ("quota of team A", "40 GB", False),
-        ("uptime over the study period", "84.10%", False),
+        ("At site KEL, the uptime over the study period", "84.10%", False),
         ("region", "EU-2", True),
     ]
