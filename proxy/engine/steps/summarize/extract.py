@@ -89,6 +89,8 @@ class SpanText:
     text: str
     source: str = ""
     """Where it came from, as the digest may name it (e.g. a tool call's id); "" for a message."""
+    turn: int = 0
+    """The turn it belongs to, counted from 1 (0: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def digest(
     """The digest of `texts` (in span order) within `budget` tokens (`count` counts a text):
     a line of `resources` touched (files, urls, ids the tools were called with), then the kept
     sentences as bullets. "" when nothing is worth keeping or nothing fits."""
-    header = _resources_line(resources, count, budget // 4)
+    header = resources_line(resources, count, budget // 4)
     spent = count(header) if header else 0
     kept: list[_Candidate] = []
     chosen: set[str] = set()
@@ -142,7 +144,7 @@ def resources(call: str, exclude: Sequence[str] = ()) -> list[str]:
     return [r for r in dict.fromkeys(found) if r not in exclude]
 
 
-def _resources_line(resources: Sequence[str], count: Callable[[str], int], budget: int) -> str:
+def resources_line(resources: Sequence[str], count: Callable[[str], int], budget: int) -> str:
     """`Touched: a, b, ...`: the latest resources (each named once) within `budget` tokens."""
     unique = list(dict.fromkeys(r for r in reversed(resources) if r))[:MAX_RESOURCES]
     while unique:
@@ -229,6 +231,7 @@ def _superseded(candidates: list[_Candidate]) -> list[_Candidate]:
 def _values(sentence: str) -> set[str]:
     """The tokens with a digit in them, without the punctuation around them."""
     return {v.strip(".,;:!?()[]{}\"'`") for v in _VALUE.findall(sentence)}
+
 
 
 def sentences(text: str) -> list[str]:
@@ -347,3 +350,12 @@ def _marks(sentence: str) -> set[str]:
     """What identifies a sentence's subject or value: its numbers, names and identifiers."""
     found = {m.group(0) for pattern in (_NAME, _IDENT, _PATH) for m in pattern.finditer(sentence)}
     return _values(sentence) | found
+
+
+# Shared with the summary's sections (present.py) and the fact ledger (facts.py).
+values = _values
+unsourced = _unsourced
+CORRECTION = _CORRECTION
+COMMAND = _COMMAND
+DETAIL = _DETAIL
+ERROR = _ERROR

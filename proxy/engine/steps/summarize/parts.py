@@ -23,9 +23,10 @@ Named = tuple[str, str, NewArtifact]
 
 def summary_text(
     read_tool: bool, turns: int, tokens: int, archive_id: str, results: str, body: str,
-    by: str, mac: OwnTextMac,
+    by: str, mac: OwnTextMac, covers: str = "",
 ) -> str:
-    """The text of the one item that stands where summarized turns were."""
+    """The text of the one item that stands where summarized turns were (`covers`: which
+    turns, e.g. `turns 2-13`)."""
     how = (
         f"{SEARCH_TOOL} or {READ_TOOL} with these ids"
         if read_tool
@@ -35,10 +36,11 @@ def summary_text(
         by, f"summarized by {by[:MAX_AUTHOR_CHARS]}"
     )
     named = f"; tool results: {results}" if results else ""
+    which = f"{covers}, " if covers else ""
     header = (
-        f"{MARKER}: {turns} earlier turn(s) ({tokens} tokens) were compacted to fit the context "
-        f"window ({what}). The originals are archived as artifact {archive_id} (one JSON "
-        f"message per line){named}; use {how} to look things up.]"
+        f"{MARKER}: {turns} earlier turn(s) ({which}{tokens} tokens) were compacted to fit the "
+        f"context window ({what}). The originals are archived as artifact {archive_id} (one "
+        f"JSON message per line){named}; use {how} to look things up.]"
     )
     return signed(f"{header}\n{body}" if body else header, mac)
 
@@ -105,11 +107,11 @@ def span_texts(
             if index in results:
                 text = ctx.wire.result_text(item) or ""
                 name = label(unit.tool_call_ids, index - unit.start - unit.call_items, None)
-                texts.append(extract.SpanText(text, name))
+                texts.append(extract.SpanText(text, name, ctx.unit_turn[u] + 1))
                 continue
             text = ctx.wire.item_text(item) or ""
             if text and not is_proxy_text(text, ctx.own_text_mac):
-                texts.append(extract.SpanText(text))
+                texts.append(extract.SpanText(text, "", ctx.unit_turn[u] + 1))
             if unit.is_tool_exchange and k < unit.call_items:
                 call = ctx.wire.canonical(item).decode("utf-8", "replace")
                 resources.extend(extract.resources(call, unit.tool_call_ids))

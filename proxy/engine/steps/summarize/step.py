@@ -33,7 +33,7 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
 from proxy.engine.steps.summarize import cache as summary_cache
-from proxy.engine.steps.summarize import extract, model_summary
+from proxy.engine.steps.summarize import model_summary, present
 from proxy.engine.steps.summarize import parts as summary_parts
 from proxy.engine.steps.summarize import spans as summary_spans
 from proxy.engine.steps.summarize.model_summary import Obtained
@@ -41,9 +41,13 @@ from proxy.engine.steps.summarize.parts import EXTRACT, WIDEST_AUTHOR
 from proxy.engine.steps.summarize.spans import SummarySpans
 from proxy.engine.steps.summarize.summarizer import SummarizerConfig, SummarizerError
 
-_VERSION = "v3"
+_VERSION = "v4"
 """Part of every summary's identity: a change of what the digest keeps changes it."""
 _WIDE = 10**9
+MAX_TURN = 99_999
+"""The widest turn number a summary's header is sized for (a conversation's turns are fewer)."""
+WIDE_TURNS = f"turns {MAX_TURN}-{MAX_TURN}"
+"""The widest `covers` of a summary's header (for sizing)."""
 PRECOMPUTE_TURNS = 4
 """Spans summarized ahead of time: the cut a crossing would make now, and up to 3 turns on."""
 
@@ -125,7 +129,7 @@ class Summarize(Step[SummarizeConfig]):
     def plan(self, ctx: PrepareContext) -> StepPlan:
         author = EXTRACT if self.config.summarizer.kind == EXTRACT else WIDEST_AUTHOR
         sizing = ctx.artifact_id("sizing")
-        sized = self._item(ctx, _WIDE, _WIDE, sizing, "", "", author)
+        sized = self._item(ctx, _WIDE, _WIDE, sizing, "", "", author, WIDE_TURNS)
         extra = ctx.counter.count_message(sized) + self.budget(ctx)
         if self._lags() and not self.config.header_only:
             text = summary_parts.tail_text(_WIDE, _WIDE, sizing, "", ctx.own_text_mac)
@@ -316,8 +320,9 @@ class Summarize(Step[SummarizeConfig]):
             by = obtained.summary.by
             left = budget - ctx.counter.count_text(results)
             body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
-        turns = len({ctx.unit_turn[u] for u in span})
-        item = self._item(ctx, turns, tokens, archive_id, results, body, by)
+        numbers = sorted({ctx.unit_turn[u] + 1 for u in span})
+        covers = f"turns {numbers[0]}-{numbers[-1]}" if len(numbers) > 1 else f"turn {numbers[0]}"
+        item = self._item(ctx, len(numbers), tokens, archive_id, results, body, by, covers)
         shown = tuple(artifact_id for _, artifact_id, _ in named if artifact_id in results)
         stand_in(ctx, indices, archive_id, tokens, item, out, shown)
         return indices, item
@@ -330,7 +335,7 @@ class Summarize(Step[SummarizeConfig]):
         indices, archive_id, tokens = archive_span(ctx, tail, out)
         stated = obtained.summary.body if obtained.summary is not None else ""
         texts, _ = summary_parts.span_texts(ctx, tail)
-        changes = extract.updates(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
+        changes = present.tail(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
         turns = len({ctx.unit_turn[u] for u in tail})
         text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
         item = ctx.wire.notice_item(self.config.notice_role, text)
@@ -351,6 +356,20 @@ class Summarize(Step[SummarizeConfig]):
             "failure": obtained.failure,
             "seconds": round(obtained.seconds, 3),
             "summarizer_usage": obtained.usage,
+            "manifest": self._manifest(ctx, indices, summary),
+        }
+
+    def _manifest(
+        self, ctx: PrepareContext, indices: list[int], summary: summary_cache.Summary | None
+    ) -> dict[str, Any]:
+        """Per compaction: the facts the summary keeps, those it shows superseded, and what
+        only the archive holds (the span's tool results not named, the items not kept)."""
+        kept = present.manifest(summary.body) if summary is not None else {}
+        return {
+            "facts_kept": kept.get("facts_kept", []),
+            "facts_superseded": kept.get("facts_superseded", []),
+            "archive_only": kept.get("archive_only", "") if summary is not None
+            else "the whole span",
         }
 
     def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:
@@ -358,11 +377,11 @@ class Summarize(Step[SummarizeConfig]):
 
     def _item(
         self, ctx: PrepareContext, turns: int, tokens: int, archive_id: str, results: str,
-        body: str, by: str,
+        body: str, by: str, covers: str = "",
     ) -> Any:
         text = summary_parts.summary_text(
             ctx.read_tool_enabled, turns, tokens, archive_id, results, body, by,
-            ctx.own_text_mac,
+            ctx.own_text_mac, covers,
         )
         return ctx.wire.notice_item(self.config.notice_role, text)
 
@@ -385,5 +404,5 @@ class Summarize(Step[SummarizeConfig]):
         named = summary_parts.tool_results(ctx, dropped, self.name)
         budget -= ctx.counter.count_text(summary_parts.listed(ctx, named, budget))
         texts, resources = summary_parts.span_texts(ctx, dropped)
-        body = extract.digest(texts, query, budget, ctx.counter.count_text, resources)
+        body = present.summary(texts, query, budget, ctx.counter.count_text, resources)
         return summary_cache.Summary(body, EXTRACT)

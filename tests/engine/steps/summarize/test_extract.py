@@ -16,9 +16,9 @@ from proxy.engine.steps.summarize.extract import (
     _candidate,
     _query_words,
     _ranked,
-    _resources_line,
     digest,
     resources,
+    resources_line,
     sentences,
     updates,
 )
@@ -237,10 +237,10 @@ def words(text: str) -> int:
     return len(text.split())
 
 
-def test_the_resources_line_names_the_latest_within_its_budget() -> None:
+def test_theresources_line_names_the_latest_within_its_budget() -> None:
     touched = ["a.py", "b.py", "c.py", "d.py"]
-    assert _resources_line(touched, words, 5) == "Touched: a.py, b.py, c.py, d.py"
-    assert _resources_line(touched, words, 4) == "Touched: d.py (+3 more)"
+    assert resources_line(touched, words, 5) == "Touched: a.py, b.py, c.py, d.py"
+    assert resources_line(touched, words, 4) == "Touched: d.py (+3 more)"
     assert digest([], "", 20, words, touched) == "Touched: a.py, b.py, c.py, d.py"  # 20 // 4
 
 

@@ -30,6 +30,7 @@ from proxy.engine.steps.summarize import parts as summary_parts
 from proxy.engine.steps.summarize.step import (
     _WIDE,
     EXTRACT,
+    WIDE_TURNS,
     Summarize,
     SummarizeConfig,
     model_summary,
@@ -106,7 +107,7 @@ def test_the_span_is_archived_and_one_summary_names_the_archive_and_each_result(
     assert "2 earlier turn(s)" in text and "extracted without a model" in text
     body = text.split("]\n", 1)[1]
     assert "REL-4711" in body and "FAILED tests/test_core.py::test_merge" in body
-    assert "Touched: tests/test_core.py" in body
+    assert "Files and ids touched: tests/test_core.py" in body
     assert counter().count_message(insert.message) <= step.plan(ctx).extra_cost
     assert out.tokens_freed == sum(ctx.message_costs[2:7]) - counter().count_message(
         insert.message
@@ -213,8 +214,10 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
     assert "REL-4712" not in summary_text  # the summary covers turn 1 only: frozen at its cut
     assert "1 later turn(s)" in tail_text and f"artifact {tail.artifact_id}" in tail_text
     # what the tail changes of the summary is in the tail item: never the old value alone
-    assert tail_text.endswith("Changed since the summary:\n- Correction: the release is "
-                              "REL-4712, port: 9090.")
+    assert tail_text.endswith(
+        "Changed since the summary:\n- release: REL-4712 (was REL-4711, corrected at turn 3)\n"
+        "- Correction: the release is REL-4712, port: 9090."
+    )
     archive = out.artifacts[tail.artifact_id].content
     assert [json.loads(line) for line in archive.split("\n")] == tail_history()[4:6]
     assert out.detail is not None and out.detail["tail"] == [4, 6]
@@ -286,7 +289,7 @@ def test_only_a_model_summary_is_made_ahead_of_time() -> None:
 
 def test_the_plan_reserves_the_widest_header_and_the_summarys_budget() -> None:
     ctx, step = summarize_ctx(roll_up_turns=0, roll_up_after=0)  # no tail item
-    widest = step._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT)
+    widest = step._item(ctx, _WIDE, _WIDE, ctx.artifact_id("sizing"), "", "", EXTRACT, WIDE_TURNS)
     assert step.plan(ctx).extra_cost == counter().count_message(widest) + step.budget(ctx)
     # with roll-ups, also the widest tail item and the changes it may carry
     ctx, step = summarize_ctx()
@@ -301,8 +304,8 @@ def test_the_plan_reserves_the_widest_header_and_the_summarys_budget() -> None:
 def test_with_a_model_the_plan_reserves_the_header_of_the_widest_model_name() -> None:
     ctx, step = summarize_ctx(roll_up_turns=0, roll_up_after=0, summarizer={"kind": "llm"})
     sizing = ctx.artifact_id("sizing")
-    widest = step._item(ctx, _WIDE, _WIDE, sizing, "", "", summary_parts.WIDEST_AUTHOR)
-    extracted = step._item(ctx, _WIDE, _WIDE, sizing, "", "", EXTRACT)
+    widest = step._item(ctx, _WIDE, _WIDE, sizing, "", "", summary_parts.WIDEST_AUTHOR, WIDE_TURNS)
+    extracted = step._item(ctx, _WIDE, _WIDE, sizing, "", "", EXTRACT, WIDE_TURNS)
     assert counter().count_message(widest) > counter().count_message(extracted)
     assert step.plan(ctx).extra_cost == counter().count_message(widest) + step.budget(ctx)
 
@@ -316,8 +319,8 @@ def test_roll_ups_by_tokens_alone_still_keep_a_tail_with_its_changes() -> None:
     out = step.rewrite(ctx, units)
     assert out.detail is not None and out.detail["tail"] == [4, 6]
     [tail] = [e for e in out.edits if e.kind == "insert_before" and e.index == 4]
-    assert "Changed since the summary:\n- Correction: the release is REL-4712" in tail.message[
-        "content"]  # type: ignore[index]
+    changed = "Changed since the summary:\n- release: REL-4712 (was REL-4711, corrected at turn 3)"
+    assert changed in tail.message["content"]  # type: ignore[index]
 
 
 def test_the_tails_budget_is_a_whole_sixth_of_the_summarys_and_only_with_a_tail() -> None:
@@ -353,7 +356,7 @@ def test_a_rewrite_without_settle_digests_the_span_and_says_so() -> None:
     out = step.rewrite(ctx, units)
     insert = out.edits[0]
     text = insert.message["content"]  # type: ignore[index]
-    assert f"({sum(ctx.message_costs[2:7])} tokens)" in text
+    assert f"(turns 1-2, {sum(ctx.message_costs[2:7])} tokens)" in text
     assert out.reason == "over trigger: turns compacted (extract, fresh)"
     assert out.detail == {
         "span": [2, 7],
@@ -364,6 +367,7 @@ def test_a_rewrite_without_settle_digests_the_span_and_says_so() -> None:
         "failure": None,
         "seconds": 0.0,
         "summarizer_usage": {},
+        "manifest": {"facts_kept": ["release"], "facts_superseded": [], "archive_only": ""},
     }
     result_id = artifact_id(history()[5]["content"])
     assert out.artifacts[result_id].meta["step"] == "summarize"
