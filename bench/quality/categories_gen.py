@@ -28,7 +28,7 @@ _ACTIONS = (
     "drop the legacy cache of",
     "move the nightly job of",
 )
-_CHECK_DESCRIPTION = "Run one named check; JSON rows."
+LOG_LINES = 320
 SOURCES = {"coding": coding_agent, "research": research, "json-logs": tool_chains}
 
 
@@ -47,22 +47,49 @@ def build(key: str, seed: int) -> CategoryCase:
     request = source.requests[-1]
     messages = list(request.body["messages"][:-1])  # without the closing recap question
     gen = Gen(seed, f"categories:{key}")
+    facts = list(request.probes)
+    tools = [*(request.body.get("tools") or []), _tool("run_check", "check")]
+    if key == "json-logs":
+        facts.append(_insert_log(gen, messages))
+        tools.append(_tool("tail_log", "service"))
     decisions = _insert_decisions(gen, messages)
     artifacts = artifact_probes(messages)
     continuation = _next_step(gen, messages)
     probes = {
-        "facts": list(request.probes),
+        "facts": facts,
         "artifacts": artifacts,
         "continuation": [continuation],
         "decisions": decisions,
     }
-    check = tool_schema("run_check", _CHECK_DESCRIPTION, check="string")
-    tools = [*(request.body.get("tools") or []), check]
     return CategoryCase(key, seed, body(messages, tools), probes)
 
 
 def build_all(seed: int) -> list[CategoryCase]:
     return [build(key, seed) for key in SOURCES]
+
+
+def _tool(name: str, argument: str) -> dict[str, Any]:
+    return tool_schema(name, f"{name} by {argument} (bench stand-in).", **{argument: "string"})
+
+
+def _insert_log(gen: Gen, messages: list[dict[str, Any]]) -> Probe:
+    """A service log (runs of lines differing only in numbers) with one planted error line,
+    read early in the session; the probe asks for the error's code."""
+    code = gen.ident("GW", 5)
+    customer = gen.ident("CUS", 6)
+    planted = gen.rng.randint(LOG_LINES // 3, 2 * LOG_LINES // 3)
+    lines = []
+    for n in range(LOG_LINES):
+        stamp = f"2026-11-30T08:{n // 60:02d}:{n % 60:02d}Z"
+        if n == planted:
+            lines.append(f"{stamp} ERROR gateway rejected {customer} with code {code}")
+        else:
+            ms = gen.rng.randint(3, 90)
+            lines.append(f"{stamp} INFO worker-{n % 4} processed batch {1000 + n} in {ms} ms")
+    spots = _boundaries(messages)
+    at = spots[len(spots) // 4]
+    messages[at:at] = fetch(gen, "tail_log", [{"service": "payments-gateway"}], ["\n".join(lines)])
+    return Probe(f"With which code did the gateway reject {customer}?", code)
 
 
 def _boundaries(messages: list[dict[str, Any]]) -> list[int]:

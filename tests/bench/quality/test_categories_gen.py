@@ -38,3 +38,12 @@ def test_the_continuation_is_the_last_user_request_verbatim_and_decisions_come_b
 
 def test_the_same_seed_gives_the_same_cases() -> None:
     assert [dumps(c.body) for c in build_all(4)] == [dumps(c.body) for c in build_all(4)]
+
+
+def test_the_json_scenario_reads_a_log_with_a_planted_error_early() -> None:
+    case = build("json-logs", 1)
+    code = case.probes["facts"][-1].evidence
+    assert code.startswith("GW-")
+    results = [m["content"] for m in case.body["messages"] if m["role"] == "tool"]
+    log = next(r for r in results if code in r)
+    assert len(log.splitlines()) == 320 and results.index(log) < len(results) // 2
