@@ -77,11 +77,13 @@ def run_cell(cell: Cell) -> list[Record]:
             only=cell.presets,
         )
     )
-    return [r for r in records if r.method in _wanted(cell.presets)]
+    wanted = set(methods_of(cell.presets))
+    return [r for r in records if r.method in wanted]
 
 
-def _wanted(presets: tuple[str, ...]) -> set[str]:
-    return {UNCHANGED, REFERENCE_METHOD, *(f"ctxproxy {p}" for p in presets)}
+def methods_of(presets: tuple[str, ...]) -> list[str]:
+    """The methods compared, in the table's order: unchanged, the reference, the presets."""
+    return [UNCHANGED, REFERENCE_METHOD, *(f"ctxproxy {p}" for p in presets)]
 
 
 def billed(row: Row) -> float:
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     order = sorted(cells, key=lambda c: -c.budget)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         records = [r for rs in pool.map(run_cell, order) for r in rs]
-    methods = [UNCHANGED, REFERENCE_METHOD, *(f"ctxproxy {p}" for p in args.presets)]
+    methods = methods_of(args.presets)
     print(table(records, cells, methods))
     print(f"\n{len(records)} requests judged in {time.perf_counter() - started:.0f} s")
     return 0

@@ -29,8 +29,7 @@ from bench.quality.methods import SECRET, derived_name, derived_policies
 from bench.quality.summarizer import ScriptedSummarizer
 from bench.quality.text import MODEL, Scenario
 from proxy.artifacts.store import MemoryStore
-from proxy.engine.budget import plan_tolerance
-from proxy.engine.manifest import Manifest
+from proxy.engine.budget import planned_trigger
 from proxy.engine.preparer import Preparer
 from proxy.errors import ProxyError
 from proxy.formats.openai_chat import OPENAI_CHAT
@@ -88,13 +87,6 @@ def _tools_added(previous: dict[str, Any], body: dict[str, Any]) -> bool:
     return messages and new[: len(old)] == old and names == set(ARTIFACT_TOOLS)
 
 
-def _planned_trigger(manifest: Manifest) -> int:
-    """The trigger as the planner checks it (`Budget.plan_over`): a trigger at the allowance is
-    planned `plan_tolerance` under it, so a prompt in between is due for a cut."""
-    tolerance = plan_tolerance(manifest.allowance)
-    return min(manifest.trigger, manifest.allowance - tolerance)
-
-
 async def replay(
     scenario: Scenario, policies: Any, policy: str, counters: TokenCounters, jitter: bool
 ) -> Run:
@@ -126,7 +118,9 @@ async def replay(
         if previous is not None and outcome.break_cause is not None:
             run.breaks += 1
             extended = counter.count_request(_extension(previous, sent_before, request.body))
-            if extended <= _planned_trigger(prepared.manifest) and not _tools_added(previous, body):
+            # due once over the trigger as planned (`Budget.plan_over`)
+            planned = planned_trigger(prepared.manifest.trigger, prepared.manifest.allowance)
+            if extended <= planned and not _tools_added(previous, body):
                 run.undue += 1
         previous, sent_before = body, len(request.body["messages"])
     return run

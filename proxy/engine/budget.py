@@ -159,12 +159,13 @@ class Budget:
         can fall a few tokens short of the whole prompt's (a stand-in's numbers, say), so a
         trigger at the allowance is planned a little under it: a prompt at its trigger is never
         sent over the allowance. A lower trigger is planned as it is."""
-        return min(self.reduce_over, self.allowance - plan_tolerance(self.allowance))
+        return planned_trigger(self.reduce_over, self.allowance)
 
 
-def plan_tolerance(allowance: int) -> int:
-    """The tokens by which a plan's sum may fall short of the prompt's count (0.2%, at least 4)."""
-    return max(4, allowance // 500)
+def planned_trigger(trigger: int, allowance: int) -> int:
+    """`trigger` as the planner checks it: at most the allowance less the tokens by which a
+    plan's sum may fall short of the prompt's count (0.2%, at least 4)."""
+    return min(trigger, allowance - max(4, allowance // 500))
 
 
 def choose_window(

@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from proxy.engine.apply_edits import Reduction
 from proxy.engine.config_base import StepConfig
 from proxy.engine.manifest import NoteCode, Outcome, Prepared
 from proxy.engine.policy import Policy
 from proxy.engine.prepare_request import PreparingRequest
-from proxy.engine.reducer import Plan, Reduction, ReductionContext, relaxed_policy
+from proxy.engine.reducer import Plan, ReductionContext, relaxed_policy
 
 NOT_SMALLER = (
     "the reduced request would not be smaller than the request as it came (the read tools it "

@@ -13,6 +13,7 @@ from typing import Any
 
 from proxy.artifacts.no_writes import NoWritesStore
 from proxy.artifacts.store import ArtifactStore
+from proxy.engine.apply_edits import Reduction, store_and_apply
 from proxy.engine.budget import Learned, RatioReader, compute_budget, note_budget
 from proxy.engine.cache_marks import marks_mode
 from proxy.engine.cache_warmth import CacheApplied, judge, resolve_ttl, sent_key
@@ -31,14 +32,7 @@ from proxy.engine.prepare_request import (
     UpstreamWindows,
     upstream_learned,
 )
-from proxy.engine.reducer import (
-    Plan,
-    Reduction,
-    ReductionContext,
-    build_context,
-    plan_reduction,
-    store_and_apply,
-)
+from proxy.engine.reducer import Plan, ReductionContext, build_context, plan_reduction
 from proxy.engine.step_api import StepServices
 from proxy.engine.steps.summarize.background import Background, Observer
 from proxy.engine.steps.summarize.summarizer import Summarizer

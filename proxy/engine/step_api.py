@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from proxy.artifacts.store import ArtifactStore, NewArtifact
     from proxy.engine.condense_text import Condenser
     from proxy.engine.conversation import Conversation, Unit
-    from proxy.engine.planner import StepPlan
+    from proxy.engine.plan_totals import StepPlan
     from proxy.engine.steps.summarize.background import Background
     from proxy.engine.steps.summarize.summarizer import Summarizer
     from proxy.engine.wire import WireFormat

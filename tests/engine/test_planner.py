@@ -9,16 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
+from proxy.engine.cut_choice import unchanged_prefix
 from proxy.engine.growth import GrowthSizing
-from proxy.engine.planner import (
-    ReplayLog,
-    StepPlan,
-    _Totals,
-    applying_step,
-    plan_horizons,
-    total_after,
-    unchanged_prefix,
-)
+from proxy.engine.plan_totals import StepPlan, Totals, applying_step, total_after
+from proxy.engine.planner import ReplayLog, plan_horizons
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10, *, deep: bool = True) -> StepPlan:
@@ -192,9 +186,10 @@ def test_total_after_matches_the_plan() -> None:
 
 def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) -> list[int]:
     """The replay without the running total: every time point recomputed from scratch."""
-    from proxy.engine.planner import _advance, _Totals
+    from proxy.engine.cut_choice import advance
+    from proxy.engine.plan_totals import Totals
 
-    totals = _Totals(full, steps, 7, 11)
+    totals = Totals(full, steps, 7, 11)
     horizons = [0] * len(steps)
     for t in range(len(full)):
         if totals.total(t, horizons) <= trigger:
@@ -202,7 +197,7 @@ def _naive(full: list[int], steps: list[StepPlan], trigger: int, target: int) ->
         for k in range(len(steps)):
             if totals.total(t, horizons) <= target:
                 break
-            horizons[k] = _advance(totals, t, horizons, k, target)
+            horizons[k] = advance(totals, t, horizons, k, target)
     return horizons
 
 
@@ -316,7 +311,7 @@ def test_the_cut_that_changes_the_prompt_latest_wins_once_it_reaches_the_target(
 
 def test_unchanged_prefix_is_none_when_the_tools_block_changes() -> None:
     full, steps = _clear_then_drop([t + 1 for t in range(14)])
-    totals = _Totals(full, steps, 5, 50)
+    totals = Totals(full, steps, 5, 50)
     assert unchanged_prefix(totals, 13, [0, 0], [12, 0]) == 0
     # a cut that reduces nothing keeps the whole prompt, whose base is the unreduced one
     assert unchanged_prefix(totals, 13, [0, 0], [0, 0]) == 5 + 1000 + 1200

@@ -5,15 +5,10 @@ at_least, the reduced base's cost, the cut's score and tie-breaks, unchanged pre
 
 from __future__ import annotations
 
+from proxy.engine.cut_choice import advance, choose_cut, unchanged_prefix
 from proxy.engine.growth import GrowthSizing
-from proxy.engine.planner import (
-    StepPlan,
-    _advance,
-    _cut,
-    _Totals,
-    plan_horizons,
-    unchanged_prefix,
-)
+from proxy.engine.plan_totals import StepPlan, Totals
+from proxy.engine.planner import plan_horizons
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:
@@ -104,15 +99,15 @@ def test_at_least_makes_an_advance_deep_enough_to_free_that_much() -> None:
 
 def test_an_advance_must_free_tokens_besides_switching_on_the_reduced_base() -> None:
     # Only unit 0 shrinks (100 -> 90 or 10); the reduced base (the read tools) costs 50 more.
-    def advance(first_cost: int, horizons: list[int]) -> int:
+    def advanced(first_cost: int, horizons: list[int]) -> int:
         step = StepPlan(costs=[first_cost, 100, 100, 100], limits=[t + 1 for t in range(4)])
-        return _advance(_Totals([100] * 4, [step], 5, 55), 3, horizons, 0, 100)
+        return advance(Totals([100] * 4, [step], 5, 55), 3, horizons, 0, 100)
 
     # the first advance frees 10 and pays 50 for the reduced base: it counts as freeing
-    assert advance(90, [0]) == 4
-    assert advance(100, [0]) == 0  # frees nothing at all
+    assert advanced(90, [0]) == 4
+    assert advanced(100, [0]) == 0  # frees nothing at all
     # once reduced, an advance over units that do not shrink frees nothing: no advance
-    assert advance(10, [1]) == 1
+    assert advanced(10, [1]) == 1
 
 
 def test_the_cut_weighs_the_cycle_length_by_the_prompt_sizes_of_its_turns() -> None:
@@ -130,8 +125,8 @@ def test_the_cut_weighs_the_cycle_length_by_the_prompt_sizes_of_its_turns() -> N
 def test_on_a_tie_the_deeper_goals_cut_is_kept() -> None:
     # Both goals end at 100 tokens with nothing of the old prompt unchanged: the deeper wins.
     step = StepPlan(costs=[0, 0, 100], limits=[1, 2, 3])
-    totals = _Totals([100, 100, 100], [step], 0, 0)
-    assert _cut(totals, 2, [0], [0, 100], 110) == [3]
+    totals = Totals([100, 100, 100], [step], 0, 0)
+    assert choose_cut(totals, 2, [0], [0, 100], 110)[0] == [3]
 
 
 def test_on_a_tie_the_growth_goals_cut_is_kept() -> None:
@@ -158,25 +153,25 @@ def test_a_notice_stands_at_the_first_unit_its_step_removed() -> None:
     full = [100] * 6
     keeps_two = StepPlan(costs=[100, 100, 0, 0, 0, 0], limits=[t + 1 for t in range(6)],
                          extra_cost=10)
-    totals = _Totals(full, [keeps_two], 0, 0)
+    totals = Totals(full, [keeps_two], 0, 0)
     assert unchanged_prefix(totals, 5, [3], [4]) == 200
     # a horizon below which the step removed nothing yet: its notice stands at the horizon
     keeps_three = StepPlan(costs=[100, 100, 100, 0, 0, 0], limits=[t + 1 for t in range(6)],
                            extra_cost=10)
-    totals = _Totals(full, [keeps_three], 0, 0)
+    totals = Totals(full, [keeps_three], 0, 0)
     assert unchanged_prefix(totals, 5, [2], [4]) == 200
 
 
 def test_unchanged_prefix_ends_at_the_first_unit_whose_cost_changes() -> None:
     full = [100] * 4
     shrink = StepPlan(costs=[10] * 4, limits=[t + 1 for t in range(4)])
-    totals = _Totals(full, [shrink], 0, 0)
+    totals = Totals(full, [shrink], 0, 0)
     assert unchanged_prefix(totals, 3, [3], [4]) == 30  # only the newest unit changes
     assert unchanged_prefix(totals, 2, [3], [3]) == 30  # no change: units 0-2, all of it
     assert unchanged_prefix(totals, 3, [0], [0]) == 400
     # a horizon moving over units the step leaves as they are (pinned) changes nothing
     keeps_two = StepPlan(costs=[100, 100, 10, 10], limits=[t + 1 for t in range(4)])
-    totals = _Totals(full, [keeps_two], 0, 0)
+    totals = Totals(full, [keeps_two], 0, 0)
     assert unchanged_prefix(totals, 3, [1], [2]) == 400
 
 

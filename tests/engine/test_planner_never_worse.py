@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from proxy.engine.planner import ReplayLog, StepPlan, plan_horizons, total_after
+from proxy.engine.plan_totals import StepPlan, total_after
+from proxy.engine.planner import ReplayLog, plan_horizons
 
 
 def eager(costs: list[int]) -> StepPlan:

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from proxy.engine.planner import Pinned, ReplayLog, StepPlan, plan_horizons, total_after
+from proxy.engine.plan_totals import StepPlan, total_after
+from proxy.engine.planner import Pinned, ReplayLog, plan_horizons
 
 
 def drop_step(n: int, keep_last: int = 1, extra: int = 10) -> StepPlan:

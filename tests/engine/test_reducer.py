@@ -22,14 +22,15 @@ from context_harness import (
     user,
 )
 
+import proxy.engine.apply_edits as apply_edits
 import proxy.engine.reducer as reducer
+from proxy.engine.apply_edits import store_and_apply
 from proxy.engine.budget import Budget
 from proxy.engine.reducer import (
     ReductionContext,
     build_context,
     plan_reduction,
     relaxed_policy,
-    store_and_apply,
 )
 from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput, StepServices
 from proxy.engine.steps.clear_tool_results import ClearToolResults, ClearToolResultsConfig
@@ -532,10 +533,10 @@ def test_applied_edits_count_each_item_and_where_the_first_stand_in_ends() -> No
         Edit("replace", 4, {"role": "user", "content": "m4 shorter"}, "a3"),
     ]  # fmt: skip
     ctx = SimpleNamespace(messages=messages, counter=counter(), message_costs=[100] * 6)
-    out, tokens, stable = reducer._apply(ctx, edits)  # type: ignore[arg-type]
+    out, tokens, stable = apply_edits._apply(ctx, edits)  # type: ignore[arg-type]
     assert out[:3] == [messages[0], summary, tail] and out[4]["content"] == "m4 shorter"
     assert stable == 2 and len(tokens) == len(out) == 6
     assert tokens[0] == tokens[3] == 100 and tokens[1] == counter().count_message(summary)
     assert tokens[4] == counter().count_message(out[4])
-    no_insert = reducer._apply(ctx, edits[-1:])  # type: ignore[arg-type]
+    no_insert = apply_edits._apply(ctx, edits[-1:])  # type: ignore[arg-type]
     assert no_insert[2] == 0

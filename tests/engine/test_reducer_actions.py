@@ -6,7 +6,8 @@ from __future__ import annotations
 from context_harness import ConfirmingStore, make_ctx, policy, user
 
 from proxy.artifacts.store import NewArtifact
-from proxy.engine.reducer import ReductionContext, store_and_apply
+from proxy.engine.apply_edits import store_and_apply
+from proxy.engine.reducer import ReductionContext
 from proxy.engine.step_api import Edit, StepOutput
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
 

@@ -11,7 +11,7 @@ from step_harness import tool_history
 
 from proxy.artifacts.store import MemoryStore
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput, StepServices
 
 

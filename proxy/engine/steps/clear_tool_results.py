@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import Field, PrivateAttr
 
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any, stored_text
 from proxy.engine.tool_text import placeholder, preview

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from proxy.engine.condense_text import HOW_TO_READ, TRANSFORMS, Kind
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import MARKER, PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any, stored_text
 from proxy.engine.tool_text import signed

@@ -24,7 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.synthetic.find_tools import FIND_TOOLS
 from proxy.synthetic.registry import ARTIFACT_TOOLS

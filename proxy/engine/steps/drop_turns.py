@@ -14,7 +14,7 @@ from pydantic import Field
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.budget import scaled
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import MARKER, Edit, OwnTextMac, PrepareContext, Step, StepOutput
 from proxy.engine.tool_text import signed
 from proxy.jsonio import dumps

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from proxy.artifacts.store import NewArtifact
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import Edit, PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import stored_text
 from proxy.engine.tool_text import is_proxy_text, preview

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from proxy.engine.config_base import StepConfig
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, stored_text
 from proxy.engine.tool_text import preview

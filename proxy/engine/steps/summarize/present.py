@@ -228,9 +228,12 @@ def _short(line: str) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def manifest(body: str) -> dict[str, object]:
+def manifest(body: str | None) -> dict[str, object]:
     """What a summary's body keeps, for the manifest: the facts kept (their subjects), the
-    facts superseded (`subject: value (was ...)`), and what only the archive has."""
+    facts superseded (`subject: value (was ...)`), and what only the archive has (None: no
+    summary was made, the archive has the whole span)."""
+    if body is None:
+        return {"facts_kept": [], "facts_superseded": [], "archive_only": "the whole span"}
     facts = _facts_lines(body)
     archive = [line for line in body.splitlines() if line.startswith(ARCHIVE_ONLY)]
     return {

@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr
 
 from proxy.engine.budget import scaled
 from proxy.engine.manifest import SummarySource
-from proxy.engine.planner import StepPlan
+from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import (
     Cut,
     PrepareContext,
@@ -356,20 +356,7 @@ class Summarize(Step[SummarizeConfig]):
             "failure": obtained.failure,
             "seconds": round(obtained.seconds, 3),
             "summarizer_usage": obtained.usage,
-            "manifest": self._manifest(ctx, indices, summary),
-        }
-
-    def _manifest(
-        self, ctx: PrepareContext, indices: list[int], summary: summary_cache.Summary | None
-    ) -> dict[str, Any]:
-        """Per compaction: the facts the summary keeps, those it shows superseded, and what
-        only the archive holds (the span's tool results not named, the items not kept)."""
-        kept = present.manifest(summary.body) if summary is not None else {}
-        return {
-            "facts_kept": kept.get("facts_kept", []),
-            "facts_superseded": kept.get("facts_superseded", []),
-            "archive_only": kept.get("archive_only", "") if summary is not None
-            else "the whole span",
+            "manifest": present.manifest(summary.body if summary is not None else None),
         }
 
     def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:
@@ -387,7 +374,6 @@ class Summarize(Step[SummarizeConfig]):
 
     def _identity(self, ctx: PrepareContext) -> str:
         return f"{EXTRACT}:{_VERSION}:{self.budget(ctx)}"
-
 
     def _query(self, ctx: PrepareContext, cut_at: int) -> str:
         """The user's message when the cut was made: the first item of that time's turn."""
