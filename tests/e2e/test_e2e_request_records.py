@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fakes import FakeUpstream, completion, make_usage
+from fakes import FakeUpstream, completion, error_reply, make_usage, openai_error
 from records_harness import KEYS, get, listed, post
 from synthetic_harness import SyntheticProxies
 
@@ -59,3 +59,44 @@ async def test_tenants_see_only_their_own_and_the_operator_sees_all(
     assert status == 200 and record["tenant"] == "globex"
     status, body = await get(proxy, "requests", key="sk-nobody")
     assert status == 401
+
+
+async def test_an_operator_key_serves_no_completion(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await proxies.start(**KEYS)
+    status, _, body = await post(proxy, CHAT, hello(), key="sk-operator")
+    assert status == 401 and b"invalid_api_key" in body
+    assert fake_upstream.received == []
+
+
+async def test_a_refusal_is_recorded_with_its_reason(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await proxies.start(**KEYS)
+    huge = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 20_000}]}
+    status, request_id, _ = await post(proxy, CHAT, huge)
+    assert status == 400 and fake_upstream.received == []
+    status, record = await get(proxy, f"requests/{request_id}")
+    assert status == 200
+    assert record["status"] == 400 and record["outcome"] == "refused"
+    assert record["reason"] == "protected_content_exceeds_allowance"
+    assert record["error"]["code"] == "context_length_exceeded"
+    assert record["error"]["details"]["final_tokens"] > 4000
+    assert record["usage"] is None and record["upstream_ms"] is None
+    assert await listed(proxy, "outcome=refused") == [request_id]
+    assert await listed(proxy, "outcome=ok") == []
+    assert await listed(proxy, "status=400") == [request_id]
+
+
+async def test_an_upstream_error_is_recorded(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await proxies.start(**KEYS)
+    error = openai_error("The model does not exist", type="invalid_request_error")
+    fake_upstream.enqueue(error_reply(404, error))
+    status, request_id, _ = await post(proxy, CHAT, hello())
+    assert status == 404
+    [summary] = (await get(proxy, "requests?status=404"))[1]["data"]
+    assert summary["request_id"] == request_id and summary["outcome"] == "upstream_error"
+    assert summary["upstream_ms"] is not None and summary["reason"] is None

@@ -23,7 +23,8 @@ KEYS = {
 async def written(proxy: RunningProxy) -> None:
     """Until every record handed to the recorder so far is written (or dropped)."""
     recorder = proxy.services.recorder
-    assert recorder is not None, "records are off"
+    if recorder is None:  # records are off
+        return
     deadline = asyncio.get_running_loop().time() + WAIT_S
     while recorder.pending:
         assert asyncio.get_running_loop().time() < deadline, "records still pending"
