@@ -50,7 +50,7 @@ class Recorder:
     def submit(self, scope: str, stats: RequestStats, end: Ending) -> None:
         """Queue the record of a request of `scope` (its owner scope)."""
         if self._stopping or len(self._queue) >= self._max_pending:
-            self._dropped("backlog")
+            self._dropped("shutdown" if self._stopping else "backlog")
             return
         self._queue.append((scope, PendingRecord(stats, end)))
         self._wake.set()
