@@ -89,3 +89,16 @@ async def test_stop_writes_what_is_queued_then_refuses_more() -> None:
     assert len(await listed(store)) == 3 and recorder.pending == 0
     recorder.submit("acme", stats(), ending(9))
     assert dropped == Counter({"shutdown": 1}) and len(await listed(store)) == 3
+
+
+async def test_lingering_batches_records_and_stop_flushes_at_once() -> None:
+    store = MemoryRecords(ttl_seconds=60, max_records=100)
+    recorder = Recorder(store, max_pending=100, dropped=lambda reason: None, linger_s=WAIT_S)
+    recorder.start()
+    recorder.submit("acme", stats(), ending(0))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the writer is woken and lingers
+    recorder.submit("acme", stats(), ending(1))
+    assert recorder.pending == 2 and await listed(store) == []
+    await asyncio.wait_for(recorder.stop(WAIT_S), WAIT_S / 2)  # does not wait out the linger
+    assert await listed(store) == [f"{n:032x}" for n in (1, 0)]
