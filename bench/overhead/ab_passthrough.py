@@ -56,6 +56,7 @@ from bench.overhead.ab_setup import (
     build_body,
     cpu_layout,
     ctxproxy_argv,
+    delete_redis_keys,
     describe_tree,
     free_port,
     pinned,
@@ -336,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
         for proc in reversed(procs):
             proc.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        delete_redis_keys(args.redis)
     print(table(cells))
     print(
         f"({time.monotonic() - started:.0f}s; medians over rounds; p50 = each run's median "

@@ -201,6 +201,21 @@ def add_records_options(parser: Any) -> None:
         )  # fmt: skip
 
 
+def delete_redis_keys(url: str | None) -> None:
+    """The keys `write_config(redis_url=url)` gave this process's servers, deleted."""
+    if url is None:
+        return
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"ctxbench:*:{os.getpid()}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()
+
+
 def records_note(records: str | None) -> str:
     return "" if records is None else f" (records {records})"
 
