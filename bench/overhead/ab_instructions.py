@@ -124,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
         mock.wait_ready()
         configs = [
             write_config(
-                work / side, mock_port, "WARNING", getattr(args, f"{side}_records"), args.redis
+                work / side,
+                mock_port,
+                "WARNING",
+                getattr(args, f"{side}_records"),
+                args.redis,
+                args.records_flush,
             )
             for side in ("a", "b")
         ]

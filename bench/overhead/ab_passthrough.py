@@ -284,7 +284,9 @@ def run(args: argparse.Namespace) -> int:
         servers = {}
         for name, tree in (("A", args.a), ("B", args.b)):
             records = getattr(args, f"{name.lower()}_records")
-            config = write_config(tmp / name, mock_port, args.log_level, records, args.redis)
+            config = write_config(
+                tmp / name, mock_port, args.log_level, records, args.redis, args.records_flush
+            )
             port = free_port()
             argv = [
                 *ctxproxy_argv(tree, args.venv),
