@@ -106,13 +106,8 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ours(headers: Mapping[str, str]) -> dict[str, str]:
-    """The answer's `x-ctxproxy-*` headers, by lower-case name."""
-    found = {}
-    for name, value in headers.items():
-        lower = name.lower()
-        if lower.startswith(HEADER_PREFIX):
-            found[lower] = value
-    return found
+    """The answer's `x-ctxproxy-*` headers (the proxy writes its own in lower case)."""
+    return {name: value for name, value in headers.items() if name.startswith(HEADER_PREFIX)}
 
 
 def _summary(stats: RequestStats, end: Ending, arrived: float) -> dict[str, Any]:
