@@ -28,7 +28,7 @@ def manifest() -> Manifest:
 
 
 def ending(status: int = 200, headers: dict[str, str] | None = None) -> Ending:
-    headers = headers or {"X-Ctxproxy-Policy": "default", "content-type": "application/json"}
+    headers = headers or {"x-ctxproxy-policy": "default", "content-type": "application/json"}
     return Ending(RID, "/v1/chat/completions", "openai_chat", status, headers, 0.25, 1000.5)
 
 
