@@ -106,8 +106,11 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ours(headers: Mapping[str, str]) -> dict[str, str]:
-    """The answer's `x-ctxproxy-*` headers (the proxy writes its own in lower case)."""
-    return {name: value for name, value in headers.items() if name.startswith(HEADER_PREFIX)}
+    """The answer's `x-ctxproxy-*` headers (the proxy writes its own in lower case), by plain
+    `str` names (an aiohttp answer's are `istr`, which orjson does not take as keys)."""
+    return {
+        str(name): value for name, value in headers.items() if name.startswith(HEADER_PREFIX)
+    }
 
 
 def _summary(stats: RequestStats, end: Ending, arrived: float) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import orjson
 import pytest
+from multidict import CIMultiDict
 
 from proxy.engine.manifest import Action, CacheReport, Manifest, NoteCode, Outcome
 from proxy.errors import RefusalReason
@@ -27,8 +30,10 @@ def manifest() -> Manifest:
     return m
 
 
-def ending(status: int = 200, headers: dict[str, str] | None = None) -> Ending:
-    headers = headers or {"x-ctxproxy-policy": "default", "content-type": "application/json"}
+def ending(status: int = 200, headers: Mapping[str, str] | None = None) -> Ending:
+    headers = headers or CIMultiDict(
+        {"x-ctxproxy-policy": "default", "content-type": "application/json"}
+    )  # an aiohttp answer's headers, as the edge hands them over
     return Ending(RID, "/v1/chat/completions", "openai_chat", status, headers, 0.25, 1000.5)
 
 
