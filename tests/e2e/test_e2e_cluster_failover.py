@@ -1,0 +1,179 @@
+"""The real proxy on a Redis Cluster (3 masters + 3 replicas, started by the test) while the
+master that holds the tenant's slot is killed and its replica takes over.
+
+Guarantees checked: every request is answered while the cluster fails over, either reduced with
+ids the store confirmed or with the typed refusal `artifact_store_unavailable` (503), never a
+500; a request that needs no offload goes through; what was confirmed before the kill (and
+replicated: Redis replicates asynchronously, so the test waits for the replica to acknowledge)
+and what was confirmed during the failover stays readable through the artifact endpoint
+afterwards; `/readyz` is ready again once a replica serves the slot; nothing is logged as an
+error. The cluster tests FAIL (never skip) without redis-server and redis-cli.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from fakes import FakeUpstream
+from pipeline_harness import agent_history, write_policy
+from proxy_harness import RunningProxy, make_settings, start_proxy
+from redis_cluster import LocalCluster, require_cluster_binaries
+from shared_redis import scope_keys
+
+POLICY = """
+budget: {context_window: 8000, reserved_output: 1000, safety_margin: 0, trigger: 0.9}
+steps:
+  - {kind: offload_tool_results, threshold_chars: 3000}
+  - {kind: clear_tool_results}
+  - {kind: drop_turns}
+"""
+HANG_S = 60.0
+ART_ID = re.compile(rb"art_[0-9a-f]{32}")
+AUTH = {"Authorization": "Bearer k"}
+SMALL = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello there."}]}
+
+
+def big(run: int) -> dict[str, Any]:
+    """A request that fits only with its tool results offloaded; new content for each `run`
+    (so that it needs new writes, not refreshes of what is stored)."""
+    messages = agent_history(4, result_chars=6000, seed=run)
+    for message in messages:
+        if message["role"] == "tool":
+            message["content"] = f"run {run}\n{message['content']}"
+    return {"model": "gpt-4o", "messages": messages}
+
+
+@dataclass
+class Rig:
+    proxy: RunningProxy
+    upstream: FakeUpstream
+    cluster: LocalCluster
+    session: aiohttp.ClientSession
+    scope: str
+    confirmed: dict[str, str] = field(default_factory=dict)
+    """Every id the upstream saw -> the original it stands for."""
+
+    async def post(self, body: dict[str, Any]) -> tuple[int, Any]:
+        before = len(self.upstream.received)
+        async with self.session.post(
+            f"{self.proxy.base_url}/chat/completions",
+            json=body,
+            headers=AUTH,
+            timeout=aiohttp.ClientTimeout(total=HANG_S),
+        ) as response:
+            status, data = response.status, await response.read()
+        sent = self.upstream.received[before:]
+        store = self.proxy.services.started_store()
+        originals = {
+            store.artifact_id(self.scope, m["content"]): m["content"]
+            for m in body["messages"]
+            if m["role"] == "tool"
+        }
+        for request in sent:
+            for match in set(ART_ID.findall(request.body)):
+                self.confirmed[match.decode()] = originals[match.decode()]
+        if status != 200:
+            assert not sent, "a refused request must not reach the upstream"
+        return status, orjson.loads(data)
+
+    async def get(self, path: str) -> tuple[int, Any]:
+        async with self.session.get(
+            f"{self.proxy.url}{path}", headers=AUTH, timeout=aiohttp.ClientTimeout(total=HANG_S)
+        ) as response:
+            return response.status, await response.json()
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalCluster]:
+    """A cluster of this test's own: it kills a master."""
+    started = LocalCluster(*require_cluster_binaries())
+    try:
+        started.start()
+        yield started
+    finally:
+        started.cleanup()
+
+
+@pytest.fixture
+async def rig(
+    tmp_path: Path, fake_upstream: FakeUpstream, cluster: LocalCluster
+) -> AsyncIterator[Rig]:
+    write_policy(tmp_path, POLICY, name="default")
+    store = {
+        "kind": "redis-cluster",
+        "url": cluster.url,
+        "secret": "test-secret",
+        "socket_timeout_s": 0.5,
+    }
+    settings = make_settings(fake_upstream.base_url, policies_dir=str(tmp_path), store=store)
+    running = await start_proxy(settings)
+    try:
+        async with aiohttp.ClientSession() as session:
+            scope = running.services.tenants.resolve(AUTH).scope
+            yield Rig(running, fake_upstream, cluster, session, scope)
+    finally:
+        await running.stop()
+
+
+def expect_answered(status: int, body: Any, *, needs_store: bool) -> None:
+    """Reduced (200) or refused with the store's typed error (503); never anything else."""
+    if status == 200:
+        assert body["object"] == "chat.completion"
+        return
+    assert needs_store, f"a request that needs no store got {status}: {body}"
+    assert status == 503, body
+    assert body["error"]["code"] == "artifact_store_unavailable"
+
+
+async def test_a_master_killed_mid_run_fails_over_and_loses_nothing_confirmed(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ctxproxy")
+    for run in range(3):
+        status, body = await rig.post(big(run))
+        assert status == 200, body
+    before_kill = dict(rig.confirmed)
+    assert len(before_kill) >= 3 * 3, "the requests were not offloaded"
+    status, body = await rig.get("/readyz")
+    assert (status, body["store"]) == (200, True)
+
+    slot = rig.cluster.slot_of(scope_keys("ctxproxy:", rig.scope))
+    victim = rig.cluster.master_of_slot(slot)
+    await asyncio.to_thread(rig.cluster.wait_replicated)
+    victim.kill()
+    failover = asyncio.create_task(
+        asyncio.to_thread(rig.cluster.wait_failed_over, victim, slot)
+    )
+    answers: list[int] = []
+    run = 100
+    async with asyncio.timeout(HANG_S * 2):  # a hang fails here, saying where it waited
+        while not failover.done():
+            run += 1
+            status, body = await rig.post(big(run))
+            expect_answered(status, body, needs_store=True)
+            answers.append(status)
+            status, body = await rig.post(SMALL)
+            expect_answered(status, body, needs_store=False)
+        successor = await failover
+    assert successor is not victim and answers  # requests were answered during the failover
+
+    async with asyncio.timeout(HANG_S):  # the client finds the new master on its next call
+        while (await rig.get("/readyz"))[0] != 200:
+            await asyncio.sleep(0.05)
+    status, body = await rig.post(big(run + 1))
+    assert status == 200, body
+    for artifact_id, original in rig.confirmed.items():
+        status, page = await rig.get(f"/v1/context/artifacts/{artifact_id}?max_chars=20000")
+        assert status == 200, (artifact_id, artifact_id in before_kill, page)
+        assert page["content"] == original
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
