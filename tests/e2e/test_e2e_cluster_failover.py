@@ -187,3 +187,38 @@ async def test_a_master_killed_mid_run_fails_over_and_loses_nothing_confirmed(
         assert page["content"] == original
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
+
+
+async def test_a_cluster_that_is_not_up_at_start_is_not_ready_until_it_is(
+    tmp_path: Path, fake_upstream: FakeUpstream
+) -> None:
+    """The proxy starts while no node answers: `/readyz` says the store is not ready (503) and
+    `/healthz` is 200, requests are answered (forwarded, or refused with the typed 503 when they
+    need the store); once the cluster is up, the same proxy is ready and offloads."""
+    unstarted = LocalCluster(*require_cluster_binaries())
+    write_policy(tmp_path, POLICY, name="default")
+    store = {"kind": "redis-cluster", "url": unstarted.url, "secret": "test-secret"}
+    settings = make_settings(fake_upstream.base_url, policies_dir=str(tmp_path), store=store)
+    running = await start_proxy(settings)
+    try:
+        async with aiohttp.ClientSession() as session:
+            scope = running.services.tenants.resolve(AUTH).scope
+            rig = Rig(running, fake_upstream, unstarted, session, scope)
+            status, body = await rig.get("/readyz")
+            assert (status, body["store"], body["policies"]) == (503, False, True)
+            assert (await rig.get("/healthz"))[0] == 200
+            status, body = await rig.post(SMALL)
+            expect_answered(status, body, needs_store=False)
+            assert status == 200
+            status, body = await rig.post(big(1))
+            assert (status, body["error"]["code"]) == (503, "artifact_store_unavailable")
+
+            await asyncio.to_thread(unstarted.start)
+            async with asyncio.timeout(HANG_S):
+                while (await rig.get("/readyz"))[0] != 200:
+                    await asyncio.sleep(0.05)
+            status, body = await rig.post(big(2))
+            assert status == 200 and rig.confirmed, body
+    finally:
+        await running.stop()
+        unstarted.cleanup()
