@@ -27,9 +27,11 @@ RedisClient = Redis | RedisCluster
 """What `RedisStore` sends its commands through."""
 
 CLUSTER_RETRIES = 3
-"""How often a cluster command is retried after a node failure or CLUSTERDOWN, refreshing the
-slot map in between (the backoff below keeps the whole at about a second, time for a replica to
-take over a master that stopped answering when the cluster's node timeout is short)."""
+"""How often a cluster command is retried after a node failure, a timeout or CLUSTERDOWN,
+refreshing the slot map in between. The back-off below adds about a second in all: enough to
+ride out a slot that moved or a replica that is just being promoted, short enough that a request
+on a dead master gets the store's fallback soon (a stalled one costs up to four socket
+timeouts)."""
 
 
 def standalone_client(
