@@ -173,6 +173,7 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
             store_settings.url,
             secret,
             cluster=store_settings.kind == "redis-cluster",
+            cluster_nodes=store_settings.cluster_nodes,
             key_prefix=store_settings.key_prefix,
             pool_size=store_settings.pool_size,
             pool_timeout=store_settings.pool_timeout_s,

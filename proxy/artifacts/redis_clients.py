@@ -15,11 +15,12 @@ a cluster has only database 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 
@@ -51,16 +52,29 @@ def standalone_client(
 
 
 def cluster_client(
-    url: str, *, pool_size: int, socket_timeout: float, connect_timeout: float
+    url: str,
+    *,
+    pool_size: int,
+    socket_timeout: float,
+    connect_timeout: float,
+    more_nodes: Sequence[str] = (),
 ) -> RedisCluster:
-    """A Redis Cluster found from one seed node (`url`), `pool_size` connections per node."""
+    """A Redis Cluster found from the node of `url` or any of `more_nodes` (`host:port` each,
+    tried when that one does not answer), `pool_size` connections per node."""
     return RedisCluster.from_url(
         url,
+        startup_nodes=[ClusterNode(*node_address(node)) for node in more_nodes],
         max_connections=pool_size,
         socket_timeout=socket_timeout,
         socket_connect_timeout=connect_timeout,
         retry=Retry(ExponentialBackoff(cap=0.5, base=0.1), CLUSTER_RETRIES),
     )
+
+
+def node_address(node: str) -> tuple[str, int]:
+    """`host:port` (`[v6 address]:port` too) as a host and a port."""
+    host, _, port = node.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def is_cluster(client: RedisClient) -> bool:

@@ -81,8 +81,8 @@ _BUDGETED = frozenset({"live_bytes", "bytes_per_minute"})
 class RedisStore(_Ids):
     """Artifact store on one Redis server, through a blocking connection pool (waits for a free
     connection up to `pool_timeout` instead of failing at once when all `pool_size` connections
-    are busy), or on a Redis Cluster (`cluster=True`: `url` is a seed node; the pool is per node,
-    `redis_clients`)."""
+    are busy), or on a Redis Cluster (`cluster=True`: `url` and `cluster_nodes` are nodes to
+    discover it from; the pool is per node, `redis_clients`)."""
 
     def __init__(
         self,
@@ -90,6 +90,7 @@ class RedisStore(_Ids):
         secret: bytes,
         *,
         cluster: bool = False,
+        cluster_nodes: Sequence[str] = (),
         key_prefix: str = "ctxproxy:",
         pool_size: int = 32,
         pool_timeout: float = 2.0,
@@ -115,7 +116,11 @@ class RedisStore(_Ids):
         connect = socket_timeout if connect_timeout is None else connect_timeout
         self._redis: RedisClient = (
             redis_clients.cluster_client(
-                url, pool_size=pool_size, socket_timeout=socket_timeout, connect_timeout=connect
+                url,
+                pool_size=pool_size,
+                socket_timeout=socket_timeout,
+                connect_timeout=connect,
+                more_nodes=cluster_nodes,
             )
             if cluster
             else redis_clients.standalone_client(

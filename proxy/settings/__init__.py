@@ -106,6 +106,11 @@ class StoreSettings(_Strict):
         description="redis: the server (redis://, rediss:// or unix://); redis-cluster: one "
         "node to discover the cluster from (redis:// or rediss://, database 0).",
     )
+    cluster_nodes: list[str] = Field(
+        default_factory=list,
+        description="redis-cluster only: more nodes (`host:port` each) to discover the cluster "
+        "from when the node of `url` does not answer at start; credentials and TLS as in `url`.",
+    )
     key_prefix: str = "ctxproxy:"
     secret: str = Field(
         default="", description="HMAC secret for artifact ids; random per process if empty."
@@ -140,6 +145,15 @@ class StoreSettings(_Strict):
         if kind == "redis-cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
             raise ValueError("a Redis Cluster has only database 0: end the URL with /0 or no path")
         return url
+
+    @field_validator("cluster_nodes")
+    @classmethod
+    def _host_and_port(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{node!r} is not host:port")
+        return nodes
 
     @property
     def shared(self) -> bool:

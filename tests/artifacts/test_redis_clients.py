@@ -43,6 +43,26 @@ async def test_the_store_takes_the_client_its_kind_asks_for(redis_cluster: Local
         await many.close()
 
 
+def test_node_addresses_are_host_and_port() -> None:
+    assert redis_clients.node_address("node-1:6379") == ("node-1", 6379)
+    assert redis_clients.node_address("[::1]:7000") == ("::1", 7000)
+
+
+async def test_the_cluster_is_found_through_another_node_when_the_urls_does_not_answer(
+    redis_cluster: LocalCluster,
+) -> None:
+    other = f"127.0.0.1:{redis_cluster.nodes[1].port}"
+    found = RedisStore("redis://127.0.0.1:1", SECRET, cluster=True, cluster_nodes=[other])
+    alone = RedisStore("redis://127.0.0.1:1", SECRET, cluster=True)
+    try:
+        assert await found.ping() is True
+        assert len(await redis_clients.memory_infos(found.client)) == 3
+        assert await alone.ping() is False
+    finally:
+        await found.close()
+        await alone.close()
+
+
 async def test_start_up_checks_warn_once_for_all_masters(
     redis_cluster: LocalCluster, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -239,6 +239,11 @@ def test_a_cluster_store_url_is_a_tcp_redis_url_on_database_0(tmp_path: Path) ->
         assert (settings.store.url, settings.store.shared) == (good, True)
     path.write_text("store: {kind: redis-clustr}\n")
     assert "redis-cluster" in one_line_error(path)
+    path.write_text("store: {kind: redis-cluster, cluster_nodes: ['node-1:6379', '[::1]:7000']}\n")
+    assert load_settings(path, {}).store.cluster_nodes == ["node-1:6379", "[::1]:7000"]
+    for bad in ("node-1", "node-1:0", ":6379", "node-1:65536"):
+        path.write_text(f"store: {{kind: redis-cluster, cluster_nodes: ['{bad}']}}\n")
+        assert f"{path}: store.cluster_nodes: " in one_line_error(path), bad
 
 
 def test_missing_policies_dir_names_file_and_key(tmp_path: Path) -> None:
