@@ -27,7 +27,7 @@ import pytest
 from fakes import FakeUpstream
 from pipeline_harness import agent_history, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
-from redis_cluster import LocalCluster, require_cluster_binaries
+from redis_cluster import FAILOVER_NODE_TIMEOUT_MS, LocalCluster, require_cluster_binaries
 from shared_redis import scope_keys
 
 POLICY = """
@@ -103,7 +103,7 @@ class Rig:
 @pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
     """A cluster of this test's own: it kills a master."""
-    started = LocalCluster(*require_cluster_binaries())
+    started = LocalCluster(*require_cluster_binaries(), node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS)
     try:
         started.start()
         yield started

@@ -3,8 +3,9 @@
 The nodes run in cluster mode on free loopback ports (`RedisProcess` with cluster arguments, no
 persistence), `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes` joins them,
 and `start()` returns once every node reports `cluster_state:ok` and every master has its
-replica attached (so that killing a master fails over). A short node timeout makes a failover
-take about a second or two instead of the default fifteen.
+replica attached (so that killing a master fails over). A cluster made for a failover has a
+short node timeout (its replica takes over within seconds instead of the default fifteen); the
+others a longer one, so that a starved test machine never fails a node over by itself.
 
 `require_cluster_binaries()` FAILS (never skips) when `redis-server` or `redis-cli` is missing:
 the Cluster tests are part of CI and must not quietly disappear.
@@ -23,7 +24,10 @@ import pytest
 import redis
 from redis_process import RedisProcess, free_port
 
-NODE_TIMEOUT_MS = 1000
+STEADY_NODE_TIMEOUT_MS = 5000
+"""A cluster that no test breaks: long enough that a starved machine never fails a node over."""
+FAILOVER_NODE_TIMEOUT_MS = 1000
+"""A cluster whose master a test kills: its replica takes over within a few seconds."""
 WAIT_S = 60.0
 """Only bounds a hang: the cluster forms, and fails over, within seconds."""
 
@@ -42,7 +46,7 @@ def require_cluster_binaries() -> tuple[str, str]:
     return server, cli
 
 
-def _cluster_args(node: RedisProcess) -> tuple[str, ...]:
+def _cluster_args(node: RedisProcess, node_timeout_ms: int) -> tuple[str, ...]:
     return (
         "--cluster-enabled",
         "yes",
@@ -51,7 +55,7 @@ def _cluster_args(node: RedisProcess) -> tuple[str, ...]:
         "--cluster-port",
         str(free_port()),  # the bus port; by default port + 10000, which may be taken
         "--cluster-node-timeout",
-        str(NODE_TIMEOUT_MS),
+        str(node_timeout_ms),
         "--cluster-replica-validity-factor",
         "0",  # a replica may always take over, however long its master was gone
         "--maxmemory-policy",
@@ -62,11 +66,17 @@ def _cluster_args(node: RedisProcess) -> tuple[str, ...]:
 class LocalCluster:
     """`masters` masters with one replica each, on free loopback ports."""
 
-    def __init__(self, server: str, cli: str, masters: int = 3) -> None:
+    def __init__(
+        self,
+        server: str,
+        cli: str,
+        masters: int = 3,
+        node_timeout_ms: int = STEADY_NODE_TIMEOUT_MS,
+    ) -> None:
         self.cli = cli
         self.nodes = [RedisProcess(server) for _ in range(masters * 2)]
         for node in self.nodes:
-            node.extra_args = _cluster_args(node)
+            node.extra_args = _cluster_args(node, node_timeout_ms)
         atexit.register(self.cleanup)
 
     @property
