@@ -147,6 +147,44 @@ class LocalCluster:
         answer = self._ask(self.nodes[0], "CLUSTER", "KEYSLOT", key)
         return int(str(answer))
 
+    def masters(self) -> list[RedisProcess]:
+        return [n for n in self.nodes if n.running and self.role(n) == "master"]
+
+    # -- moving a slot (as `redis-cli --cluster reshard` does, one step at a time) -----------
+
+    def _run(self, node: RedisProcess, *command: str | int) -> object:
+        """A command that must succeed (raises what Redis answers)."""
+        client = redis.Redis(port=node.port, socket_timeout=30, socket_connect_timeout=5)
+        try:
+            return client.execute_command(*command)
+        finally:
+            client.close()
+
+    def node_id(self, node: RedisProcess) -> str:
+        answer = self._run(node, "CLUSTER", "MYID")
+        return answer.decode() if isinstance(answer, bytes) else str(answer)
+
+    def begin_moving(self, slot: int, source: RedisProcess, target: RedisProcess) -> None:
+        """`slot` migrating from `source` to `target`: from now on a key already moved is
+        answered with ASK by `source`, and a command on keys on both sides with TRYAGAIN."""
+        self._run(target, "CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_id(source))
+        self._run(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_id(target))
+
+    def move_keys(self, slot: int, source: RedisProcess, target: RedisProcess, count: int) -> int:
+        """Moves up to `count` keys of `slot` from `source` to `target`; how many it moved."""
+        keys = self._run(source, "CLUSTER", "GETKEYSINSLOT", slot, count)
+        if not isinstance(keys, list) or not keys:
+            return 0
+        self._run(source, "MIGRATE", "127.0.0.1", target.port, "", 0, 30000, "KEYS", *keys)
+        return len(keys)
+
+    def end_moving(self, slot: int, target: RedisProcess) -> None:
+        """`slot` belongs to `target` now (told to the target first, then every other master):
+        a client that still sends it to the old owner gets MOVED."""
+        others = [n for n in self.masters() if n is not target]
+        for node in [target, *others]:
+            self._run(node, "CLUSTER", "SETSLOT", slot, "NODE", self.node_id(target))
+
     # -- waiting ----------------------------------------------------------------------------
 
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:

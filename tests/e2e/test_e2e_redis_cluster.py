@@ -1,14 +1,15 @@
-"""The real proxy on a Redis Cluster (3 masters + 3 replicas, started by the test) while the
-master that holds the tenant's slot is killed and its replica takes over.
+"""The real proxy on a Redis Cluster (3 masters + 3 replicas, started by each test) while the
+cluster changes under it: the master that holds the tenant's slot is killed and its replica takes
+over; the slot moves to another master (ASK half-way, MOVED after); the cluster is not up yet
+when the proxy starts.
 
-Guarantees checked: every request is answered while the cluster fails over, either reduced with
-ids the store confirmed or with the typed refusal `artifact_store_unavailable` (503), never a
-500; a request that fits without offloading goes through (its content inline when the store
-does not confirm the write); what was confirmed before the kill (and
-replicated: Redis replicates asynchronously, so the test waits for the replica to acknowledge)
-and what was confirmed during the failover stays readable through the artifact endpoint
-afterwards; `/readyz` is ready again once a replica serves the slot; nothing is logged as an
-error. The cluster tests FAIL (never skip) without redis-server and redis-cli.
+Guarantees checked: every request is answered, either reduced with ids the store confirmed or
+with the typed refusal `artifact_store_unavailable` (503), never a 500; a request that fits
+without offloading goes through (its content inline when the store does not confirm the write);
+what was confirmed stays readable through the artifact endpoint afterwards (before a failover
+the test waits for the replica to acknowledge: Redis replicates asynchronously); `/readyz` is
+503 while the store cannot answer and 200 again once it can; nothing is logged as an error. The
+cluster tests FAIL (never skip) without redis-server and redis-cli.
 """
 
 from __future__ import annotations
@@ -181,10 +182,7 @@ async def test_a_master_killed_mid_run_fails_over_and_loses_nothing_confirmed(
             await asyncio.sleep(0.05)
     status, body = await rig.post(big(run + 1))
     assert status == 200, body
-    for artifact_id, original in rig.confirmed.items():
-        status, page = await rig.get(f"/v1/context/artifacts/{artifact_id}?max_chars=20000")
-        assert status == 200, (artifact_id, artifact_id in before_kill, page)
-        assert page["content"] == original
+    await read_back_everything_confirmed(rig)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == []
 
@@ -222,3 +220,45 @@ async def test_a_cluster_that_is_not_up_at_start_is_not_ready_until_it_is(
     finally:
         await running.stop()
         unstarted.cleanup()
+
+
+async def read_back_everything_confirmed(rig: Rig) -> None:
+    for artifact_id, original in rig.confirmed.items():
+        status, page = await rig.get(f"/v1/context/artifacts/{artifact_id}?max_chars=20000")
+        assert (status, page.get("content")) == (200, original), artifact_id
+
+
+async def test_a_slot_moved_mid_run_is_followed_through_ask_and_moved(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The tenant's slot moves to another master while requests run (as a resharding does):
+    half-way, the old owner answers ASK for what already moved and TRYAGAIN for a script on
+    keys on both sides; afterwards it answers MOVED. Everything confirmed stays readable, and
+    every request is answered (reduced, or the typed refusal for one that needs the store)."""
+    caplog.set_level(logging.INFO, logger="ctxproxy")
+    for run in range(3):
+        status, body = await rig.post(big(run))
+        assert status == 200, body
+    slot = rig.cluster.slot_of(scope_keys("ctxproxy:", rig.scope))
+    source = rig.cluster.master_of_slot(slot)
+    target = next(m for m in rig.cluster.masters() if m is not source)
+    await asyncio.to_thread(rig.cluster.begin_moving, slot, source, target)
+    assert await asyncio.to_thread(rig.cluster.move_keys, slot, source, target, 5) == 5
+
+    await read_back_everything_confirmed(rig)  # the moved ones through ASK
+    status, body = await rig.post(big(10))
+    expect_answered(status, body, needs_store=True)
+    for body in (mid(10), SMALL):
+        status, body = await rig.post(body)
+        expect_answered(status, body, needs_store=False)
+
+    while await asyncio.to_thread(rig.cluster.move_keys, slot, source, target, 100):
+        pass
+    await asyncio.to_thread(rig.cluster.end_moving, slot, target)
+    assert rig.cluster.master_of_slot(slot) is target
+    await read_back_everything_confirmed(rig)  # through MOVED, then the refreshed slot map
+    status, body = await rig.post(big(11))
+    assert status == 200, body
+    await read_back_everything_confirmed(rig)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
