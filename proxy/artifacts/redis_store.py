@@ -56,7 +56,7 @@ from proxy.artifacts.budgets import (
 )
 from proxy.artifacts.leases import Leases
 from proxy.artifacts.redis_budgets import ScopeKeys
-from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
+from proxy.artifacts.redis_checks import start_up_warnings
 from proxy.artifacts.redis_clients import RedisClient
 from proxy.artifacts.redis_health import StoreHealth
 from proxy.artifacts.redis_ratios import RedisCountRatios
@@ -114,21 +114,14 @@ class RedisStore(_Ids):
         self._where = redis_clients.where(url, cluster=cluster)  # no credentials
         self._health = StoreHealth(self._where, urlsplit(url).password, self._log)
         connect = socket_timeout if connect_timeout is None else connect_timeout
+        timeouts = {"socket_timeout": socket_timeout, "connect_timeout": connect}
         self._redis: RedisClient = (
             redis_clients.cluster_client(
-                url,
-                pool_size=pool_size,
-                socket_timeout=socket_timeout,
-                connect_timeout=connect,
-                more_nodes=cluster_nodes,
+                url, pool_size=pool_size, more_nodes=cluster_nodes, **timeouts
             )
             if cluster
             else redis_clients.standalone_client(
-                url,
-                pool_size=pool_size,
-                pool_timeout=pool_timeout,
-                socket_timeout=socket_timeout,
-                connect_timeout=connect,
+                url, pool_size=pool_size, pool_timeout=pool_timeout, **timeouts
             )
         )
         self._leases = Leases()
@@ -185,16 +178,7 @@ class RedisStore(_Ids):
         except (*_FAILURES, TypeError) as exc:
             self._log.debug("maxmemory-policy not checked: %s", type(exc).__name__)
             return
-        warnings = {  # a cluster's masters usually share their settings: each warning once
-            warning: None
-            for info in infos
-            for warning in (
-                eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction"))),
-                memory_bound_warning(info.get("maxmemory")),  # absent (hidden): not warned
-            )
-            if warning is not None
-        }
-        for warning in warnings:
+        for warning in start_up_warnings(infos):
             self._log.warning("artifact store at %s: %s", self._where, warning)
 
     async def put_many(
