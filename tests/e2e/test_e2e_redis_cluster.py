@@ -103,7 +103,7 @@ class Rig:
 
 @pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
-    """A cluster of this test's own: it kills a master."""
+    """A cluster of the test's own: it kills a master, or moves a slot."""
     started = LocalCluster(*require_cluster_binaries(), node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS)
     try:
         started.start()
