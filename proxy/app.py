@@ -125,7 +125,7 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
 def _store_secret(settings: Settings) -> bytes:
     if settings.store.secret:
         return settings.store.secret.encode()
-    if settings.store.kind == "redis":
+    if settings.store.shared:
         log.warning(
             "store.secret is empty: each process draws its own, so after a restart and on every "
             "other replica the same content gets another artifact id and the proxy's earlier "
@@ -168,10 +168,12 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     store_settings = services.settings.store
     secret = _store_secret(services.settings)
     budgets = write_budgets(services.settings)
-    if store_settings.kind == "redis":
+    if store_settings.shared:
         redis_store = RedisStore(
             store_settings.url,
             secret,
+            cluster=store_settings.kind == "redis-cluster",
+            cluster_nodes=store_settings.cluster_nodes,
             key_prefix=store_settings.key_prefix,
             pool_size=store_settings.pool_size,
             pool_timeout=store_settings.pool_timeout_s,

@@ -68,6 +68,7 @@ class ServerSettings(_Strict):
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+CLUSTER_SCHEMES = ("redis://", "rediss://")
 MIB = 1024 * 1024
 
 
@@ -95,8 +96,21 @@ class WriteBudgetSettings(_Strict):
 
 
 class StoreSettings(_Strict):
-    kind: Literal["memory", "redis"] = "memory"
-    url: str = "redis://127.0.0.1:6379/0"
+    kind: Literal["memory", "redis", "redis-cluster"] = Field(
+        default="memory",
+        description="memory: one process; redis: one Redis server shared by the replicas; "
+        "redis-cluster: a Redis Cluster shared by the replicas (`url` names any one node).",
+    )
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="redis: the server (redis://, rediss:// or unix://); redis-cluster: one "
+        "node to discover the cluster from (redis:// or rediss://, database 0).",
+    )
+    cluster_nodes: list[str] = Field(
+        default_factory=list,
+        description="redis-cluster only: more nodes (`host:port` each) to discover the cluster "
+        "from when the node of `url` does not answer at start; credentials and TLS as in `url`.",
+    )
     key_prefix: str = "ctxproxy:"
     secret: str = Field(
         default="", description="HMAC secret for artifact ids; random per process if empty."
@@ -122,11 +136,29 @@ class StoreSettings(_Strict):
     @field_validator("url")
     @classmethod
     def _redis_url(cls, url: str, info: ValidationInfo) -> str:
-        if info.data.get("kind") == "redis" and not url.lower().startswith(REDIS_SCHEMES):
+        kind = info.data.get("kind")
+        schemes = {"redis": REDIS_SCHEMES, "redis-cluster": CLUSTER_SCHEMES}.get(str(kind))
+        if schemes is not None and not url.lower().startswith(schemes):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
             # never the whole URL: it may carry a password
-            raise ValueError(f"must start with {', '.join(REDIS_SCHEMES)} (not {scheme})")
+            raise ValueError(f"must start with {', '.join(schemes)} (not {scheme})")
+        if kind == "redis-cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
+            raise ValueError("a Redis Cluster has only database 0: end the URL with /0 or no path")
         return url
+
+    @field_validator("cluster_nodes")
+    @classmethod
+    def _host_and_port(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{node!r} is not host:port")
+        return nodes
+
+    @property
+    def shared(self) -> bool:
+        """Whether replicas share this store (Redis or Redis Cluster)."""
+        return self.kind != "memory"
 
 
 class TimeoutSettings(_Strict):

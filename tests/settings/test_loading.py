@@ -225,6 +225,27 @@ def test_store_url_must_be_a_redis_url(tmp_path: Path) -> None:
     assert load_settings(path, {}).store.kind == "memory"
 
 
+def test_a_cluster_store_url_is_a_tcp_redis_url_on_database_0(tmp_path: Path) -> None:
+    path = write(tmp_path, "store: {kind: redis-cluster, url: 'unix:///tmp/redis.sock'}\n")
+    message = one_line_error(path)
+    assert f"{path}: store.url: " in message and "rediss://" in message
+    path.write_text("store: {kind: redis-cluster, url: 'redis://:hunter2@node-0:6379/3'}\n")
+    message = one_line_error(path)
+    assert f"{path}: store.url: " in message and "database 0" in message
+    assert "hunter2" not in message
+    for good in ("redis://node-0:6379", "rediss://node-0:6380/0", "redis://node-0:7000/"):
+        path.write_text(f"store: {{kind: redis-cluster, url: '{good}'}}\n")
+        settings = load_settings(path, {})
+        assert (settings.store.url, settings.store.shared) == (good, True)
+    path.write_text("store: {kind: redis-clustr}\n")
+    assert "redis-cluster" in one_line_error(path)
+    path.write_text("store: {kind: redis-cluster, cluster_nodes: ['node-1:6379', '[::1]:7000']}\n")
+    assert load_settings(path, {}).store.cluster_nodes == ["node-1:6379", "[::1]:7000"]
+    for bad in ("node-1", "node-1:0", ":6379", "node-1:65536"):
+        path.write_text(f"store: {{kind: redis-cluster, cluster_nodes: ['{bad}']}}\n")
+        assert f"{path}: store.cluster_nodes: " in one_line_error(path), bad
+
+
 def test_missing_policies_dir_names_file_and_key(tmp_path: Path) -> None:
     path = write(tmp_path, "policies_dir: nowhere\n")
     message = one_line_error(path)
