@@ -4,6 +4,7 @@ as `key.path: problem` lines). Reading config.yaml and the environment is `setti
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
@@ -26,6 +27,7 @@ DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
 MAX_PARSED_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_WORKERS = 256
 
 
 class ConfigError(Exception):
@@ -65,6 +67,30 @@ class ServerSettings(_Strict):
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
     )
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
+        default=1,
+        description="Server processes sharing the port ('auto': one per CPU the process may "
+        "use); with more than one, store.kind must be 'redis' unless allow_unshared_store.",
+    )
+    allow_unshared_store: bool = Field(
+        default=False,
+        description="Let several workers run on the memory store: each worker then has its own "
+        "artifacts, and a read that reaches another worker finds nothing.",
+    )
+
+    def worker_count(self) -> int:
+        """`workers`, with 'auto' resolved to the CPUs this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return min(MAX_WORKERS, usable_cpus())
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask: taskset, cpusets), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -325,6 +351,19 @@ class Settings(_Strict):
     def metrics_need_a_key(self) -> bool:
         auth = self.server.metrics_auth
         return auth == "keys" or (auth == "auto" and self.auth.mode == "keys")
+
+
+def unshared_store_problem(settings: Settings) -> str:
+    """Why these workers would not share their artifacts ("" when they would, or may)."""
+    server = settings.server
+    count = server.worker_count()
+    if count == 1 or settings.store.kind != "memory" or server.allow_unshared_store:
+        return ""
+    return (
+        f"server.workers: {count} workers on store.kind 'memory' would not share artifacts (an "
+        "artifact one worker stored is not found by another): use store.kind 'redis', or set "
+        "server.allow_unshared_store: true (--allow-unshared-store)"
+    )
 
 
 def _reference_problems(settings: Settings) -> list[str]:
