@@ -6,7 +6,7 @@ from bench.overhead.workers import parse_args, render
 
 
 def _cell(rps: float) -> dict[str, float]:
-    return {"rps": rps, "errors": 0, "p50_ms": 1.0, "cpus": 1.0}
+    return {"rps": rps, "errors": 0, "p50_ms": 1.0, "cpus": 1.0, "cpu_ms": 0.5}
 
 
 def _cells(one: list[float], two: list[float]) -> dict[tuple[str, int], list[dict[str, float]]]:
