@@ -80,11 +80,8 @@ class Supervisor:
     async def run(self) -> int:
         """Serve until SIGTERM or SIGINT; the exit code (START_FAILED if a worker never served)."""
         loop = asyncio.get_running_loop()
-        for signum, event in (
-            (signal.SIGTERM, "stop"),
-            (signal.SIGINT, "stop"),
-            (signal.SIGHUP, "restart"),
-        ):
+        signals = {signal.SIGTERM: "stop", signal.SIGINT: "stop", signal.SIGHUP: "restart"}
+        for signum, event in signals.items():
             loop.add_signal_handler(signum, self._events.put_nowait, event)
         try:
             if not await self._start_all():
@@ -96,6 +93,8 @@ class Supervisor:
             for task in self._tasks:
                 task.cancel()
             await self._stop_all()
+            for signum in signals:
+                loop.remove_signal_handler(signum)
 
     async def _supervise(self) -> None:
         restart: asyncio.Task[None] | None = None
@@ -162,8 +161,8 @@ class Supervisor:
         worker.link.close()
         self._all.discard(worker)
         if not worker.ready.done():
-            worker.ready.set_result(False)
-        if not worker.retiring:
+            worker.ready.set_result(False)  # it printed why itself (`cli.startup_failure`)
+        elif not worker.retiring:
             log.error("worker %d (slot %d) exited with code %s", worker.pid, worker.slot, code)
         self._events.put_nowait(worker)
 

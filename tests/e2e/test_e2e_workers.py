@@ -236,3 +236,4 @@ async def test_auto_starts_one_worker_per_usable_cpu(
         assert more == pids
     finally:
         await served.stop()
+
