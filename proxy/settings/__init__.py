@@ -4,10 +4,12 @@ as `key.path: problem` lines). Reading config.yaml and the environment is `setti
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -85,12 +87,23 @@ class ServerSettings(_Strict):
         return min(MAX_WORKERS, usable_cpus())
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask: taskset, cpusets), at least 1."""
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cpus(cpu_max: Path | None = None) -> int:
+    """The CPUs this process may use, at least 1: its affinity mask (taskset, cpusets), and no
+    more than its cgroup's CPU quota rounded up (a container's `--cpus`, a pod's CPU limit)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        count = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+        count = os.cpu_count() or 1
+    try:
+        quota, period = (cpu_max or CGROUP_CPU_MAX).read_text().split()[:2]
+        if quota != "max":
+            count = min(count, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here
+    return max(1, count)
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

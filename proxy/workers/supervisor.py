@@ -182,12 +182,12 @@ class Supervisor:
 
     async def _restart_all(self) -> None:
         log.info("SIGHUP: replacing %d workers one by one", len(self._slots))
-        for slot, old in enumerate(self._slots):
+        for slot in range(len(self._slots)):
             new = await self._launch(slot)
             if not await new.ready:
                 log.error("a new worker failed to start: the running workers keep serving")
                 return
-            self._slots[slot] = new
+            old, self._slots[slot] = self._slots[slot], new  # (a crashed one's replacement too)
             if old is not None:
                 old.stop()
         log.info("SIGHUP: every worker replaced")

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings, unshared_store_problem
+from proxy.settings import (
+    DEFAULT_OPENAI_BASE_URL,
+    ConfigError,
+    Settings,
+    unshared_store_problem,
+    usable_cpus,
+)
 from proxy.settings.loading import embedded_default, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -407,6 +413,7 @@ def test_workers_is_a_count_or_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert load_settings(config).server.worker_count() == 3
     config.write_text("server: {workers: auto}\nstore: {kind: redis}\n")
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 5})
+    monkeypatch.setattr("proxy.settings.CGROUP_CPU_MAX", tmp_path / "no-quota")
     assert load_settings(config).server.worker_count() == 3
     for wrong in ("0", "many", "-2"):
         config.write_text(f"server: {{workers: {wrong}}}\n")
@@ -425,3 +432,16 @@ def test_several_workers_on_the_memory_store_are_a_problem_unless_allowed(tmp_pa
     assert unshared_store_problem(load_settings(config)) == ""
     config.write_text("server: {workers: 1}\n")
     assert unshared_store_problem(load_settings(config)) == ""
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cpus"), [("max 100000\n", 6), ("200000 100000\n", 2), ("150000 100000", 2),
+                          ("50000 100000", 1), ("garbled", 6)]
+)
+def test_auto_workers_stay_within_the_cgroup_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_max: str, cpus: int
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    assert usable_cpus(tmp_path / "cpu.max") == cpus
+    assert usable_cpus(tmp_path / "absent") == 6
