@@ -13,8 +13,8 @@ socket and a link (`proxy.workers.link`), and then:
 - a worker that exits on its own (a crash) is replaced after a pause that doubles up to 30 s
   while its replacements keep failing.
 
-The first worker starts alone: a start-up failure (Redis unreachable, ...) is then printed
-once, by that worker, and the supervisor exits with its code.
+The first worker starts alone: a start-up failure is then printed once, by that worker, and
+the supervisor exits with code 2 (as `ctxproxy serve` does for any start-up failure).
 """
 
 from __future__ import annotations
@@ -136,7 +136,10 @@ class Supervisor:
                 "--worker",
                 role.argument(),
                 pass_fds=(role.listen_fd, role.link_fd),
-                process_group=0,  # a Ctrl-C reaches the supervisor, which stops them in order
+                # a session of its own: a terminal's Ctrl-C or hangup reaches the supervisor
+                # only (which stops or restarts them in order), and where the kernel shares CPU
+                # by session (autogroup) each worker has its own share
+                start_new_session=True,
             )
         finally:
             theirs.close()
