@@ -23,6 +23,7 @@ import argparse
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -220,9 +221,21 @@ def render(
 
 
 def machine_facts() -> dict[str, str]:
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(os.cpu_count()),
+        "commit": commit or "unknown",
+        "host": f"{os.cpu_count()} CPUs, {cpu}",
         "loadavg before": Path("/proc/loadavg").read_text().strip(),
     }
 
