@@ -79,7 +79,7 @@ WORKER_HEADER = "x-ctxproxy-worker"
 
 
 async def _worker_header(request: web.Request, response: web.StreamResponse) -> None:
-    """Which worker answered (its process id): a worker's log lines carry the same."""
+    """Which worker answered (its process id), as its log lines say (`pid`)."""
     response.headers[WORKER_HEADER] = str(os.getpid())
 
 

@@ -175,7 +175,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = with_serve_options(load_settings(args.config), args)
-        configure_logging(settings.server.log_level, settings.server.log_format)
+        several = args.worker is not None or settings.server.worker_count() > 1
+        configure_logging(settings.server.log_level, settings.server.log_format, pid=several)
         check_upstream_kinds(settings)
         with _quiet(POLICY_LOGGER):  # the app loads them again and logs their warnings once
             policies = check_policies(settings)
