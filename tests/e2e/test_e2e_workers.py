@@ -163,6 +163,16 @@ async def test_sigterm_lets_a_stream_in_flight_finish(
     assert "Traceback" not in two_workers.output
 
 
+async def _until_gone(pids: set[int]) -> None:
+    while pids:
+        for pid in list(pids):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                pids.discard(pid)
+        await asyncio.sleep(0.05)
+
+
 async def test_sighup_replaces_the_workers_without_refusing_a_connection(
     two_workers: Served,
 ) -> None:
@@ -187,6 +197,7 @@ async def test_sighup_replaces_the_workers_without_refusing_a_connection(
     replaced.set()
     await asking
     assert not failures, failures[:3]
+    await asyncio.wait_for(_until_gone(set(before)), HANG_S)  # the old ones finish and exit
     after, more = await workers_seen(url, 2)
     assert len(after) == 2 and not after & before, (before, after)
     _, metrics = await worker_of(url, "/metrics")
