@@ -5,9 +5,10 @@ under the same metric names and labels, so a scrape of any worker reads as one p
 
 - counters, histograms (buckets, `_sum`, `_count`) and summaries: the sum over workers;
 - the `*_created` timestamps prometheus_client writes beside them: the earliest;
-- gauges (the count ratios, `ctxproxy_policy_reload_failed`): the largest value. They are states,
-  not tallies: workers on one Redis store converge on the same count ratios, and a reload that
-  failed in any worker is worth seeing.
+- gauges (the count ratios, `ctxproxy_policy_reload_failed`), and the counters named `shared`
+  (`proxy.metrics.SHARED_STATE`: tallies every worker reads from the store, the same in all):
+  the largest value. They are states, not this worker's tallies: workers on one Redis store
+  converge on the same count ratios, and a reload that failed in any worker is worth seeing.
 
 `retired_only` keeps what a worker that has stopped still owes the sums: its counters and
 histograms, not its gauges (a stopped worker's state no longer holds).
@@ -34,11 +35,11 @@ def parse(text: str) -> list[Metric]:
     return list(text_string_to_metric_families(text))
 
 
-def _rule(family: Metric) -> Callable[[float, float], float]:
-    if family.type in _SUMMED:
-        return _add
+def _rule(family: Metric, shared: frozenset[str]) -> Callable[[float, float], float]:
     if family.name.endswith(_CREATED):
         return min
+    if family.type in _SUMMED and family.name not in shared:
+        return _add
     return max
 
 
@@ -53,7 +54,8 @@ def _key(sample: Sample) -> SampleKey:
 class _Merged:
     """Families in the order first seen, each with its samples in the order first seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, shared: frozenset[str]) -> None:
+        self.shared = shared
         self.families: dict[str, Metric] = {}
         self.values: dict[str, dict[SampleKey, Sample]] = {}
 
@@ -64,7 +66,7 @@ class _Merged:
             self.values[family.name] = {}
         elif known.type != family.type:
             return  # a worker of another version: keep the first kind, never mix them
-        combine = _rule(family)
+        combine = _rule(family, self.shared)
         samples = self.values[family.name]
         for sample in family.samples:
             key = _key(sample)
@@ -86,18 +88,26 @@ class _Families(Collector):
         return iter(self._families)
 
 
-def merge(expositions: Iterable[Iterable[Metric]]) -> list[Metric]:
+def merge(
+    expositions: Iterable[Iterable[Metric]], shared: frozenset[str] = frozenset()
+) -> list[Metric]:
     """The families of several processes, added up (see the module's docstring)."""
-    merged = _Merged()
+    merged = _Merged(shared)
     for families in expositions:
         for family in families:
             merged.add(family)
     return list(merged.collect())
 
 
-def retired_only(families: Iterable[Metric]) -> list[Metric]:
-    """What a stopped worker still counts for: its tallies and their `_created` times."""
-    return [f for f in families if f.type in _SUMMED or f.name.endswith(_CREATED)]
+def retired_only(
+    families: Iterable[Metric], shared: frozenset[str] = frozenset()
+) -> list[Metric]:
+    """What a stopped worker still counts for: its own tallies and their `_created` times."""
+    return [
+        f
+        for f in families
+        if (f.type in _SUMMED and f.name not in shared) or f.name.endswith(_CREATED)
+    ]
 
 
 def render(families: Iterable[Metric]) -> bytes:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from prometheus_client.core import Metric
 
+from proxy.metrics import SHARED_STATE
 from proxy.workers.merge import merge, parse, render, retired_only
 
 log = logging.getLogger("ctxproxy.workers")
@@ -72,7 +73,7 @@ class PeerMetrics:
         texts = await asyncio.gather(*(_read_peer(path) for path in peers))
         expositions = [retired, *(parse(t) for t in texts if t is not None)]
         expositions.append(parse(self._own().decode()))
-        return render(merge(expositions))
+        return render(merge(expositions, SHARED_STATE))
 
     async def retire(self, grace_s: float = RETIRE_GRACE_S) -> None:
         """Add this worker's counts to `retired.prom`, then close its socket after `grace_s`."""
@@ -122,7 +123,7 @@ def add_retired(directory: Path, pid: int, families: list[Metric]) -> None:
         pids, retired = read_retired(directory)
         if pid in pids:
             return
-        merged = merge([retired, retired_only(families)])
+        merged = merge([retired, retired_only(families, SHARED_STATE)])
         head = f"{_RETIRED_HEAD} {' '.join(str(p) for p in sorted(pids | {pid}))}\n"
         partial = directory / f"{RETIRED}.{pid}"
         partial.write_bytes(head.encode() + render(merged))

@@ -69,3 +69,15 @@ def test_a_family_of_another_kind_is_not_mixed_in() -> None:
     gauge = "# TYPE x gauge\nx 5.0\n"
     text = render(merge([parse(counter), parse(gauge)])).decode()
     assert "x_total 2.0" in text and "x 5.0" not in text
+
+
+def test_a_counter_of_state_shared_through_the_store_is_not_summed() -> None:
+    shared = frozenset({"ctxproxy_count_ratio_samples"})
+    one = "# TYPE ctxproxy_count_ratio_samples_total counter\n"
+    a = one + 'ctxproxy_count_ratio_samples_total{model="m",upstream="u"} 40.0\n'
+    b = one + 'ctxproxy_count_ratio_samples_total{model="m",upstream="u"} 42.0\n'
+    text = render(merge([parse(a), parse(b)], shared)).decode()
+    assert 'ctxproxy_count_ratio_samples_total{model="m",upstream="u"} 42.0' in text
+    assert "samples" not in render(retired_only(parse(a), shared)).decode()
+    summed = render(merge([parse(a), parse(b)])).decode()
+    assert 'ctxproxy_count_ratio_samples_total{model="m",upstream="u"} 82.0' in summed
