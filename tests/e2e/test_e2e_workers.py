@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,3 +251,14 @@ async def test_auto_starts_one_worker_per_usable_cpu(
     finally:
         await served.stop()
 
+
+
+async def test_a_port_in_use_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        served = await start_serve("--port", port, "--workers", "2", "--allow-unshared-store")
+        assert await served.exit_code() == 2
+    [line] = served.output.strip().splitlines()
+    assert f"server.host/port: cannot listen on 127.0.0.1:{port}" in line, served.output
