@@ -17,7 +17,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.settings import ConfigError, ServerSettings, Settings, unshared_store_problem
+from proxy.settings import (
+    MAX_WORKERS,
+    ConfigError,
+    ServerSettings,
+    Settings,
+    unshared_store_problem,
+)
 from proxy.settings.loading import load_settings
 from proxy.settings.startup import startup_warnings
 from proxy.workers.link import WorkerRole
@@ -80,8 +86,10 @@ def _workers(value: str) -> int | str:
         count = int(value)
     except ValueError:
         count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"1 or more processes, or 'auto'; not {value!r}")
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"1 to {MAX_WORKERS} processes, or 'auto'; not {value!r}"
+        )
     return count
 
 

@@ -237,10 +237,10 @@ def test_serve_refuses_several_workers_on_the_memory_store_unless_allowed() -> N
     assert allowed.server.allow_unshared_store is True
 
 
-@pytest.mark.parametrize("wrong", ["0", "-1", "two"])
+@pytest.mark.parametrize("wrong", ["0", "-1", "two", "257"])
 def test_serve_workers_must_be_a_count_or_auto(
     wrong: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
         _serve_args("--workers", wrong)
-    assert "1 or more processes, or 'auto'" in capsys.readouterr().err
+    assert "1 to 256 processes, or 'auto'" in capsys.readouterr().err
