@@ -63,7 +63,8 @@ class PeerMetrics:
             writer.close()
 
     async def scrape(self) -> bytes:
-        """The sum over every worker, this one's own read last (the freshest)."""
+        """The sum over every worker, in the order of this one's own families (read last, the
+        freshest)."""
         retired_pids, retired = read_retired(self.directory)
         peers = [
             path
@@ -71,8 +72,8 @@ class PeerMetrics:
             if path.stem.isdigit() and int(path.stem) not in retired_pids | {self.pid}
         ]
         texts = await asyncio.gather(*(_read_peer(path) for path in peers))
-        expositions = [retired, *(parse(t) for t in texts if t is not None)]
-        expositions.append(parse(self._own().decode()))
+        own = parse(self._own().decode())
+        expositions = [own, *(parse(t) for t in texts if t is not None), retired]
         return render(merge(expositions, SHARED_STATE))
 
     async def retire(self, grace_s: float = RETIRE_GRACE_S) -> None:

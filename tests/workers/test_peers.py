@@ -82,3 +82,20 @@ async def test_a_worker_that_does_not_answer_is_left_out(directory: Path) -> Non
         assert _healthz(await a.scrape()) == 2
     finally:
         await a.close()
+
+
+async def test_a_scrape_lists_the_families_in_one_process_order(directory: Path) -> None:
+    metrics = _answered(Metrics(), 1)
+    add_retired(directory, 1009, parse(_answered(Metrics(), 2).render().decode()))
+    a = PeerMetrics(directory, metrics.render, pid=1001)
+    await a.serve()
+    try:
+        scraped = (await a.scrape()).decode()
+    finally:
+        await a.close()
+
+    def types(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("# TYPE")]
+
+    assert types(scraped) == types(metrics.render().decode())
+    assert _healthz(scraped.encode()) == 3
