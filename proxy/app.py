@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -33,6 +34,7 @@ from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
 from proxy.upstream.base import Upstream
 from proxy.upstream.windows import ModelWindows
+from proxy.workers.peers import PeerMetrics
 
 log = logging.getLogger("ctxproxy")
 
@@ -43,9 +45,11 @@ def create_app(
     counters: TokenCounters | None = None,
     catalog: ModelCatalog | None = None,
     clock: Callable[[], float] = time.time,
+    workers_dir: Path | None = None,
 ) -> web.Application:
     """The app. `counters` and `catalog` may be shared by apps in one process (tests do);
-    `clock` (wall-clock seconds) says when a prompt went upstream and how long ago."""
+    `clock` (wall-clock seconds) says when a prompt went upstream and how long ago;
+    `workers_dir`: this app is one worker of `--workers N` (`proxy.workers`)."""
     app = web.Application(
         middlewares=[edge_middleware],
         client_max_size=settings.server.max_body_bytes,
@@ -62,9 +66,32 @@ def create_app(
     )
     services.metrics.watch_calibration(services.calibration.snapshot)
     app[SERVICES] = services
+    if workers_dir is not None:
+        services.peers = PeerMetrics(workers_dir, services.metrics.render)
+        app.cleanup_ctx.append(_peer_metrics)  # closed last: counts every request
+        app.on_response_prepare.append(_worker_header)
     app.cleanup_ctx.append(_all_or_nothing)
     add_routes(app)
     return app
+
+
+WORKER_HEADER = "x-ctxproxy-worker"
+
+
+async def _worker_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Which worker answered (its process id), as its log lines say (`pid`)."""
+    response.headers[WORKER_HEADER] = str(os.getpid())
+
+
+async def _peer_metrics(app: web.Application) -> AsyncIterator[None]:
+    """This worker's metrics for the others' scrapes; its counts stay in the sums after it."""
+    peers = app[SERVICES].peers
+    assert peers is not None
+    await peers.serve()
+    try:
+        yield
+    finally:
+        await peers.retire()
 
 
 async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:

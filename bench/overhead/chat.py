@@ -81,6 +81,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="replace the Overhead section of bench/overhead/RESULTS.md",
     )
     parser.add_argument("--json", type=Path, help="also write every raw cell result here")
+    parser.add_argument(
+        "--workers",
+        action="store_true",
+        help="then compare ctxproxy --workers 1 and 2 (bench.overhead.workers)",
+    )
     args = parser.parse_args(argv)
     args.duration = args.duration or (2.0 if args.quick else 5.0)
     args.warmup = 1.0 if args.quick else 2.0
@@ -371,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         if sampler is not None:
             sampler.stop()
         procs.stop_all()
+    if args.workers:
+        from bench.overhead.workers import main as compare_workers
+
+        return compare_workers(["--write-results"] if args.write_results else [])
     return 0
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from proxy.policy.store import PolicyStore
     from proxy.synthetic.base import SearchWorker
     from proxy.upstream.base import Upstream
+    from proxy.workers.peers import PeerMetrics
 
 
 class NotStarted(RuntimeError):
@@ -52,6 +53,8 @@ class Services:
     policies: PolicyStore | None = None
     preparer: Preparer | None = None
     driver: CompletionDriver | None = None
+    peers: PeerMetrics | None = None
+    """Set in a worker of `--workers N`: /metrics answers the sum over the workers."""
 
     def started_store(self) -> ArtifactStore:
         if self.store is None:

@@ -4,9 +4,12 @@ as `key.path: problem` lines). Reading config.yaml and the environment is `setti
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -26,6 +29,7 @@ DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
 MAX_PARSED_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_WORKERS = 256
 
 
 class ConfigError(Exception):
@@ -65,6 +69,41 @@ class ServerSettings(_Strict):
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
     )
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
+        default=1,
+        description="Server processes sharing the port ('auto': one per CPU the process may "
+        "use); with more than one, store.kind must be 'redis' unless allow_unshared_store.",
+    )
+    allow_unshared_store: bool = Field(
+        default=False,
+        description="Let several workers run on the memory store: each worker then has its own "
+        "artifacts, and a read that reaches another worker finds nothing.",
+    )
+
+    def worker_count(self) -> int:
+        """`workers`, with 'auto' resolved to the CPUs this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return min(MAX_WORKERS, usable_cpus())
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cpus(cpu_max: Path | None = None) -> int:
+    """The CPUs this process may use, at least 1: its affinity mask (taskset, cpusets), and no
+    more than its cgroup's CPU quota rounded up (a container's `--cpus`, a pod's CPU limit)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        count = os.cpu_count() or 1
+    try:
+        quota, period = (cpu_max or CGROUP_CPU_MAX).read_text().split()[:2]
+        if quota != "max":
+            count = min(count, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here
+    return max(1, count)
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -357,6 +396,19 @@ class Settings(_Strict):
     def metrics_need_a_key(self) -> bool:
         auth = self.server.metrics_auth
         return auth == "keys" or (auth == "auto" and self.auth.mode == "keys")
+
+
+def unshared_store_problem(settings: Settings) -> str:
+    """Why these workers would not share their artifacts ("" when they would, or may)."""
+    server = settings.server
+    count = server.worker_count()
+    if count == 1 or settings.store.kind != "memory" or server.allow_unshared_store:
+        return ""
+    return (
+        f"server.workers: {count} workers on store.kind 'memory' would not share artifacts (an "
+        "artifact one worker stored is not found by another): use store.kind 'redis', or set "
+        "server.allow_unshared_store: true (--allow-unshared-store)"
+    )
 
 
 def _reference_problems(settings: Settings) -> list[str]:
