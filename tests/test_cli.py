@@ -167,14 +167,14 @@ def test_serve_reports_any_start_up_failure_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     def broken(*_: object) -> None:
-        raise RuntimeError("tokenizer files unreadable\nsecond line")
+        raise RuntimeError("policy files unreadable\nsecond line")
 
-    monkeypatch.setattr(app_module, "_warm_up", broken)
+    monkeypatch.setattr(app_module, "_check_tenant_policies", broken)
     config = tmp_path / "c.yaml"
     config.write_text("server: {port: 0}\n")
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{config}: start-up failed: RuntimeError: tokenizer files unreadable"]
+    assert err == [f"{config}: start-up failed: RuntimeError: policy files unreadable"]
 
 
 def test_start_up_summary_names_parts_without_secrets() -> None:
