@@ -103,6 +103,18 @@ def build_servers(
             {},
             60,
         ),
+        "ctxproxy-pass-asyncio": (
+            [
+                *ctxproxy,
+                "serve",
+                "--config",
+                str(ctxproxy_config(tmp / "asyncio.yaml", mock_port, "inspect", None, "asyncio")),
+                "--port",
+            ],
+            "/healthz",
+            {},
+            60,
+        ),
         "ctxproxy-offload": (
             [
                 *ctxproxy,
@@ -169,7 +181,7 @@ def validate(
                 if status != 200 or want not in data:
                     raise RuntimeError(f"{name} {size} stream={stream}: {status} {data[:300]!r}")
                 actions = head.get("x-ctxproxy-actions")
-                if name == "ctxproxy-pass" and actions != "none":
+                if name.startswith("ctxproxy-pass") and actions != "none":
                     raise RuntimeError(f"{name} {size}: expected no action, got {actions}")
                 reduced = actions and "offload_tool_results" in actions and "drop_turns" in actions
                 # never worse: a body whose reduction cannot pay for the read tools goes as it
