@@ -2,7 +2,7 @@
 under the same load, only while the measured requests run.
 
     python -m bench.overhead.profile_pass [--sizes 2KB,1MB] [--concurrency 8] [--duration 8]
-        [--top 15] [--own 15] [--event-loop auto]
+        [--top 15] [--own 15] [--event-loop auto] [--keep DIR]
 
 For each body size, the mock upstream, `ctxproxy serve` with the `inspect` policy (the
 passthrough: original bytes forwarded) and bench/overhead/ref_forwarder.py each run under
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import shutil
 import signal
 import sys
 import tempfile
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--own", type=int, default=15, help="functions of proxy/ listed")
     parser.add_argument("--event-loop", default="auto", choices=("auto", "uvloop", "asyncio"))
+    parser.add_argument("--keep", type=Path, help="copy the .prof files to this directory")
     args = parser.parse_args(argv)
     procs = Processes()
     py, profiled = sys.executable, str(HERE / "profiled.py")
@@ -193,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     server.stop()
+                    if args.keep:
+                        args.keep.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(out, args.keep / out.name)
     finally:
         procs.stop_all()
     return 0
