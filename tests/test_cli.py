@@ -16,6 +16,7 @@ from shared_tokens import shared_counters
 from proxy import app as app_module
 from proxy import prepare_cli
 from proxy.cli import main
+from proxy.http import event_loop as event_loop_module
 from proxy.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,3 +211,26 @@ def test_a_litellm_upstream_without_a_base_url_is_shown_by_its_provider() -> Non
     line = startup_summary(settings, ["default"], "bundled")
     assert "upstreams=gemini(litellm:gemini),any(litellm:default)" in line
     assert "://" not in line
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_uvloop_required_but_not_installed_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(event_loop_module, "uvloop_installed", lambda: False)
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: uvloop}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"{config}: server.event_loop: uvloop is not installed "
+        "(pip install 'ctxproxy[uvloop]'), or choose auto"
+    ]
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_an_unknown_loop_names_the_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: trio}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "server.event_loop" in capsys.readouterr().err

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 import uvloop
 
-from proxy.cli import main
 from proxy.http import event_loop
 from proxy.http.event_loop import chosen_loop, event_loop_problem, loop_factory
 
@@ -33,27 +31,3 @@ def test_asyncio_is_asyncio_s_own_loop_even_with_uvloop_installed() -> None:
     assert loop_factory("asyncio") is None
     with asyncio.Runner(loop_factory=loop_factory("asyncio")) as runner:
         assert not isinstance(runner.get_loop(), uvloop.Loop)
-
-
-def test_uvloop_required_but_not_installed_is_a_config_error(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    monkeypatch.setattr(event_loop, "uvloop_installed", lambda: False)
-    assert event_loop_problem("uvloop") is not None
-    config = tmp_path / "c.yaml"
-    config.write_text("server: {port: 0, event_loop: uvloop}\n")
-    assert main(["serve", "--config", str(config)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        f"{config}: server.event_loop: uvloop is not installed "
-        "(pip install 'ctxproxy[uvloop]'), or choose auto"
-    ]
-
-
-def test_an_unknown_loop_names_the_key(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text("server: {port: 0, event_loop: trio}\n")
-    assert main(["serve", "--config", str(config)]) == 2
-    assert "server.event_loop" in capsys.readouterr().err
