@@ -167,7 +167,6 @@ class HttpUpstream:
             timer.upstream_answered(self.name, sent)
         return _AiohttpResponse(response, self.name)
 
-
     def _parsed_url(self, path: str, query: str, at_root: bool) -> URL:
         """`url(path)` with `query`, as a `URL`; remembered when there is no query."""
         memo = not query and not at_root
