@@ -9,7 +9,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -32,7 +32,6 @@ from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
-from proxy.upstream.base import Upstream
 from proxy.upstream.windows import ModelWindows
 from proxy.workers.peers import PeerMetrics
 
@@ -188,7 +187,6 @@ def write_budgets(settings: Settings) -> WriteBudgets:
 
 
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
-    from proxy.artifacts.redis_store import RedisStore
     from proxy.artifacts.store import MemoryStore
 
     services = app[SERVICES]
@@ -196,6 +194,9 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     secret = _store_secret(services.settings)
     budgets = write_budgets(services.settings)
     if store_settings.shared:
+        # imported only here: redis-py and what it pulls in cost a memory-store process ~7 MB
+        from proxy.artifacts.redis_store import RedisStore
+
         redis_store = RedisStore(
             store_settings.url,
             secret,
@@ -260,9 +261,9 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     policies = PolicyStore.load(None if directory is None else Path(directory))
     _check_tenant_policies(services.settings, policies)
     counters, catalog = services.counters, services.catalog
-    # Load the encodings the upstreams speak and the model map now, not on the first request:
-    # building a tokenizer holds the GIL (~0.1 s for Claude's), in a worker thread too.
-    await asyncio.to_thread(_warm_up, counters, catalog, _warm_models(services.upstreams))
+    # The tokenizers and the model map are loaded on first use (`Preparer.prepare`, in a worker
+    # thread), each encoding when a request first needs it: o200k_base alone is ~45 MB, and a
+    # deployment that only sees one model family loads only that family's encoding.
     services.policies = policies
     services.metrics.watch_policies(lambda: policies.reload_failure is not None)
     preparer = Preparer(
@@ -299,15 +300,3 @@ def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:
     if missing:
         raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")
     policies.require(wanted)  # a hot reload that would lose one keeps the last good set
-
-
-def _warm_models(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
-    """A model of each encoding the configured upstreams speak natively (OpenAI's always)."""
-    natives = {upstream.native_format for upstream in upstreams.values()}
-    return ("gpt-4o", *(("claude-sonnet-4-5",) if "anthropic_messages" in natives else ()))
-
-
-def _warm_up(counters: TokenCounters, catalog: ModelCatalog, models: tuple[str, ...]) -> None:
-    for model in models:
-        counters.for_model(model).count_text("warm up")
-    catalog.lookup("gpt-4o")

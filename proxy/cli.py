@@ -121,6 +121,15 @@ def check_upstream_kinds(settings: Settings) -> None:
         raise ConfigError("\n".join(f"{settings.source}: {p}" for p in problems))
 
 
+def check_event_loop(settings: Settings) -> None:
+    """`server.event_loop` can be served here (uvloop, when required, is installed)."""
+    from proxy.http.event_loop import event_loop_problem
+
+    problem = event_loop_problem(settings.server.event_loop)
+    if problem is not None:
+        raise ConfigError(f"{settings.source}: server.event_loop: {problem}")
+
+
 def check_policies(settings: Settings) -> PolicyStore:
     """The policies the server will load, and every tenant's policy among them."""
     directory = None if settings.policies_dir is None else Path(settings.policies_dir)
@@ -154,6 +163,8 @@ def _quiet(name: str) -> Iterator[None]:
 def startup_summary(settings: Settings, policy_names: Sequence[str], policies_from: str) -> str:
     """One line: store kind, upstreams, policies and auth mode (never a key or a password)."""
     upstreams = ",".join(f"{u.name}({u.where()})" for u in settings.upstreams)
+    from proxy.http.event_loop import chosen_loop
+
     auth = settings.auth
     if auth.mode == "keys":
         who = "tenants=" + ",".join(t.name for t in settings.tenants if t.keys)
@@ -163,7 +174,8 @@ def startup_summary(settings: Settings, policy_names: Sequence[str], policies_fr
             who += " operator_key_in_passthrough=allowed"
     return (
         f"store={settings.store.kind} upstreams={upstreams} "
-        f"policies={','.join(policy_names)} ({policies_from}) auth={auth.mode} {who}"
+        f"policies={','.join(policy_names)} ({policies_from}) auth={auth.mode} {who} "
+        f"event_loop={chosen_loop(settings.server.event_loop)}"
     )
 
 
@@ -186,6 +198,7 @@ def _serve(args: argparse.Namespace) -> int:
         several = args.worker is not None or settings.server.worker_count() > 1
         configure_logging(settings.server.log_level, settings.server.log_format, pid=several)
         check_upstream_kinds(settings)
+        check_event_loop(settings)
         with _quiet(POLICY_LOGGER):  # the app loads them again and logs their warnings once
             policies = check_policies(settings)
     except ConfigError as exc:

@@ -18,6 +18,7 @@ from shared_tokens import shared_counters
 from proxy import app as app_module
 from proxy import prepare_cli
 from proxy.cli import _parser, main, with_serve_options
+from proxy.http import event_loop as event_loop_module
 from proxy.settings import ConfigError, Settings
 from proxy.settings.loading import load_settings
 
@@ -170,14 +171,14 @@ def test_serve_reports_any_start_up_failure_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     def broken(*_: object) -> None:
-        raise RuntimeError("tokenizer files unreadable\nsecond line")
+        raise RuntimeError("policy files unreadable\nsecond line")
 
-    monkeypatch.setattr(app_module, "_warm_up", broken)
+    monkeypatch.setattr(app_module, "_check_tenant_policies", broken)
     config = tmp_path / "c.yaml"
     config.write_text("server: {port: 0}\n")
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{config}: start-up failed: RuntimeError: tokenizer files unreadable"]
+    assert err == [f"{config}: start-up failed: RuntimeError: policy files unreadable"]
 
 
 def test_start_up_summary_names_parts_without_secrets() -> None:
@@ -244,3 +245,26 @@ def test_serve_workers_must_be_a_count_or_auto(
     with pytest.raises(SystemExit):
         _serve_args("--workers", wrong)
     assert "1 to 256 processes, or 'auto'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_uvloop_required_but_not_installed_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(event_loop_module, "uvloop_installed", lambda: False)
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: uvloop}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"{config}: server.event_loop: uvloop is not installed "
+        "(pip install 'ctxproxy[uvloop]'), or choose auto"
+    ]
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_an_unknown_loop_names_the_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: trio}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "server.event_loop" in capsys.readouterr().err

@@ -29,6 +29,7 @@ from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
 from proxy.errors import ErrorCode, error_envelope
+from proxy.http.event_loop import loop_factory
 from proxy.jsonio import dumps
 from proxy.settings import ServerSettings
 from proxy.workers.link import WorkerRole
@@ -219,7 +220,8 @@ def run_app(
     serving, and stopping the same way when the supervisor is gone."""
     raise_open_files_limit()
     tokenizers_on_one_core()
-    asyncio.run(_serve(app, host, port, limits, print, worker))
+    with asyncio.Runner(loop_factory=loop_factory(limits.event_loop)) as runner:
+        runner.run(_serve(app, host, port, limits, print, worker))
 
 
 async def _serve(

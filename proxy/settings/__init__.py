@@ -65,6 +65,11 @@ class ServerSettings(_Strict):
         description="GET /metrics: 'keys' needs a proxy key (auth mode 'keys'), 'none' is open; "
         "'auto' is 'keys' in auth mode 'keys' (labels name tenants), else 'none'.",
     )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop `serve` runs on: 'auto' is uvloop when it is installed "
+        "(the `uvloop` extra), else asyncio's own.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
