@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -33,8 +34,8 @@ from proxy.tokens.catalog import ModelCatalog
 from proxy.tokens.counters import TokenCounters
 from proxy.tokens.prices import PriceTable
 from proxy.upstream import UPSTREAM_KINDS
-from proxy.upstream.base import Upstream
 from proxy.upstream.windows import ModelWindows
+from proxy.workers.peers import PeerMetrics
 
 log = logging.getLogger("ctxproxy")
 
@@ -45,9 +46,11 @@ def create_app(
     counters: TokenCounters | None = None,
     catalog: ModelCatalog | None = None,
     clock: Callable[[], float] = time.time,
+    workers_dir: Path | None = None,
 ) -> web.Application:
     """The app. `counters` and `catalog` may be shared by apps in one process (tests do);
-    `clock` (wall-clock seconds) says when a prompt went upstream and how long ago."""
+    `clock` (wall-clock seconds) says when a prompt went upstream and how long ago;
+    `workers_dir`: this app is one worker of `--workers N` (`proxy.workers`)."""
     app = web.Application(
         middlewares=[edge_middleware],
         client_max_size=settings.server.max_body_bytes,
@@ -64,9 +67,32 @@ def create_app(
     )
     services.metrics.watch_calibration(services.calibration.snapshot)
     app[SERVICES] = services
+    if workers_dir is not None:
+        services.peers = PeerMetrics(workers_dir, services.metrics.render)
+        app.cleanup_ctx.append(_peer_metrics)  # closed last: counts every request
+        app.on_response_prepare.append(_worker_header)
     app.cleanup_ctx.append(_all_or_nothing)
     add_routes(app)
     return app
+
+
+WORKER_HEADER = "x-ctxproxy-worker"
+
+
+async def _worker_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Which worker answered (its process id), as its log lines say (`pid`)."""
+    response.headers[WORKER_HEADER] = str(os.getpid())
+
+
+async def _peer_metrics(app: web.Application) -> AsyncIterator[None]:
+    """This worker's metrics for the others' scrapes; its counts stay in the sums after it."""
+    peers = app[SERVICES].peers
+    assert peers is not None
+    await peers.serve()
+    try:
+        yield
+    finally:
+        await peers.retire()
 
 
 async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
@@ -128,7 +154,7 @@ async def _upstream_session(app: web.Application) -> AsyncIterator[None]:
 def _store_secret(settings: Settings) -> bytes:
     if settings.store.secret:
         return settings.store.secret.encode()
-    if settings.store.kind == "redis":
+    if settings.store.shared:
         log.warning(
             "store.secret is empty: each process draws its own, so after a restart and on every "
             "other replica the same content gets another artifact id and the proxy's earlier "
@@ -164,17 +190,21 @@ def write_budgets(settings: Settings) -> WriteBudgets:
 
 
 async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
-    from proxy.artifacts.redis_store import RedisStore
     from proxy.artifacts.store import MemoryStore
 
     services = app[SERVICES]
     store_settings = services.settings.store
     secret = _store_secret(services.settings)
     budgets = write_budgets(services.settings)
-    if store_settings.kind == "redis":
+    if store_settings.shared:
+        # imported only here: redis-py and what it pulls in cost a memory-store process ~7 MB
+        from proxy.artifacts.redis_store import RedisStore
+
         redis_store = RedisStore(
             store_settings.url,
             secret,
+            cluster=store_settings.kind == "redis-cluster",
+            cluster_nodes=store_settings.cluster_nodes,
             key_prefix=store_settings.key_prefix,
             pool_size=store_settings.pool_size,
             pool_timeout=store_settings.pool_timeout_s,
@@ -261,9 +291,9 @@ async def _policies(app: web.Application) -> AsyncIterator[None]:
     policies = PolicyStore.load(None if directory is None else Path(directory))
     _check_tenant_policies(services.settings, policies)
     counters, catalog = services.counters, services.catalog
-    # Load the encodings the upstreams speak and the model map now, not on the first request:
-    # building a tokenizer holds the GIL (~0.1 s for Claude's), in a worker thread too.
-    await asyncio.to_thread(_warm_up, counters, catalog, _warm_models(services.upstreams))
+    # The tokenizers and the model map are loaded on first use (`Preparer.prepare`, in a worker
+    # thread), each encoding when a request first needs it: o200k_base alone is ~45 MB, and a
+    # deployment that only sees one model family loads only that family's encoding.
     services.policies = policies
     services.metrics.watch_policies(lambda: policies.reload_failure is not None)
     preparer = Preparer(
@@ -300,15 +330,3 @@ def _check_tenant_policies(settings: Settings, policies: PolicyStore) -> None:
     if missing:
         raise ValueError(f"{settings.source}: tenants: unknown policy {', '.join(missing)}")
     policies.require(wanted)  # a hot reload that would lose one keeps the last good set
-
-
-def _warm_models(upstreams: Mapping[str, Upstream]) -> tuple[str, ...]:
-    """A model of each encoding the configured upstreams speak natively (OpenAI's always)."""
-    natives = {upstream.native_format for upstream in upstreams.values()}
-    return ("gpt-4o", *(("claude-sonnet-4-5",) if "anthropic_messages" in natives else ()))
-
-
-def _warm_up(counters: TokenCounters, catalog: ModelCatalog, models: tuple[str, ...]) -> None:
-    for model in models:
-        counters.for_model(model).count_text("warm up")
-    catalog.lookup("gpt-4o")

@@ -19,9 +19,16 @@ from pathlib import Path
 
 from proxy import records_cli
 from proxy.policy.store import PolicyLoadError, PolicyStore
-from proxy.settings import ConfigError, Settings
+from proxy.settings import (
+    MAX_WORKERS,
+    ConfigError,
+    ServerSettings,
+    Settings,
+    unshared_store_problem,
+)
 from proxy.settings.loading import load_settings
 from proxy.settings.startup import startup_warnings
+from proxy.workers.link import WorkerRole
 
 EXIT_CONFIG = 2
 POLICY_LOGGER = "ctxproxy.policy"
@@ -45,6 +52,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="config.yaml (default: the embedded default)")
     serve.add_argument("--host", help="override server.host")
     serve.add_argument("--port", type=int, help="override server.port")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        help="override server.workers: processes serving the port (a number, or 'auto': one "
+        "per CPU)",
+    )
+    serve.add_argument(
+        "--allow-unshared-store",
+        action="store_true",
+        default=None,
+        help="set server.allow_unshared_store: several workers on the memory store",
+    )
+    serve.add_argument("--worker", help=argparse.SUPPRESS)  # set by the supervisor (workers.link)
     policy = sub.add_parser("policy", help="policy files")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True)
     check = policy_sub.add_parser("check", help="validate a policy file or directory")
@@ -62,6 +82,39 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _workers(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(
+            f"1 to {MAX_WORKERS} processes, or 'auto'; not {value!r}"
+        )
+    return count
+
+
+def with_serve_options(settings: Settings, args: argparse.Namespace) -> Settings:
+    """`settings` with the command line's overrides of `server`, checked like the file's keys."""
+    overrides = {
+        key: value
+        for key, value in (
+            ("workers", args.workers),
+            ("allow_unshared_store", args.allow_unshared_store),
+        )
+        if value is not None
+    }
+    if overrides:
+        server = ServerSettings.model_validate({**settings.server.model_dump(), **overrides})
+        settings = settings.model_copy(update={"server": server})
+    problem = unshared_store_problem(settings)
+    if problem:
+        raise ConfigError(f"{settings.source}: {problem}")
+    return settings
+
+
 def check_upstream_kinds(settings: Settings) -> None:
     """Every upstream names a registered kind (`proxy.upstream.UPSTREAM_KINDS`)."""
     from proxy.upstream import unknown_upstream_kinds
@@ -69,6 +122,15 @@ def check_upstream_kinds(settings: Settings) -> None:
     problems = unknown_upstream_kinds(list(settings.upstreams))
     if problems:
         raise ConfigError("\n".join(f"{settings.source}: {p}" for p in problems))
+
+
+def check_event_loop(settings: Settings) -> None:
+    """`server.event_loop` can be served here (uvloop, when required, is installed)."""
+    from proxy.http.event_loop import event_loop_problem
+
+    problem = event_loop_problem(settings.server.event_loop)
+    if problem is not None:
+        raise ConfigError(f"{settings.source}: server.event_loop: {problem}")
 
 
 def check_policies(settings: Settings) -> PolicyStore:
@@ -104,6 +166,8 @@ def _quiet(name: str) -> Iterator[None]:
 def startup_summary(settings: Settings, policy_names: Sequence[str], policies_from: str) -> str:
     """One line: store kind, upstreams, policies and auth mode (never a key or a password)."""
     upstreams = ",".join(f"{u.name}({u.where()})" for u in settings.upstreams)
+    from proxy.http.event_loop import chosen_loop
+
     auth = settings.auth
     if auth.mode == "keys":
         who = "tenants=" + ",".join(t.name for t in settings.tenants if t.keys)
@@ -113,7 +177,8 @@ def startup_summary(settings: Settings, policy_names: Sequence[str], policies_fr
             who += " operator_key_in_passthrough=allowed"
     return (
         f"store={settings.store.kind} upstreams={upstreams} "
-        f"policies={','.join(policy_names)} ({policies_from}) auth={auth.mode} {who}"
+        f"policies={','.join(policy_names)} ({policies_from}) auth={auth.mode} {who} "
+        f"event_loop={chosen_loop(settings.server.event_loop)}"
     )
 
 
@@ -129,40 +194,98 @@ def startup_failure(settings: Settings, exc: BaseException, host: str, port: int
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proxy.app import create_app
-    from proxy.http.server import run_app
     from proxy.logs import configure_logging
 
     try:
-        settings = load_settings(args.config)
-        configure_logging(settings.server.log_level, settings.server.log_format)
+        settings = with_serve_options(load_settings(args.config), args)
+        several = args.worker is not None or settings.server.worker_count() > 1
+        configure_logging(settings.server.log_level, settings.server.log_format, pid=several)
         check_upstream_kinds(settings)
+        check_event_loop(settings)
         with _quiet(POLICY_LOGGER):  # the app loads them again and logs their warnings once
             policies = check_policies(settings)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_CONFIG
+    if args.worker is not None:
+        return _serve_app(settings, "", 0, "", WorkerRole.parse(args.worker))
     for warning in startup_warnings(settings):
         log.warning("%s: %s", settings.source, warning)
     host = args.host or settings.server.host
     port = settings.server.port if args.port is None else args.port
-    where = settings.policies_dir or "bundled"
-    summary = startup_summary(settings, policies.names(), where)
+    summary = startup_summary(settings, policies.names(), settings.policies_dir or "bundled")
+    count = settings.server.worker_count()
+    if count > 1:
+        return _supervise(settings, args, host, port, f"{summary} workers={count}")
+    return _serve_app(settings, host, port, summary, None)
+
+
+def _serve_app(
+    settings: Settings, host: str, port: int, summary: str, worker: WorkerRole | None
+) -> int:
+    """One process serving (alone, or as a worker: then it prints nothing when it serves)."""
+    from proxy.app import create_app
+    from proxy.http.server import run_app
+
     started = False
 
     def listening(_: str) -> None:
         nonlocal started
         started = True
-        print(f"ctxproxy {ctxproxy_version()} listening on http://{host}:{port}: {summary}")
+        if worker is None:
+            print(f"ctxproxy {ctxproxy_version()} listening on http://{host}:{port}: {summary}")
 
+    directory = None if worker is None else worker.directory
     try:
-        run_app(create_app(settings), host=host, port=port, limits=settings.server, print=listening)
+        app = create_app(settings, workers_dir=directory)
+        run_app(app, host=host, port=port, limits=settings.server, print=listening, worker=worker)
     except Exception as exc:
         if started:  # a failure while shutting down: the traceback is worth having
             raise
         print(startup_failure(settings, exc, host, port), file=sys.stderr)
         return EXIT_CONFIG
     return 0
+
+
+def _supervise(
+    settings: Settings, args: argparse.Namespace, host: str, port: int, summary: str
+) -> int:
+    """`server.workers` processes on one port (`proxy.workers.supervisor`)."""
+    import asyncio
+    import shutil
+    import tempfile
+
+    from proxy.workers.listen import listening_sockets
+    from proxy.workers.supervisor import Supervisor
+
+    count = settings.server.worker_count()
+    try:
+        sockets = listening_sockets(host, port, count)
+    except OSError as exc:
+        print(startup_failure(settings, exc, host, port), file=sys.stderr)
+        return EXIT_CONFIG
+    bound = sockets[0].getsockname()[1]
+
+    def listening() -> None:
+        print(f"ctxproxy {ctxproxy_version()} listening on http://{host}:{bound}: {summary}")
+
+    directory = Path(tempfile.mkdtemp(prefix="ctxproxy-workers-"))
+    try:
+        supervisor = Supervisor(_worker_argv(args, settings), sockets, directory, listening)
+        return asyncio.run(supervisor.run())
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """How the supervisor starts a worker (it adds `--worker`): the same config file, read again
+    at each start, and the same worker options."""
+    argv = [sys.executable, "-m", "proxy.cli", "serve", "--workers", str(settings.server.workers)]
+    if args.config is not None:
+        argv += ["--config", str(Path(args.config).resolve())]
+    if settings.server.allow_unshared_store:
+        argv.append("--allow-unshared-store")
+    return argv
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from proxy.stats import RequestStats
 ACCESS_LOGGER = "ctxproxy.access"
 _access = logging.getLogger(ACCESS_LOGGER)
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+_TEXT_FORMAT_PID = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
 MASK = "***"
 
 _SECRETS = (
@@ -76,7 +77,12 @@ _JSON_VALUES = (str, int, float, bool, type(None), list, dict)
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; `extra` fields become top-level keys."""
+    """One JSON object per line; `extra` fields become top-level keys; with `pid`, the process
+    id as `pid` (`--workers N`: which worker, or the supervisor, wrote the line)."""
+
+    def __init__(self, pid: bool = False) -> None:
+        super().__init__()
+        self._pid = pid
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -85,6 +91,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if self._pid:
+            out["pid"] = record.process
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in out and isinstance(value, _JSON_VALUES):
                 out[key] = value  # a library's own record fields (sentinels, objects) stay out
@@ -97,12 +105,16 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
-def configure_logging(level: str, log_format: Literal["json", "text"]) -> logging.Handler:
-    """The root handler of `ctxproxy serve` (stderr), replacing any handler already there."""
+def configure_logging(
+    level: str, log_format: Literal["json", "text"], *, pid: bool = False
+) -> logging.Handler:
+    """The root handler of `ctxproxy serve` (stderr), replacing any handler already there;
+    `pid`: each line names its process (several processes write to one stderr)."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if log_format == "json" else logging.Formatter(_TEXT_FORMAT)
-    )
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(pid))
+    else:
+        handler.setFormatter(logging.Formatter(_TEXT_FORMAT_PID if pid else _TEXT_FORMAT))
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     for old in list(root.handlers):

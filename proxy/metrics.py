@@ -32,7 +32,11 @@ from proxy.synthetic.base import CallStatus
 from proxy.tokens.calibration import KeySnapshot
 from proxy.tokens.calibration_rule import CalibrationKey, RatioSource
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "SHARED_STATE", "Metrics"]
+
+SHARED_STATE = frozenset({"ctxproxy_count_ratio_samples"})
+"""Counters whose value every replica on one store reads from it (the calibration's merged
+samples): several workers show the same value, which a sum would count once per worker."""
 
 _LATENCY_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120

@@ -12,6 +12,7 @@ from fakes import FakeUpstream
 from fakes.wire import PARALLEL_TOOL_CALLS_SSE, wire_file
 from hang_report import pytest_timeout_set_timer  # noqa: F401  (a hook: names a test that hangs)
 from hypothesis_profiles import load_profile
+from redis_cluster import LocalCluster, require_cluster_binaries
 
 # CI runs the property tests on a fixed sequence of examples (reproducible red or green);
 # developers' runs explore new random examples every time; `HYPOTHESIS_PROFILE=nightly` draws
@@ -70,3 +71,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = items[: len(items) - len(slow)]
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """A private Redis Cluster (3 masters + 3 replicas) shared by the tests that only read and
+    write it (each under its own key prefix); a test that kills a node starts its own. FAILS
+    when redis-server or redis-cli is missing."""
+    cluster = LocalCluster(*require_cluster_binaries())
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.cleanup()

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,13 +111,13 @@ async def test_a_failed_start_up_closes_what_already_started(
 ) -> None:
     # aiohttp runs no cleanup when its start-up fails: the app must close what it opened
     def broken(*_: object) -> None:
-        raise RuntimeError("cannot warm up")
+        raise RuntimeError("cannot check the policies")
 
-    monkeypatch.setattr(app_module, "_warm_up", broken)
+    monkeypatch.setattr(app_module, "_check_tenant_policies", broken)
     counters, catalog = shared_parts()
     app = create_app(make_settings(UPSTREAM), counters=counters, catalog=catalog)
     runner = web.AppRunner(app)
-    with pytest.raises(RuntimeError, match="cannot warm up"):
+    with pytest.raises(RuntimeError, match="cannot check the policies"):
         await runner.setup()
     services = app[SERVICES]
     [upstream] = services.upstreams.values()
@@ -120,18 +125,19 @@ async def test_a_failed_start_up_closes_what_already_started(
     assert services.store is not None and services.preparer is None
 
 
-@pytest.mark.parametrize(("kind", "claude_loaded"), [("openai", False), ("anthropic", True)])
-async def test_start_up_loads_the_encodings_the_upstreams_speak(
-    kind: str, claude_loaded: bool
-) -> None:
-    """Building a tokenizer holds the GIL (~0.1 s for Claude's), in a worker thread too: the
-    encodings of the configured upstreams' own formats are built before the first request."""
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_start_up_loads_no_tokenizer_and_no_model_map(kind: str) -> None:
+    """Each encoding is loaded when a request first needs it (a deployment that only sees one
+    model family loads one; o200k_base alone is ~45 MB), and the model map with the first
+    request: a process at rest holds neither."""
     upstreams = [{"name": "u", "kind": kind, "base_url": UPSTREAM}]
-    counters = TokenCounters()
-    proxy = await start_proxy(make_settings(UPSTREAM, upstreams=upstreams), counters=counters)
+    counters, catalog = TokenCounters(), ModelCatalog()
+    settings = make_settings(UPSTREAM, upstreams=upstreams)
+    proxy = await start_proxy(settings, counters=counters, catalog=catalog)
     try:
-        assert counters.loaded("gpt-4o")
-        assert counters.loaded("claude-sonnet-4-5") is claude_loaded
+        assert not counters.loaded("gpt-4o")
+        assert not counters.loaded("claude-sonnet-4-5")
+        assert not catalog.loaded()
     finally:
         await proxy.stop()
 
@@ -158,3 +164,68 @@ async def test_shutdown_ends_the_calibration_sync_after_its_store_lost_a_cancell
         await proxy.stop()  # a hang fails here instead of hanging the run
     assert shared.lost_cancellations == 1
     assert shared.exchanges == 2  # the stuck one, then the last one
+
+
+LAZY_START = """
+import asyncio, json, sys
+
+import aiohttp
+from fakes import FakeUpstream
+from proxy_harness import make_settings, start_proxy
+
+from proxy.tokens.catalog import ModelCatalog
+from proxy.tokens.counters import TokenCounters
+
+HEAVY = ("litellm", "tiktoken", "tokenizers", "redis")
+
+
+async def main() -> None:
+    async with FakeUpstream() as upstream:
+        counters, catalog = TokenCounters(), ModelCatalog()
+        proxy = await start_proxy(
+            make_settings(upstream.base_url), counters=counters, catalog=catalog
+        )
+        at_rest = [name for name in HEAVY if name in sys.modules]
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}
+        async with aiohttp.ClientSession() as client:
+            async with client.post(
+                proxy.base_url + "/chat/completions",
+                json=body,
+                headers={"Authorization": "Bearer sk-test"},
+            ) as answer:
+                status, tokens = answer.status, answer.headers.get("x-ctxproxy-tokens-before")
+        loaded = {
+            model: counters.loaded(model)
+            for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5", "llama-3-70b")
+        }
+        served = [name for name in HEAVY if name in sys.modules]
+        await proxy.stop()
+    print(json.dumps({"at_rest": at_rest, "served": served, "status": status,
+                      "tokens": tokens, "loaded": loaded, "map": catalog.loaded()}))
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_fresh_process_loads_only_what_its_first_openai_request_needs() -> None:
+    """A fresh process (its own interpreter: nothing imported by other tests) starts without
+    litellm, a tokenizer library or redis-py, and one gpt-4o request loads tiktoken's o200k_base
+    and the model map, and nothing else: no other encoding, no HF `tokenizers`, no litellm."""
+    support = Path(__file__).parent / "support"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(support), str(support.parents[1])])}
+    ran = subprocess.run(
+        [sys.executable, "-c", LAZY_START], capture_output=True, text=True, env=env, timeout=240
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert seen["status"] == 200 and int(seen["tokens"]) > 0
+    assert seen["at_rest"] == []
+    assert seen["served"] == ["tiktoken"]
+    assert seen["loaded"] == {
+        "gpt-4o": True,  # o200k_base
+        "gpt-4": False,  # cl100k_base
+        "claude-sonnet-4-5": False,  # HF tokenizers
+        "llama-3-70b": False,  # the estimate, which loads nothing, is not built either
+    }
+    assert seen["map"] is True

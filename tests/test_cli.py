@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import re
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -15,8 +17,10 @@ from shared_tokens import shared_counters
 
 from proxy import app as app_module
 from proxy import prepare_cli
-from proxy.cli import main
-from proxy.settings import Settings
+from proxy.cli import _parser, main, with_serve_options
+from proxy.http import event_loop as event_loop_module
+from proxy.settings import ConfigError, Settings
+from proxy.settings.loading import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -167,14 +171,14 @@ def test_serve_reports_any_start_up_failure_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     def broken(*_: object) -> None:
-        raise RuntimeError("tokenizer files unreadable\nsecond line")
+        raise RuntimeError("policy files unreadable\nsecond line")
 
-    monkeypatch.setattr(app_module, "_warm_up", broken)
+    monkeypatch.setattr(app_module, "_check_tenant_policies", broken)
     config = tmp_path / "c.yaml"
     config.write_text("server: {port: 0}\n")
     assert main(["serve", "--config", str(config)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{config}: start-up failed: RuntimeError: tokenizer files unreadable"]
+    assert err == [f"{config}: start-up failed: RuntimeError: policy files unreadable"]
 
 
 def test_start_up_summary_names_parts_without_secrets() -> None:
@@ -210,3 +214,57 @@ def test_a_litellm_upstream_without_a_base_url_is_shown_by_its_provider() -> Non
     line = startup_summary(settings, ["default"], "bundled")
     assert "upstreams=gemini(litellm:gemini),any(litellm:default)" in line
     assert "://" not in line
+
+
+def _serve_args(*argv: str) -> argparse.Namespace:
+    return _parser().parse_args(["serve", *argv])
+
+
+def test_serve_options_override_the_workers_keys(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {workers: 4}\nstore: {kind: redis}\n")
+    settings = load_settings(config)
+    assert with_serve_options(settings, _serve_args()).server.workers == 4
+    assert with_serve_options(settings, _serve_args("--workers", "auto")).server.workers == "auto"
+    assert with_serve_options(settings, _serve_args("--workers", "2")).server.workers == 2
+
+
+def test_serve_refuses_several_workers_on_the_memory_store_unless_allowed() -> None:
+    settings = load_settings(None)
+    refusal = re.escape("<embedded default>: server.workers: 2 workers")
+    with pytest.raises(ConfigError, match=refusal):
+        with_serve_options(settings, _serve_args("--workers", "2"))
+    allowed = with_serve_options(settings, _serve_args("--workers", "2", "--allow-unshared-store"))
+    assert allowed.server.allow_unshared_store is True
+
+
+@pytest.mark.parametrize("wrong", ["0", "-1", "two", "257"])
+def test_serve_workers_must_be_a_count_or_auto(
+    wrong: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        _serve_args("--workers", wrong)
+    assert "1 to 256 processes, or 'auto'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_uvloop_required_but_not_installed_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setattr(event_loop_module, "uvloop_installed", lambda: False)
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: uvloop}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"{config}: server.event_loop: uvloop is not installed "
+        "(pip install 'ctxproxy[uvloop]'), or choose auto"
+    ]
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_an_unknown_loop_names_the_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {port: 0, event_loop: trio}\n")
+    assert main(["serve", "--config", str(config)]) == 2
+    assert "server.event_loop" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,3 +279,12 @@ def test_a_librarys_own_record_fields_stay_out_of_the_json_line() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert line["message"] == "provider said no" and line["request_id"] == "r1"
     assert "litellm_redacted" not in line
+
+
+@pytest.mark.usefixtures("root_handlers")
+def test_several_processes_name_themselves_in_each_line() -> None:
+    record = logging.LogRecord("ctxproxy", logging.INFO, __file__, 1, "hello", None, None)
+    assert json.loads(JsonFormatter(pid=True).format(record))["pid"] == os.getpid()
+    assert "pid" not in json.loads(JsonFormatter().format(record))
+    handler = configure_logging("INFO", "text", pid=True)
+    assert f"[{os.getpid()}] INFO ctxproxy hello" in handler.format(record)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "gpt-4o"
-SIZES = {"2KB": 2 * 1024, "100KB": 100 * 1024}
+SIZES = {"2KB": 2 * 1024, "100KB": 100 * 1024, "1MB": 1024 * 1024}
 AUTHORIZATION = "Bearer sk-ab-passthrough"
 POLICY = (
     "extends: default\nbudget:\n  context_window: 2000000\n"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.overhead.bodies import SIZES, write_bodies
+from bench.overhead.cpu_targets import cpu_rows, rest_rows
 from bench.overhead.load import Load, Loader
 from bench.overhead.procs import Processes, RssSampler, Server, pin
 from bench.overhead.report import (
@@ -53,8 +54,9 @@ from bench.overhead.servers import (
     reset_hwm,
     validate,
 )
+from proxy.http.event_loop import chosen_loop
 
-PROXIES = ("reference", "ctxproxy-pass", "ctxproxy-offload", "litellm")
+PROXIES = ("reference", "ctxproxy-pass", "ctxproxy-pass-asyncio", "ctxproxy-offload", "litellm")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +83,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="replace the Overhead section of bench/overhead/RESULTS.md",
     )
     parser.add_argument("--json", type=Path, help="also write every raw cell result here")
+    parser.add_argument(
+        "--workers",
+        action="store_true",
+        help="then compare ctxproxy --workers 1 and 2 (bench.overhead.workers)",
+    )
     args = parser.parse_args(argv)
     args.duration = args.duration or (2.0 if args.quick else 5.0)
     args.warmup = 1.0 if args.quick else 2.0
@@ -118,7 +125,6 @@ def machine_facts(loader: str) -> dict[str, str]:
             versions[dist] = version(dist)
         except Exception:
             versions[dist] = "absent"
-    load1, load5, _ = os.getloadavg()
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": str(os.cpu_count()),
@@ -127,7 +133,9 @@ def machine_facts(loader: str) -> dict[str, str]:
         "kernel": platform.release(),
         "versions": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "loader": loader,
-        "loadavg_at_start": f"{load1:.2f} (1 min), {load5:.2f} (5 min)",
+        "loadavg_at_start": Path("/proc/loadavg").read_text().strip(),
+        "event loops": f"ctxproxy-pass {chosen_loop('auto')}, ctxproxy-pass-asyncio asyncio, "
+        "reference asyncio",
     }
 
 
@@ -137,10 +145,11 @@ def run_cells(
     loader: Loader,
     bodies: dict[tuple[str, bool], Path],
     sampler: RssSampler,
+    rest_kb: dict[str, int],
 ) -> tuple[list[Cell], dict[str, dict[str, Any]]]:
     cells: list[Cell] = []
     memory: dict[str, dict[str, Any]] = {
-        name: {"start_kb": servers[name].rss_kb(), "hwm_kb": {}}
+        name: {"rest_kb": rest_kb[name], "start_kb": servers[name].rss_kb(), "hwm_kb": {}}
         for name in servers
         if name in PROXIES
     }
@@ -239,7 +248,7 @@ def render(
     elapsed: float,
     command: str,
 ) -> str:
-    goals = targets(res, memory, args.sizes)
+    goals = targets(res, memory, args.sizes) + rest_rows(memory) + cpu_rows(res)
     out = [
         "## Overhead",
         "",
@@ -340,11 +349,14 @@ def main(argv: list[str] | None = None) -> int:
             for server in servers.values():
                 server.wait_ready()
             print(f"all servers ready after {time.monotonic() - started:.0f}s", flush=True)
+            time.sleep(1.0)  # what start-up left behind settles (threads, freed memory)
+            rest_kb = {name: servers[name].rss_kb() for name in servers if name in PROXIES}
             notes = validate(servers, bodies, list(sizes))
             sampler = RssSampler([s for n, s in servers.items() if n in PROXIES])
             sampler.start()
-            cells, memory = run_cells(args, servers, loader, bodies, sampler)
+            cells, memory = run_cells(args, servers, loader, bodies, sampler, rest_kb)
             sampler.stop()
+            facts["loadavg_at_end"] = Path("/proc/loadavg").read_text().strip()
             memory_summary(memory, sampler.samples, {k: SIZES[k] for k in sizes})
             res = Results(cells)
             section = render(args, facts, res, memory, notes, time.monotonic() - started, command)
@@ -371,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         if sampler is not None:
             sampler.stop()
         procs.stop_all()
+    if args.workers:
+        from bench.overhead.workers import main as compare_workers
+
+        return compare_workers(["--write-results"] if args.write_results else [])
     return 0
 
 

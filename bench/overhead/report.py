@@ -12,7 +12,9 @@ from typing import Any
 CONFIGS = {
     "direct": "direct to the mock",
     "reference": "bench/overhead/ref_forwarder.py (aiohttp, one pooled ClientSession)",
-    "ctxproxy-pass": "ctxproxy, policy `inspect` (counts, changes nothing: original bytes)",
+    "ctxproxy-pass": "ctxproxy, policy `inspect` (counts, changes nothing: original bytes), "
+    "`server.event_loop: auto` (uvloop when installed)",
+    "ctxproxy-pass-asyncio": "the same on asyncio's own event loop (`server.event_loop: asyncio`)",
     "ctxproxy-offload": (
         "ctxproxy, bench/overhead/policies/overhead-offload.yaml (offload + drop turns)"
     ),
@@ -23,6 +25,7 @@ SHORT = {
     "direct": "direct",
     "reference": "ref",
     "ctxproxy-pass": "pass",
+    "ctxproxy-pass-asyncio": "pass-asyncio",
     "ctxproxy-offload": "offload",
     "litellm": "litellm",
 }
@@ -199,9 +202,9 @@ def memory_summary(
 
 def rss_table(memory: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| process | RSS at start MB | peak RSS, unbuffered cells MB | RSS range per phase MB "
-        "| VmHWM MB | worst growth within a cell MB | flat |",
-        "|---|---|---|---|---|---|---|",
+        "| process | RSS at rest MB | RSS after the checks MB | peak RSS, unbuffered cells MB "
+        "| RSS range per phase MB | VmHWM MB | worst growth within a cell MB | flat |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, info in memory.items():
         ranges = ", ".join(
@@ -210,7 +213,7 @@ def rss_table(memory: dict[str, dict[str, Any]]) -> str:
         peaks = ", ".join(f"{k} {v / 1024:.0f}" for k, v in info["hwm_kb"].items())
         growth = f"{info['worst_growth_kb'] / 1024:+.1f} ({info['worst_growth_cell'] or '-'})"
         lines.append(
-            f"| {name} | {info['start_kb'] / 1024:.0f} | "
+            f"| {name} | {info.get('rest_kb', 0) / 1024:.0f} | {info['start_kb'] / 1024:.0f} | "
             f"{info['unbuffered_peak_kb'] / 1024:.0f} | {ranges} | {peaks} | {growth} | "
             f"{'yes' if info['flat'] else 'NO'} |"
         )

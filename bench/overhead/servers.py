@@ -21,6 +21,7 @@ BIN = Path(sys.executable).parent
 MASTER_KEY = "sk-1f0e5a7c9b3d4e2f8a6b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f"
 AUTHORIZATION = f"Bearer {MASTER_KEY}"
 
+
 def cpu_layout(no_pin: bool) -> tuple[set[int] | None, set[int] | None, set[int] | None]:
     """(load generator, mock, process under test) CPU sets."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -31,9 +32,12 @@ def cpu_layout(no_pin: bool) -> tuple[set[int] | None, set[int] | None, set[int]
     return {cpus[0]}, {cpus[1]}, {cpus[2]}
 
 
-def _ctxproxy_config(path: Path, mock_port: int, policy: str, policies_dir: Path | None) -> Path:
+def ctxproxy_config(
+    path: Path, mock_port: int, policy: str, policies_dir: Path | None, event_loop: str = "auto"
+) -> Path:
+    """A config.yaml for ctxproxy in front of the mock (`event_loop`: `server.event_loop`)."""
     lines = [
-        "server: {log_level: WARNING, max_body_bytes: 67108864}",
+        f"server: {{log_level: WARNING, max_body_bytes: 67108864, event_loop: {event_loop}}}",
         f"upstreams: [{{name: mock, base_url: 'http://127.0.0.1:{mock_port}/v1', "
         "max_connections: 256}]",
         "auth: {mode: passthrough, passthrough_tenant: bench}",
@@ -92,7 +96,19 @@ def build_servers(
                 *ctxproxy,
                 "serve",
                 "--config",
-                str(_ctxproxy_config(tmp / "pass.yaml", mock_port, "inspect", None)),
+                str(ctxproxy_config(tmp / "pass.yaml", mock_port, "inspect", None)),
+                "--port",
+            ],
+            "/healthz",
+            {},
+            60,
+        ),
+        "ctxproxy-pass-asyncio": (
+            [
+                *ctxproxy,
+                "serve",
+                "--config",
+                str(ctxproxy_config(tmp / "asyncio.yaml", mock_port, "inspect", None, "asyncio")),
                 "--port",
             ],
             "/healthz",
@@ -104,11 +120,7 @@ def build_servers(
                 *ctxproxy,
                 "serve",
                 "--config",
-                str(
-                    _ctxproxy_config(
-                        tmp / "offload.yaml", mock_port, "overhead-offload", POLICIES
-                    )
-                ),
+                str(ctxproxy_config(tmp / "offload.yaml", mock_port, "overhead-offload", POLICIES)),
                 "--port",
             ],
             "/healthz",
@@ -169,7 +181,7 @@ def validate(
                 if status != 200 or want not in data:
                     raise RuntimeError(f"{name} {size} stream={stream}: {status} {data[:300]!r}")
                 actions = head.get("x-ctxproxy-actions")
-                if name == "ctxproxy-pass" and actions != "none":
+                if name.startswith("ctxproxy-pass") and actions != "none":
                     raise RuntimeError(f"{name} {size}: expected no action, got {actions}")
                 reduced = actions and "offload_tool_results" in actions and "drop_turns" in actions
                 # never worse: a body whose reduction cannot pay for the read tools goes as it

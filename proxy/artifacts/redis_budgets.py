@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from proxy.artifacts.budgets import WriteBudget
+from proxy.artifacts.redis_clients import RedisClient
 
 WRITE = """
 local live_key, exp_key, rate_key, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -192,7 +192,7 @@ def limit_arg(value: int | None) -> int:
     return _NONE if value is None else value
 
 
-async def touch(redis: Redis, keys: ScopeKeys, ttl: int) -> Any:
+async def touch(redis: RedisClient, keys: ScopeKeys, ttl: int) -> Any:
     """`TOUCH` once more, after Redis answered NOSCRIPT to it in the refresh (a restart)."""
     await redis.script_load(TOUCH)
     live, expiry, _ = keys.accounting
@@ -200,7 +200,7 @@ async def touch(redis: Redis, keys: ScopeKeys, ttl: int) -> Any:
 
 
 async def write(
-    redis: Redis,
+    redis: RedisClient,
     keys: ScopeKeys,
     values: Mapping[str, bytes],
     sizes: Mapping[str, int],

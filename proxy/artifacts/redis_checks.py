@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 
 def eviction_policy_warning(policy: str) -> str | None:
     """The start-up warning for Redis' `maxmemory-policy`, or None when it is safe.
@@ -32,3 +35,18 @@ def memory_bound_warning(maxmemory: object) -> str | None:
         "Redis has no maxmemory: artifacts grow until the host runs out of memory; set "
         "maxmemory (with maxmemory-policy noeviction) sized for the artifacts' TTL"
     )
+
+
+def start_up_warnings(infos: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The warnings for the `INFO memory` of a server, or of every master of a cluster (which
+    usually share their settings: each warning once)."""
+    warnings = {
+        warning: None
+        for info in infos
+        for warning in (
+            eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction"))),
+            memory_bound_warning(info.get("maxmemory")),  # absent (hidden): not warned
+        )
+        if warning is not None
+    }
+    return list(warnings)

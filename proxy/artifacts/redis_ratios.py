@@ -19,8 +19,9 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
+
+from proxy.artifacts.redis_clients import RedisClient
 
 _MERGE = """
 local now, alpha = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -112,7 +113,7 @@ class RedisCountRatios:
 
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         key_prefix: str,
         *,
         failed: Callable[[BaseException], None],

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from proxy.artifacts.records import (
@@ -29,6 +28,7 @@ from proxy.artifacts.records import (
     collect,
     newest_first,
 )
+from proxy.artifacts.redis_clients import RedisClient
 from proxy.artifacts.store import StoreUnavailable
 
 _BATCH = 200
@@ -65,7 +65,7 @@ _ADD_SHA = hashlib.sha1(_ADD.encode()).hexdigest()
 class RedisRecords:
     def __init__(
         self,
-        redis: Redis,
+        redis: RedisClient,
         key_prefix: str,
         *,
         tag: Callable[[str], str],

@@ -41,12 +41,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
-from proxy.artifacts import redis_budgets
+from proxy.artifacts import redis_budgets, redis_clients
 from proxy.artifacts.budgets import (
     Confirmed,
     RefusalRecorder,
@@ -59,7 +56,8 @@ from proxy.artifacts.budgets import (
 )
 from proxy.artifacts.leases import Leases
 from proxy.artifacts.redis_budgets import ScopeKeys
-from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
+from proxy.artifacts.redis_checks import start_up_warnings
+from proxy.artifacts.redis_clients import RedisClient
 from proxy.artifacts.redis_health import StoreHealth
 from proxy.artifacts.redis_ratios import RedisCountRatios
 from proxy.artifacts.redis_records import RedisRecords
@@ -76,20 +74,24 @@ from proxy.artifacts.store import (
 __all__ = ["RedisStore", "decode_value", "encode_value"]
 
 _THREAD_OVER_BYTES = 1 << 20  # encode/decode bigger values off the event loop
-_FAILURES = (RedisError, OSError, asyncio.TimeoutError)
+_FAILURES = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError)
 _DEFAULT_LOGGER = logging.getLogger("ctxproxy.artifacts")
 _BUDGETED = frozenset({"live_bytes", "bytes_per_minute"})
 
 
 class RedisStore(_Ids):
-    """Artifact store on Redis through a blocking connection pool (waits for a free connection
-    up to `pool_timeout` instead of failing at once when all `pool_size` connections are busy)."""
+    """Artifact store on one Redis server, through a blocking connection pool (waits for a free
+    connection up to `pool_timeout` instead of failing at once when all `pool_size` connections
+    are busy), or on a Redis Cluster (`cluster=True`: `url` and `cluster_nodes` are nodes to
+    discover it from; the pool is per node, `redis_clients`)."""
 
     def __init__(
         self,
         url: str,
         secret: bytes,
         *,
+        cluster: bool = False,
+        cluster_nodes: Sequence[str] = (),
         key_prefix: str = "ctxproxy:",
         pool_size: int = 32,
         pool_timeout: float = 2.0,
@@ -110,24 +112,25 @@ class RedisStore(_Ids):
         self._budgets = budgets or WriteBudgets()
         self.refused_writes = RefusalRecorder(self._log, clock)
         """The writes the budgets refused (read by /metrics at scrape time)."""
-        parts = urlsplit(url)
-        self._where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # no credentials
-        self._health = StoreHealth(self._where, parts.password, self._log)
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=pool_size,
-            timeout=pool_timeout,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout if connect_timeout is None else connect_timeout,
-            retry=Retry(NoBackoff(), 1),  # one immediate retry replaces a stale connection
+        self._where = redis_clients.where(url, cluster=cluster)  # no credentials
+        self._health = StoreHealth(self._where, urlsplit(url).password, self._log)
+        connect = socket_timeout if connect_timeout is None else connect_timeout
+        timeouts = {"socket_timeout": socket_timeout, "connect_timeout": connect}
+        self._redis: RedisClient = (
+            redis_clients.cluster_client(
+                url, pool_size=pool_size, more_nodes=cluster_nodes, **timeouts
+            )
+            if cluster
+            else redis_clients.standalone_client(
+                url, pool_size=pool_size, pool_timeout=pool_timeout, **timeouts
+            )
         )
-        self._redis: Redis = Redis.from_pool(pool)
         self._leases = Leases()
 
     # -- what tools (and tests) may look at ---------------------------------------------------
 
     @property
-    def client(self) -> Redis:
+    def client(self) -> RedisClient:
         """The Redis client the store sends every command through (it owns it: `close` closes
         it)."""
         return self._redis
@@ -180,15 +183,11 @@ class RedisStore(_Ids):
         Redis has no memory bound (start-up; an unreachable Redis or a hidden INFO is left to
         the usual health reporting)."""
         try:
-            info = await self._redis.info("memory")
+            infos = await redis_clients.memory_infos(self._redis)
         except (*_FAILURES, TypeError) as exc:
             self._log.debug("maxmemory-policy not checked: %s", type(exc).__name__)
             return
-        warnings = [
-            eviction_policy_warning(str(info.get("maxmemory_policy", "noeviction"))),
-            memory_bound_warning(info.get("maxmemory")),  # absent (hidden): not warned
-        ]
-        for warning in filter(None, warnings):
+        for warning in start_up_warnings(infos):
             self._log.warning("artifact store at %s: %s", self._where, warning)
 
     async def put_many(
@@ -297,7 +296,7 @@ class RedisStore(_Ids):
 
     async def ping(self) -> bool:
         try:
-            await self._redis.ping()
+            await redis_clients.ping(self._redis)
         except _FAILURES as exc:
             self._health.failed(exc)
             return False

@@ -109,6 +109,8 @@ class Preparer:
         model = wire.model(body)
         policy = self._policies.resolve(tenant.policy, model)
         manifest = Manifest(policy=policy.name, model=model, mode=policy.mode)
+        if not self._catalog.loaded():  # the first request (the answer's price reads it too)
+            await asyncio.to_thread(self._catalog.load)
         if policy.mode == "off":
             return Prepared(raw, False, manifest, body)
         call = call or FIRST_CALL

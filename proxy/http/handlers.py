@@ -234,7 +234,11 @@ def _model_hint(request: web.Request, body: bytes | None) -> str:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    """Alive; a worker of `--workers N` also says which (its process id)."""
+    peers = request.app[SERVICES].peers
+    if peers is None:
+        return web.json_response({"status": "ok"})
+    return web.json_response({"status": "ok", "worker": peers.pid})
 
 
 async def root(request: web.Request) -> web.Response:
@@ -245,8 +249,10 @@ async def root(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     """Prometheus text format (no keys or key hashes in labels); needs a proxy key per
-    `server.metrics_auth` (by default in auth mode 'keys', where labels name tenants)."""
-    body = request.app[SERVICES].metrics.render()
+    `server.metrics_auth` (by default in auth mode 'keys', where labels name tenants). With
+    `--workers N`, the sum over the workers (`proxy.workers.peers`)."""
+    services = request.app[SERVICES]
+    body = services.metrics.render() if services.peers is None else await services.peers.scrape()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -29,8 +29,11 @@ from aiohttp import web
 from aiohttp.web_request import BaseRequest
 
 from proxy.errors import ErrorCode, error_envelope
+from proxy.http.event_loop import loop_factory
 from proxy.jsonio import dumps
 from proxy.settings import ServerSettings
+from proxy.workers.link import WorkerRole
+from proxy.workers.listen import BACKLOG
 
 log = logging.getLogger("ctxproxy.http")
 
@@ -210,11 +213,15 @@ def run_app(
     port: int,
     limits: ServerSettings,
     print: Callable[[str], None] = print,  # web.run_app names it so too
+    worker: WorkerRole | None = None,
 ) -> None:
-    """Serve `app` until SIGINT or SIGTERM, then shut down gracefully (like `web.run_app`)."""
+    """Serve `app` until SIGINT or SIGTERM, then shut down gracefully (like `web.run_app`).
+    As a worker of `--workers N`: on the socket the supervisor handed over, telling it when
+    serving, and stopping the same way when the supervisor is gone."""
     raise_open_files_limit()
     tokenizers_on_one_core()
-    asyncio.run(_serve(app, host, port, limits, print))
+    with asyncio.Runner(loop_factory=loop_factory(limits.event_loop)) as runner:
+        runner.run(_serve(app, host, port, limits, print, worker))
 
 
 async def _serve(
@@ -223,19 +230,36 @@ async def _serve(
     port: int,
     limits: ServerSettings,
     announce: Callable[[str], None],
+    worker: WorkerRole | None,
 ) -> None:
     runner = EdgeRunner(app, limits)
     await runner.setup()
+    loop = asyncio.get_running_loop()
+    link = None if worker is None else worker.link()
     try:
-        await web.TCPSite(runner, host, port).start()
-        announce(f"http://{host}:{port}")
+        site: web.BaseSite
+        if worker is None:
+            site = web.TCPSite(runner, host, port)
+        else:
+            site = web.SockSite(runner, worker.listening_socket(), backlog=BACKLOG)
+        await site.start()
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        announce(f"http://{host}:{port}")
+        if link is not None:
+            loop.add_signal_handler(signal.SIGHUP, _ignored)  # the supervisor's to act on
+            link.watch(loop, stop.set)
+            link.ready()
         await stop.wait()
     finally:
         await runner.cleanup()
+        if link is not None:
+            link.close(loop)
+
+
+def _ignored() -> None:
+    log.info("SIGHUP ignored by a worker: send it to the supervisor, which restarts the workers")
 
 
 def tokenizers_on_one_core(environ: MutableMapping[str, str] = os.environ) -> None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from proxy.records.recorder import Recorder
     from proxy.synthetic.base import SearchWorker
     from proxy.upstream.base import Upstream
+    from proxy.workers.peers import PeerMetrics
 
 
 class NotStarted(RuntimeError):
@@ -55,6 +56,8 @@ class Services:
     driver: CompletionDriver | None = None
     recorder: Recorder | None = None
     """Keeps each completion's record (None: records are off, or not started)."""
+    peers: PeerMetrics | None = None
+    """Set in a worker of `--workers N`: /metrics answers the sum over the workers."""
 
     def started_store(self) -> ArtifactStore:
         if self.store is None:

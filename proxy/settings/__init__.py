@@ -4,9 +4,12 @@ as `key.path: problem` lines). Reading config.yaml and the environment is `setti
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -27,6 +30,7 @@ DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TENANT = "default"
 MAX_PARSED_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_WORKERS = 256
 
 
 class ConfigError(Exception):
@@ -63,13 +67,54 @@ class ServerSettings(_Strict):
         "'auto' is 'keys' in auth mode 'keys' (labels name tenants), else 'none'.",
     )
     records: RecordsSettings = Field(default_factory=RecordsSettings)
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop `serve` runs on: 'auto' is uvloop when it is installed "
+        "(the `uvloop` extra), else asyncio's own.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
     )
+    workers: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
+        default=1,
+        description="Server processes sharing the port ('auto': one per CPU the process may "
+        "use); with more than one, store.kind must be 'redis' unless allow_unshared_store.",
+    )
+    allow_unshared_store: bool = Field(
+        default=False,
+        description="Let several workers run on the memory store: each worker then has its own "
+        "artifacts, and a read that reaches another worker finds nothing.",
+    )
+
+    def worker_count(self) -> int:
+        """`workers`, with 'auto' resolved to the CPUs this process may run on."""
+        if self.workers != "auto":
+            return self.workers
+        return min(MAX_WORKERS, usable_cpus())
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cpus(cpu_max: Path | None = None) -> int:
+    """The CPUs this process may use, at least 1: its affinity mask (taskset, cpusets), and no
+    more than its cgroup's CPU quota rounded up (a container's `--cpus`, a pod's CPU limit)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        count = os.cpu_count() or 1
+    try:
+        quota, period = (cpu_max or CGROUP_CPU_MAX).read_text().split()[:2]
+        if quota != "max":
+            count = min(count, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here
+    return max(1, count)
 
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+CLUSTER_SCHEMES = ("redis://", "rediss://")
 MIB = 1024 * 1024
 
 
@@ -97,8 +142,21 @@ class WriteBudgetSettings(_Strict):
 
 
 class StoreSettings(_Strict):
-    kind: Literal["memory", "redis"] = "memory"
-    url: str = "redis://127.0.0.1:6379/0"
+    kind: Literal["memory", "redis", "redis-cluster"] = Field(
+        default="memory",
+        description="memory: one process; redis: one Redis server shared by the replicas; "
+        "redis-cluster: a Redis Cluster shared by the replicas (`url` names any one node).",
+    )
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="redis: the server (redis://, rediss:// or unix://); redis-cluster: one "
+        "node to discover the cluster from (redis:// or rediss://, database 0).",
+    )
+    cluster_nodes: list[str] = Field(
+        default_factory=list,
+        description="redis-cluster only: more nodes (`host:port` each) to discover the cluster "
+        "from when the node of `url` does not answer at start; credentials and TLS as in `url`.",
+    )
     key_prefix: str = "ctxproxy:"
     secret: str = Field(
         default="", description="HMAC secret for artifact ids; random per process if empty."
@@ -124,11 +182,29 @@ class StoreSettings(_Strict):
     @field_validator("url")
     @classmethod
     def _redis_url(cls, url: str, info: ValidationInfo) -> str:
-        if info.data.get("kind") == "redis" and not url.lower().startswith(REDIS_SCHEMES):
+        kind = info.data.get("kind")
+        schemes = {"redis": REDIS_SCHEMES, "redis-cluster": CLUSTER_SCHEMES}.get(str(kind))
+        if schemes is not None and not url.lower().startswith(schemes):
             scheme = url.split("://", 1)[0] + "://" if "://" in url else "no scheme"
             # never the whole URL: it may carry a password
-            raise ValueError(f"must start with {', '.join(REDIS_SCHEMES)} (not {scheme})")
+            raise ValueError(f"must start with {', '.join(schemes)} (not {scheme})")
+        if kind == "redis-cluster" and urlsplit(url).path.strip("/") not in ("", "0"):
+            raise ValueError("a Redis Cluster has only database 0: end the URL with /0 or no path")
         return url
+
+    @field_validator("cluster_nodes")
+    @classmethod
+    def _host_and_port(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{node!r} is not host:port")
+        return nodes
+
+    @property
+    def shared(self) -> bool:
+        """Whether replicas share this store (Redis or Redis Cluster)."""
+        return self.kind != "memory"
 
 
 class TimeoutSettings(_Strict):
@@ -332,6 +408,19 @@ class Settings(_Strict):
     def metrics_need_a_key(self) -> bool:
         auth = self.server.metrics_auth
         return auth == "keys" or (auth == "auto" and self.auth.mode == "keys")
+
+
+def unshared_store_problem(settings: Settings) -> str:
+    """Why these workers would not share their artifacts ("" when they would, or may)."""
+    server = settings.server
+    count = server.worker_count()
+    if count == 1 or settings.store.kind != "memory" or server.allow_unshared_store:
+        return ""
+    return (
+        f"server.workers: {count} workers on store.kind 'memory' would not share artifacts (an "
+        "artifact one worker stored is not found by another): use store.kind 'redis', or set "
+        "server.allow_unshared_store: true (--allow-unshared-store)"
+    )
 
 
 def _reference_problems(settings: Settings) -> list[str]:

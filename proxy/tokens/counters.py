@@ -55,6 +55,7 @@ TOOL_CHOICE_NAMED = 7
 IMAGE_LOW_DETAIL_TOKENS = 85
 IMAGE_HIGH_DETAIL_TOKENS = 1445  # 85 + 170 * 8 tiles: a 768x2000 image, the most high detail costs
 DEFAULT_CACHE_SIZE = 50_000
+METHOD_MEMO_ENTRIES = 1024
 
 TEXT_FIELDS = {
     "text": "text",
@@ -271,10 +272,11 @@ class TokenCounters:
         self.cache = LruCache(cache_size)
         self._tokenizers = tokenizers
         self._counters: dict[str, Counter] = {}
+        self._methods: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
     def for_model(self, model: str, tokenizer: str = "auto") -> TokenCounter:
-        method = resolve_tokenizer(model, tokenizer)
+        method = self._method(model, tokenizer)
         counter = self._counters.get(method)
         if counter is None:
             with self._lock:
@@ -285,7 +287,19 @@ class TokenCounters:
     def loaded(self, model: str, tokenizer: str = "auto") -> bool:
         """Whether `for_model(model, tokenizer)` is ready without loading a tokenizer (a first
         load reads and builds it: 0.1-1 s of CPU, never to be done on the event loop)."""
-        return resolve_tokenizer(model, tokenizer) in self._counters
+        return self._method(model, tokenizer) in self._counters
+
+    def _method(self, model: str, tokenizer: str) -> str:
+        """`resolve_tokenizer`, remembered for the last `METHOD_MEMO_ENTRIES` pairs (asked
+        twice per request; model names come from clients: bounded)."""
+        key = (model, tokenizer)
+        method = self._methods.get(key)
+        if method is None:
+            method = resolve_tokenizer(model, tokenizer)
+            if len(self._methods) >= METHOD_MEMO_ENTRIES:
+                self._methods.clear()
+            self._methods[key] = method
+        return method
 
     def _build(self, method: str) -> Counter:
         if method == "estimate":

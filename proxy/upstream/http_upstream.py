@@ -83,6 +83,8 @@ class HttpUpstream:
         self._base = str(URL(style.api_root(settings.base_url))).rstrip("/")
         self._root = self._base.removesuffix("/v1")
         self._urls: dict[str, str] = {}
+        self._parsed: dict[str, URL] = {}
+        """`URL` objects of the memoised `url`s (building one parses it: every request)."""
         t = settings.timeouts
         self._timeout = aiohttp.ClientTimeout(
             total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_read_s
@@ -131,10 +133,7 @@ class HttpUpstream:
         `query` is the raw (encoded) query string; `timer` records when the request was sent and
         how long its response headers took; `at_root`: see `url`.
         """
-        target = self.url(path, at_root=at_root)
-        if query:
-            target += f"?{quote(query, safe=_QUERY_SAFE)}"
-        url = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+        url = self._parsed_url(path, query, at_root)
         missing = [(k, v) for k, v in self._defaults if k not in headers]
         if missing:  # one copy: the caller's headers are never changed
             headers = CIMultiDict(headers)
@@ -167,6 +166,21 @@ class HttpUpstream:
         if timer is not None:
             timer.upstream_answered(self.name, sent)
         return _AiohttpResponse(response, self.name)
+
+    def _parsed_url(self, path: str, query: str, at_root: bool) -> URL:
+        """`url(path)` with `query`, as a `URL`; remembered when there is no query."""
+        memo = not query and not at_root
+        parsed = self._parsed.get(path) if memo else None
+        if parsed is None:
+            target = self.url(path, at_root=at_root)
+            if query:
+                target += f"?{quote(query, safe=_QUERY_SAFE)}"
+            parsed = URL(target, encoded=True)  # no re-quoting, no dot-segment normalisation
+            if memo:
+                if len(self._parsed) >= _URL_MEMO_ENTRIES:
+                    self._parsed.clear()
+                self._parsed[path] = parsed
+        return parsed
 
 
 def _clean(path: str) -> str:

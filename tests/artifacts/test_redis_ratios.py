@@ -12,6 +12,7 @@ import redis.asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
+from redis.asyncio.cluster import RedisCluster
 from redis_process import RedisProcess, require_redis_server
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 
@@ -25,14 +26,25 @@ K = ("fake", "m")
 NOW = 1_000_000.0
 
 
-@pytest.fixture
-async def replicas() -> AsyncIterator[tuple[RedisStore, RedisStore, redis.asyncio.Redis]]:
-    url = require_shared_redis()
+Client = redis.asyncio.Redis | RedisCluster
+
+
+@pytest.fixture(params=["redis", "cluster"])
+async def replicas(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[tuple[RedisStore, RedisStore, Client]]:
+    """Two replicas' stores on one Redis, or on one Redis Cluster."""
+    cluster = request.param == "cluster"
+    if cluster:
+        url = request.getfixturevalue("redis_cluster").url
+        client: Client = RedisCluster.from_url(url)
+    else:
+        url = require_shared_redis()
+        client = redis.asyncio.Redis.from_url(url)
     prefix = unique_prefix()
-    client = redis.asyncio.Redis.from_url(url)
     one, two = (
-        RedisStore(url, SECRET, key_prefix=prefix),
-        RedisStore(url, SECRET, key_prefix=prefix),
+        RedisStore(url, SECRET, cluster=cluster, key_prefix=prefix),
+        RedisStore(url, SECRET, cluster=cluster, key_prefix=prefix),
     )
     try:
         yield one, two, client
@@ -49,7 +61,7 @@ async def push(ratios: RedisCountRatios, samples: dict[str, tuple[float, int]], 
 
 
 async def test_merges_follow_every_replicas_samples_per_contributor(
-    replicas: tuple[RedisStore, RedisStore, redis.asyncio.Redis],
+    replicas: tuple[RedisStore, RedisStore, Client],
 ) -> None:
     one, two, client = replicas
     a, b = one.count_ratios(), two.count_ratios()
@@ -69,7 +81,7 @@ async def test_merges_follow_every_replicas_samples_per_contributor(
 
 
 async def test_one_contributor_moves_its_own_ratio_and_not_the_agreed_one(
-    replicas: tuple[RedisStore, RedisStore, redis.asyncio.Redis],
+    replicas: tuple[RedisStore, RedisStore, Client],
 ) -> None:
     one, two, _ = replicas
     a, b = one.count_ratios(), two.count_ratios()
@@ -82,7 +94,7 @@ async def test_one_contributor_moves_its_own_ratio_and_not_the_agreed_one(
 
 
 async def test_a_full_key_admits_no_newcomer_and_silent_contributors_expire(
-    replicas: tuple[RedisStore, RedisStore, redis.asyncio.Redis],
+    replicas: tuple[RedisStore, RedisStore, Client],
 ) -> None:
     one, _, _ = replicas
     a = one.count_ratios()
@@ -96,12 +108,36 @@ async def test_a_full_key_admits_no_newcomer_and_silent_contributors_expire(
 
 
 async def test_concurrent_merges_lose_no_sample(
-    replicas: tuple[RedisStore, RedisStore, redis.asyncio.Redis],
+    replicas: tuple[RedisStore, RedisStore, Client],
 ) -> None:
     one, two, _ = replicas
     a, b = one.count_ratios(), two.count_ratios()
     await asyncio.gather(*(push(r, {"c": (1.1, 1)}) for r in (a, b) for _ in range(10)))
     assert (await push(a, {}))[1]["c"][1:3] == (pytest.approx(1.1), 20)
+
+
+async def test_one_sync_merges_keys_on_every_slot_and_reloads_a_flushed_script(
+    replicas: tuple[RedisStore, RedisStore, Client],
+) -> None:
+    """Many models' keys (on a Cluster: on several nodes) in one sync; after the script cache is
+    flushed (a restart, a failover to a replica that never loaded it) the next sync reloads it."""
+    one, _, client = replicas
+    ratios = one.count_ratios()
+    keys = [("fake", f"model-{i}") for i in range(12)]
+    pushed = {key: {"x": (1.2, 1)} for key in keys}
+    first = await ratios.exchange(pushed, [], rule=RULE, now=NOW)
+    assert sorted(first) == sorted(keys)
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+        assert len({client.get_node_from_key(ratios.key(*key)).name for key in keys}) > 1
+    await client.script_flush()  # a cluster client sends it to every master
+    assert await client.script_exists(_merge_sha(ratios)) == [False]
+    second = await ratios.exchange(pushed, [], rule=RULE, now=NOW)
+    assert {key: state[1]["x"][2] for key, state in second.items()} == dict.fromkeys(keys, 2)
+
+
+def _merge_sha(ratios: RedisCountRatios) -> str:
+    return str(ratios._sha)
 
 
 BATCHES = st.lists(

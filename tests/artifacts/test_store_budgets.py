@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio
 from artifacts_harness import keyed
+from redis.asyncio.cluster import RedisCluster
+from redis_cluster import LocalCluster
 from shared_redis import REDIS_URL, age_keys, delete_prefix, require_shared_redis, unique_prefix
 
 from proxy.artifacts.budgets import (
@@ -76,13 +78,27 @@ async def memory_rig() -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
 
 @pytest.fixture
 async def redis_rig() -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
-    url = require_shared_redis()
-    client = redis.asyncio.Redis.from_url(url)
+    require_shared_redis()
+    async for make in _redis_rigs(REDIS_URL, cluster=False):
+        yield make
+
+
+@pytest.fixture
+async def cluster_rig(redis_cluster: LocalCluster) -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
+    """The budgets' scripts on a Redis Cluster: each keeps to its owner's slot."""
+    async for make in _redis_rigs(redis_cluster.url, cluster=True):
+        yield make
+
+
+async def _redis_rigs(url: str, *, cluster: bool) -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
+    client = RedisCluster.from_url(url) if cluster else redis.asyncio.Redis.from_url(url)
     made: list[tuple[RedisStore, str]] = []
 
     def make(limits: WriteBudgets) -> Rig:
         clock, prefix = Clock(), unique_prefix()
-        store = RedisStore(REDIS_URL, SECRET, key_prefix=prefix, clock=clock, budgets=limits)
+        store = RedisStore(
+            url, SECRET, cluster=cluster, key_prefix=prefix, clock=clock, budgets=limits
+        )
         made.append((store, prefix))
 
         async def elapse(seconds: float) -> None:
@@ -100,7 +116,7 @@ async def redis_rig() -> AsyncIterator[Callable[[WriteBudgets], Rig]]:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "cluster"])
 def rig(request: pytest.FixtureRequest) -> Callable[[WriteBudgets], Rig]:
     """A store of each kind with the budgets a test asks for."""
     made: Callable[[WriteBudgets], Rig] = request.getfixturevalue(f"{request.param}_rig")

@@ -14,7 +14,11 @@ import redis.asyncio
 from artifacts_harness import keyed
 from shared_redis import REDIS_URL, delete_prefix, require_shared_redis, unique_prefix
 
-from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
+from proxy.artifacts.redis_checks import (
+    eviction_policy_warning,
+    memory_bound_warning,
+    start_up_warnings,
+)
 from proxy.artifacts.redis_store import RedisStore
 from proxy.artifacts.store import ArtifactStore, MemoryStore, NewArtifact
 
@@ -228,3 +232,16 @@ def test_a_redis_without_a_memory_bound_is_warned(maxmemory: object, warned: boo
     assert (warning is not None) == warned
     if warning is not None:
         assert "maxmemory" in warning and "\n" not in warning
+
+
+def test_the_start_up_warnings_of_a_clusters_masters_are_each_given_once() -> None:
+    safe = {"maxmemory_policy": "noeviction", "maxmemory": 1 << 30}
+    unbounded = {"maxmemory_policy": "noeviction", "maxmemory": 0}
+    evicting = {"maxmemory_policy": "allkeys-lru", "maxmemory": 0}
+    assert start_up_warnings([safe, safe, safe]) == []
+    assert start_up_warnings([unbounded] * 3) == [memory_bound_warning(0)]
+    assert start_up_warnings([safe, evicting, evicting]) == [
+        eviction_policy_warning("allkeys-lru"),
+        memory_bound_warning(0),
+    ]
+    assert start_up_warnings([{}]) == []  # INFO hidden: nothing to warn about

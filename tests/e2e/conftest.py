@@ -11,6 +11,8 @@ import pytest
 import redis.asyncio
 from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
+from redis.asyncio.cluster import RedisCluster
+from redis_cluster import LocalCluster
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 from synthetic_harness import SyntheticProxies
 
@@ -22,13 +24,19 @@ async def proxy(fake_upstream: FakeUpstream) -> AsyncIterator[RunningProxy]:
     await running.stop()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-cluster"])
 async def store_settings(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, Any]]:
     """The `store` settings of a test's proxies: the memory store, then the shared test Redis
-    under a key prefix of this test's own (deleted afterwards). Under CI an unreachable Redis
-    fails the test instead of skipping it."""
+    under a key prefix of this test's own (deleted afterwards), then the session's private Redis
+    Cluster the same way. Under CI an unreachable Redis fails the test instead of skipping it;
+    a missing redis-server or redis-cli always fails the cluster's."""
     if request.param == "memory":
         yield {"kind": "memory", "secret": "test-secret"}
+        return
+    if request.param == "redis-cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        async with _cluster_settings(cluster.url) as settings:
+            yield settings
         return
     async with _shared_redis_settings() as settings:
         yield settings
@@ -47,6 +55,17 @@ async def _shared_redis_settings() -> AsyncIterator[dict[str, Any]]:
     prefix = unique_prefix()
     yield {"kind": "redis", "url": url, "key_prefix": prefix, "secret": "test-secret"}
     client = redis.asyncio.Redis.from_url(url)
+    try:
+        await delete_prefix(client, prefix)
+    finally:
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _cluster_settings(url: str) -> AsyncIterator[dict[str, Any]]:
+    prefix = unique_prefix()
+    yield {"kind": "redis-cluster", "url": url, "key_prefix": prefix, "secret": "test-secret"}
+    client = RedisCluster.from_url(url)
     try:
         await delete_prefix(client, prefix)
     finally:

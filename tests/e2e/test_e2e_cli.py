@@ -230,3 +230,41 @@ async def test_serve_stops_cleanly_on_a_signal(fake_upstream: FakeUpstream, sign
     assert process.returncode == 0, output
     assert f"listening on http://127.0.0.1:{port}" in output
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_serve_on_the_chosen_event_loop(
+    fake_upstream: FakeUpstream, tmp_path: object, loop: str
+) -> None:
+    """`server.event_loop` picks the loop (uvloop is installed with the dev extra): the
+    listening line names it and a request goes through on it."""
+    from pathlib import Path
+
+    port = free_port()
+    config = Path(str(tmp_path)) / "c.yaml"
+    config.write_text(
+        f"server: {{event_loop: {loop}}}\n"
+        f"upstreams: [{{name: fake, base_url: '{fake_upstream.base_url}'}}]\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)),
+        *("--port", str(port)),
+        env={**os.environ, **UNBUFFERED},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        printed = await wait_until_up(process, url)
+        async with openai.AsyncOpenAI(
+            base_url=f"{url}/v1", api_key="sk-user", max_retries=0
+        ) as client:
+            reply = await client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": f"on {loop}"}]
+            )
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # exited already
+            process.terminate()
+        await asyncio.wait_for(process.communicate(), HANG_S)
+    assert f"event_loop={loop}" in printed
+    assert reply.choices[0].message.content == f"echo: on {loop}"

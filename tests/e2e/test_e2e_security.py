@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio
 from fakes import FakeUpstream, completion, error_reply
 from prometheus_client.parser import text_string_to_metric_families
+from redis.asyncio.cluster import RedisCluster
 from synthetic_harness import (
     BIG,
     READ,
@@ -287,9 +288,13 @@ async def test_a_request_without_a_credential_stores_nothing(
 async def store_keys(store: dict[str, Any]) -> int:
     """Keys under the test's own prefix in Redis; for the memory store, 0 (it has no keys to
     count from outside: the dry runs' manifests say nothing was stored)."""
-    if store.get("kind") != "redis":
+    if store.get("kind") not in ("redis", "redis-cluster"):
         return 0
-    client = redis.asyncio.Redis.from_url(store["url"])
+    client: redis.asyncio.Redis | RedisCluster = (
+        RedisCluster.from_url(store["url"])
+        if store["kind"] == "redis-cluster"
+        else redis.asyncio.Redis.from_url(store["url"])
+    )
     try:
         return len([key async for key in client.scan_iter(match=f"{store['key_prefix']}*")])
     finally:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -12,6 +13,10 @@ import pytest
 from bombs import MIB, bomb, encode
 from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
+
+from proxy.http import body as body_module
+from proxy.http.body import LARGE_BODY_BYTES, SLICED_BODY_BYTES
+from proxy.jsonio import loads_object
 
 KEY = "sk-proxy-body-tests"
 KEYS_MODE: dict[str, Any] = {
@@ -208,3 +213,29 @@ async def test_a_body_over_max_body_bytes_as_sent_is_413(proxy: RunningProxy) ->
     status, _, answer = await send(proxy, "/v1/context/prepare", raw, None)
     assert status == 413
     assert answer["error"]["code"] == "request_too_large"
+
+
+@pytest.mark.parametrize(("size", "sliced"), [(LARGE_BODY_BYTES, False), (SLICED_BODY_BYTES, True)])
+async def test_large_bodies_are_parsed_off_the_loop_and_in_slices_only_when_very_large(
+    monkeypatch: pytest.MonkeyPatch, fake_upstream: FakeUpstream, size: int, sliced: bool
+) -> None:
+    """From `LARGE_BODY_BYTES` in a worker thread; from `SLICED_BODY_BYTES` in slices too (the
+    slicer costs ~8x one orjson call's CPU: worth it only where one call would hold the GIL
+    long)."""
+    seen: list[tuple[bool, bool]] = []
+
+    def parse(raw: bytes, *, sliced: bool = False) -> Any:
+        seen.append((sliced, threading.current_thread() is threading.main_thread()))
+        return loads_object(raw, sliced=sliced)
+
+    monkeypatch.setattr(body_module, "loads_object", parse)
+    limits = {**KEYS_MODE, "server": {"max_body_bytes": 8 * MIB}}
+    proxy = await start_proxy(make_settings(fake_upstream.base_url, **limits))
+    try:
+        raw = json.dumps({**BODY, "padding": "x" * size}).encode()
+        status, _, answer = await send(proxy, "/v1/context/prepare", raw, None)
+    finally:
+        await proxy.stop()
+    assert status == 200, answer
+    assert answer["body"] == json.loads(raw)
+    assert seen == [(sliced, False)]

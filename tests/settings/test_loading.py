@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from proxy.settings import DEFAULT_OPENAI_BASE_URL, ConfigError, Settings
+from proxy.settings import (
+    DEFAULT_OPENAI_BASE_URL,
+    ConfigError,
+    Settings,
+    unshared_store_problem,
+    usable_cpus,
+)
 from proxy.settings.loading import embedded_default, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -225,6 +232,27 @@ def test_store_url_must_be_a_redis_url(tmp_path: Path) -> None:
     assert load_settings(path, {}).store.kind == "memory"
 
 
+def test_a_cluster_store_url_is_a_tcp_redis_url_on_database_0(tmp_path: Path) -> None:
+    path = write(tmp_path, "store: {kind: redis-cluster, url: 'unix:///tmp/redis.sock'}\n")
+    message = one_line_error(path)
+    assert f"{path}: store.url: " in message and "rediss://" in message
+    path.write_text("store: {kind: redis-cluster, url: 'redis://:hunter2@node-0:6379/3'}\n")
+    message = one_line_error(path)
+    assert f"{path}: store.url: " in message and "database 0" in message
+    assert "hunter2" not in message
+    for good in ("redis://node-0:6379", "rediss://node-0:6380/0", "redis://node-0:7000/"):
+        path.write_text(f"store: {{kind: redis-cluster, url: '{good}'}}\n")
+        settings = load_settings(path, {})
+        assert (settings.store.url, settings.store.shared) == (good, True)
+    path.write_text("store: {kind: redis-clustr}\n")
+    assert "redis-cluster" in one_line_error(path)
+    path.write_text("store: {kind: redis-cluster, cluster_nodes: ['node-1:6379', '[::1]:7000']}\n")
+    assert load_settings(path, {}).store.cluster_nodes == ["node-1:6379", "[::1]:7000"]
+    for bad in ("node-1", "node-1:0", ":6379", "node-1:65536"):
+        path.write_text(f"store: {{kind: redis-cluster, cluster_nodes: ['{bad}']}}\n")
+        assert f"{path}: store.cluster_nodes: " in one_line_error(path), bad
+
+
 def test_missing_policies_dir_names_file_and_key(tmp_path: Path) -> None:
     path = write(tmp_path, "policies_dir: nowhere\n")
     message = one_line_error(path)
@@ -398,3 +426,43 @@ def test_forwarding_headers_are_dropped_unless_an_upstream_passes_them(tmp_path:
     assert (first.forwarded_headers, second.forwarded_headers) == ("drop", "pass")
     path = write(tmp_path, "upstreams: [{name: a, base_url: 'http://a', forwarded_headers: yes}]")
     assert one_line_error(path).startswith(f"{path}: upstreams.0.forwarded_headers: ")
+
+
+def test_workers_is_a_count_or_auto(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {workers: 3}\nstore: {kind: redis}\n")
+    assert load_settings(config).server.worker_count() == 3
+    config.write_text("server: {workers: auto}\nstore: {kind: redis}\n")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 5})
+    monkeypatch.setattr("proxy.settings.CGROUP_CPU_MAX", tmp_path / "no-quota")
+    assert load_settings(config).server.worker_count() == 3
+    for wrong in ("0", "many", "-2"):
+        config.write_text(f"server: {{workers: {wrong}}}\n")
+        with pytest.raises(ConfigError, match=re.escape(f"{config}: server.workers")):
+            load_settings(config)
+
+
+def test_several_workers_on_the_memory_store_are_a_problem_unless_allowed(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server: {workers: 2}\n")
+    problem = unshared_store_problem(load_settings(config))
+    assert problem.startswith("server.workers: 2 workers on store.kind 'memory'")
+    config.write_text("server: {workers: 2, allow_unshared_store: true}\n")
+    assert unshared_store_problem(load_settings(config)) == ""
+    config.write_text("server: {workers: 2}\nstore: {kind: redis}\n")
+    assert unshared_store_problem(load_settings(config)) == ""
+    config.write_text("server: {workers: 1}\n")
+    assert unshared_store_problem(load_settings(config)) == ""
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cpus"), [("max 100000\n", 6), ("200000 100000\n", 2), ("150000 100000", 2),
+                          ("50000 100000", 1), ("garbled", 6)]
+)
+def test_auto_workers_stay_within_the_cgroup_quota(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_max: str, cpus: int
+) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    assert usable_cpus(tmp_path / "cpu.max") == cpus
+    assert usable_cpus(tmp_path / "absent") == 6

@@ -69,12 +69,15 @@ async def start_proxy(
     settings: Settings,
     *,
     counters: TokenCounters | None = None,
+    catalog: ModelCatalog | None = None,
     clock: Callable[[], float] = time.time,
 ) -> RunningProxy:
-    """The app on a free loopback port; `counters`: instead of the run's shared ones; `clock`:
-    the app's wall clock (when prompts went upstream)."""
-    shared, catalog = shared_parts()
-    app = create_app(settings, counters=counters or shared, catalog=catalog, clock=clock)
+    """The app on a free loopback port; `counters`, `catalog`: instead of the run's shared ones;
+    `clock`: the app's wall clock (when prompts went upstream)."""
+    shared, shared_catalog = shared_parts()
+    app = create_app(
+        settings, counters=counters or shared, catalog=catalog or shared_catalog, clock=clock
+    )
     runner = EdgeRunner(app, settings.server)  # the server `ctxproxy serve` runs
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

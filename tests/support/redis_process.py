@@ -62,9 +62,13 @@ def ping(port: int, timeout: float = 0.5) -> bool:
 class RedisProcess:
     """One private redis-server on a fixed port (chosen free at construction)."""
 
-    def __init__(self, binary: str, port: int | None = None) -> None:
+    def __init__(
+        self, binary: str, port: int | None = None, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.binary = binary
         self.port = free_port() if port is None else port
+        self.extra_args = extra_args
+        """More `redis-server` arguments (e.g. cluster mode: tests/support/redis_cluster.py)."""
         self._dir = Path(tempfile.mkdtemp(prefix="ctxproxy-redis-"))
         self._log_path = self._dir / "redis.log"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -74,6 +78,11 @@ class RedisProcess:
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def directory(self) -> Path:
+        """The server's working directory (its log; a cluster node's nodes.conf)."""
+        return self._dir
 
     @property
     def running(self) -> bool:
@@ -97,6 +106,7 @@ class RedisProcess:
             str(self._dir),
             "--daemonize",
             "no",
+            *self.extra_args,
         ]
         with self._log_path.open("ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)

@@ -17,6 +17,7 @@ import pytest
 import redis
 import redis.asyncio
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis_process import ci_requires_services
 
 # A dedicated DB; override with CTXPROXY_TEST_REDIS_URL (e.g. another host in CI).
@@ -56,13 +57,13 @@ def scope_keys(prefix: str, scope: str) -> str:
     return f"{prefix}{{{tag}}}:"
 
 
-async def delete_prefix(client: redis.asyncio.Redis, prefix: str) -> None:
+async def delete_prefix(client: redis.asyncio.Redis | RedisCluster, prefix: str) -> None:
     keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
     if keys:
         await client.delete(*keys)
 
 
-async def age_keys(client: redis.asyncio.Redis, prefix: str, seconds: float) -> None:
+async def age_keys(client: redis.asyncio.Redis | RedisCluster, prefix: str, seconds: float) -> None:
     """Make every key under `prefix` `seconds` older: its remaining TTL shrinks by that much
     (a key whose TTL runs out is deleted by Redis, as real expiry would). Lets TTL tests check
     "still there" with a wide margin instead of sleeping close to a short real expiry."""

@@ -77,7 +77,7 @@ class SyntheticProxies:
             make_settings(self._fake.base_url, policies_dir=str(directory), **settings)
         )
         self._running.append(proxy)
-        want = RedisStore if settings["store"].get("kind") == "redis" else MemoryStore
+        want = MemoryStore if settings["store"].get("kind", "memory") == "memory" else RedisStore
         assert isinstance(proxy.services.store, want), "the store under test is not in use"
         return proxy
 
@@ -85,7 +85,7 @@ class SyntheticProxies:
         """`store=` for a proxy of another deployment: its own secret and, on Redis, its own
         keys (a key prefix under this test's, so they are deleted with it)."""
         store: dict[str, Any] = {"secret": secret}
-        if self._store.get("kind") == "redis":
+        if self._store.get("kind", "memory") != "memory":
             store["key_prefix"] = f"{self._store['key_prefix']}other:"
         return store
 

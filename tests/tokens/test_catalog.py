@@ -76,6 +76,18 @@ def test_map_is_read_once_and_lazily(tmp_path: Path) -> None:
     assert catalog.lookup("m") == ModelInfo(10, None)
 
 
+def test_load_reads_the_map_once_and_loaded_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"m": {"max_input_tokens": 10}}))
+    catalog = ModelCatalog(path)
+    assert not catalog.loaded()
+    catalog.load()
+    assert catalog.loaded()
+    path.write_text(json.dumps({"m": {"max_input_tokens": 20}}))
+    catalog.load()
+    assert catalog.lookup("m") == ModelInfo(10, None)
+
+
 def test_lookups_are_remembered_within_a_bound(tmp_path: Path) -> None:
     path = tmp_path / "map.json"
     path.write_text(json.dumps({"m-2024-01-01": {"max_input_tokens": 10}}))

@@ -434,3 +434,16 @@ def test_loading_is_offline_and_never_imports_litellm(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
     assert not (tmp_path / "empty").exists()
+
+
+def test_tokenizer_choices_are_remembered_within_a_bound_and_errors_never() -> None:
+    counters = TokenCounters()
+    for n in range(3000):  # model names come from clients
+        assert not counters.loaded(f"gpt-4o-{n}")
+        assert len(counters._methods) <= tokens.METHOD_MEMO_ENTRIES
+    assert counters.loaded("claude-x", "estimate") is False
+    counters.for_model("llama", "estimate")
+    assert counters.loaded("claude-x", "estimate") is True
+    for _ in range(2):
+        with pytest.raises(ValueError, match="Unknown tokenizer"):
+            counters.loaded("gpt-4o", "bogus")

@@ -64,6 +64,20 @@ def test_url_never_escapes_the_base_path(path: str, expected: str) -> None:
     assert not {".", ".."} & set(parsed.raw_path.split("/"))
 
 
+def test_parsed_urls_are_remembered_within_a_bound_and_never_with_a_query() -> None:
+    up = upstream_at("http://up.example/v1")
+    for n in range(600):
+        parsed = up._parsed_url(f"files/{n}", "", False)
+        assert str(parsed) == f"http://up.example/v1/files/{n}"
+        assert len(up._parsed) <= 256
+    assert up._parsed_url("models", "", False) is up._parsed_url("models", "", False)
+    queried = up._parsed_url("models", "a=1&b=%2F", False)
+    assert str(queried) == "http://up.example/v1/models?a=1&b=%2F"
+    assert up._parsed_url("models", "", False).query_string == ""
+    assert str(up._parsed_url("props", "", True)) == "http://up.example/props"
+    assert str(up._parsed_url("props", "", False)) == "http://up.example/v1/props"
+
+
 def test_url_of_a_base_without_path() -> None:
     assert upstream_at("http://up.example").url("../models") == "http://up.example/models"
 
