@@ -29,10 +29,13 @@ from bench.overhead.ab_setup import (
     AUTHORIZATION,
     SIZES,
     Proc,
+    add_records_options,
     build_body,
     ctxproxy_argv,
+    delete_redis_keys,
     describe_tree,
     free_port,
+    records_note,
     write_config,
 )
 
@@ -65,8 +68,28 @@ def _total_instructions(out: Path) -> int:
     return total
 
 
-def measure(tree: Path, venv: str, config: Path, body: bytes, requests: int, work: Path) -> int:
-    """Instructions per request of `tree`'s server for `requests` posts of `body`."""
+def _post_from(port: int, body: bytes, count: int, concurrency: int) -> None:
+    """`count` posts of `body`, from `concurrency` clients at once (each its own connection)."""
+    shares = [count // concurrency + (i < count % concurrency) for i in range(concurrency)]
+
+    def client(share: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            _post(conn, body, share)
+        finally:
+            conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        for done in [pool.submit(client, share) for share in shares]:
+            done.result()
+
+
+def measure(
+    tree: Path, venv: str, config: Path, body: bytes, requests: int, work: Path,
+    concurrency: int = 1,
+) -> int:  # fmt: skip
+    """Instructions per request of `tree`'s server for `requests` posts of `body`
+    (`concurrency` at a time)."""
     out = work / f"callgrind.{free_port()}.out"
     port = free_port()
     argv = [
@@ -79,13 +102,11 @@ def measure(tree: Path, venv: str, config: Path, body: bytes, requests: int, wor
     try:
         server.wait_ready(READY_TIMEOUT_S)
         assert server.proc is not None
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        _post(conn, body, WARM_REQUESTS)
+        _post_from(port, body, WARM_REQUESTS, concurrency)
         pid = str(server.proc.pid)
         subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
-        _post(conn, body, requests)
+        _post_from(port, body, requests, concurrency)
         subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
-        conn.close()
     finally:
         server.stop()
     return _total_instructions(out) // requests
@@ -101,21 +122,42 @@ def run(args: argparse.Namespace) -> int:
     mock.start()
     try:
         mock.wait_ready()
-        config = write_config(work, mock_port, "WARNING")
-        print(f"A: {describe_tree(args.a, args.venv)}\nB: {describe_tree(args.b, args.venv)}")
+        configs = [
+            write_config(
+                work / side,
+                mock_port,
+                "WARNING",
+                getattr(args, f"{side}_records"),
+                args.redis,
+                args.records_flush,
+            )
+            for side in ("a", "b")
+        ]
+        print(f"A: {describe_tree(args.a, args.venv)}{records_note(args.a_records)}")
+        print(f"B: {describe_tree(args.b, args.venv)}{records_note(args.b_records)}")
         print(f"{'body':>6} {'A Ir/req':>11} {'B Ir/req':>11} {'B/A':>7}")
         for size in args.sizes:
             body = build_body(SIZES[size])
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 jobs = [
-                    pool.submit(measure, tree, args.venv, config, body, args.requests, work)
-                    for tree in (args.a, args.b)
+                    pool.submit(
+                        measure,
+                        tree,
+                        args.venv,
+                        config,
+                        body,
+                        args.requests,
+                        work,
+                        args.concurrency,
+                    )
+                    for tree, config in zip((args.a, args.b), configs, strict=True)
                 ]
                 a, b = (job.result() for job in jobs)
             print(f"{size:>6} {a:>11,} {b:>11,} {b / a:>7.3f}", flush=True)
     finally:
         mock.stop()
         shutil.rmtree(work, ignore_errors=True)
+        delete_redis_keys(args.redis)
     return 0
 
 
@@ -124,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--a", type=Path, required=True, help="baseline source tree")
     parser.add_argument("--b", type=Path, required=True, help="candidate source tree")
     parser.add_argument("--venv", default=".venv", help="each tree's venv, relative to it")
+    add_records_options(parser)
     parser.add_argument("--sizes", default="2KB,100KB", type=lambda s: s.split(","))
     parser.add_argument("--requests", type=int, default=300, help="measured requests per body")
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="requests in flight at once (default 1)"
+    )
     args = parser.parse_args(argv)
     unknown = [s for s in args.sizes if s not in SIZES]
     if unknown:

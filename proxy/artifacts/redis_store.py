@@ -60,6 +60,7 @@ from proxy.artifacts.redis_checks import start_up_warnings
 from proxy.artifacts.redis_clients import RedisClient
 from proxy.artifacts.redis_health import StoreHealth
 from proxy.artifacts.redis_ratios import RedisCountRatios
+from proxy.artifacts.redis_records import RedisRecords
 from proxy.artifacts.redis_values import decode_value, encode_value
 from proxy.artifacts.store import (
     Artifact,
@@ -168,6 +169,14 @@ class RedisStore(_Ids):
             recovered=self._health.recovered,
             failures=_FAILURES,
         )
+
+    def request_records(self, *, ttl_seconds: int, max_records: int) -> RedisRecords:
+        """Request records on this store's connection and key prefix (`redis_records`)."""
+        return RedisRecords(
+            self._redis, self._prefix, tag=self._tag, ttl_seconds=ttl_seconds,
+            max_records=max_records, clock=self._clock, failed=self._health.failed,
+            recovered=self._health.recovered, failures=_FAILURES,
+        )  # fmt: skip
 
     async def check_eviction_policy(self) -> None:
         """Log a warning line when Redis' eviction policy can drop live artifacts, and one when
