@@ -39,3 +39,12 @@ def test_dockerfile_has_a_healthcheck_and_a_documented_config_mount() -> None:
     assert "/etc/ctxproxy/config.yaml" in dockerfile
     readme = (REPO / "README.md").read_text()
     assert "/etc/ctxproxy/config.yaml" in readme and "docker run" in readme
+
+
+def test_the_wheel_carries_every_console_file() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["proxy"]
+    files = [f"http/ui/{p.name}" for p in (REPO / "proxy" / "http" / "ui").iterdir()]
+    assert "http/ui/index.html" in files and "http/ui/main.js" in files
+    for name in files:
+        assert any(fnmatchcase(name, pattern) for pattern in patterns), name

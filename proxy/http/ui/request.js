@@ -1,0 +1,159 @@
+// One request: what came in, what preparation did and where, and what went upstream.
+
+import { getJson } from "./api.js";
+import { actionBadge, outcomeBadge } from "./badges.js";
+import { conversationOf } from "./conversation.js";
+import { artifactLink, el, facts, linkified, replace, route, table } from "./dom.js";
+import { failed } from "./failure.js";
+import { int, ms, percent, ranges, savedShare, usd, when } from "./format.js";
+import { actionsByIndex, pairedRows } from "./messages.js";
+
+export function requestView(root, id) {
+  root.append(el("p", { class: "muted" }, "Loading…"));
+  let stopped = false;
+  getJson(`/v1/context/requests/${encodeURIComponent(id)}`)
+    .then((record) => {
+      if (!stopped) replace(root, ...sections(record));
+    })
+    .catch((error) => {
+      if (!stopped) failed(root, error);
+    });
+  return () => {
+    stopped = true;
+  };
+}
+
+function panel(title, ...children) {
+  return el("section", { class: "panel" }, el("h2", null, title), children);
+}
+
+function sections(record) {
+  const manifest = record.manifest || {};
+  const actions = manifest.actions || [];
+  return [
+    el("div", { class: "crumbs" }, el("a", { href: route(["requests"]) }, "← requests"), " / ",
+      el("span", { class: "mono" }, record.request_id), " ", outcomeBadge(record.outcome, record.status)),
+    el("div", { class: "cards" }, overview(record), budget(manifest)),
+    actions.length ? panel("Actions", actionTable(actions, record.request_id)) : null,
+    actions.filter((a) => a.step === "summarize" && a.detail).map((a) => compaction(a, record.request_id)),
+    conversation(record, actions),
+    (record.rounds || []).length ? panel("Read rounds the proxy ran", rounds(record)) : null,
+    panel("Response headers", facts(Object.entries(record.headers || {}).sort(), "facts mono")),
+  ];
+}
+
+function overview(record) {
+  const usage = record.usage || {};
+  const cost = record.cost || {};
+  const share = savedShare(record.tokens_before, record.tokens_after);
+  return panel("Request", facts([
+    ["time", when(record.time)],
+    ["tenant", record.tenant],
+    ["session", record.session],
+    ["route", `${record.route} (${record.format})`],
+    ["model", record.model],
+    ["policy", record.policy],
+    ["stream", record.stream ? "yes" : "no"],
+    ["status", `${record.status} ${record.outcome}`],
+    ["refused because", record.reason],
+    ["tokens", `${int(record.tokens_before)} → ${int(record.tokens_after)}${share ? ` (−${percent(share)})` : ""}`],
+    ["latency", `${ms(record.latency_ms)}${record.upstream_ms == null ? "" : ` (upstream ${ms(record.upstream_ms)})`}`],
+    ["read rounds", record.synthetic_rounds ? String(record.synthetic_rounds) : null],
+    ["upstream usage", record.usage
+      ? `${int(usage.input_tokens)} in (${int(usage.cached_input_tokens)} cached) · ${int(usage.output_tokens)} out` : null],
+    ["cost", record.cost ? `${usd(cost.usd)} (unchanged ${usd(cost.unchanged_usd)}, saved ${usd(cost.saved_usd)})` : null],
+  ]));
+}
+
+function budget(manifest) {
+  if (!manifest.policy) return panel("Preparation", el("p", { class: "muted" }, "No manifest recorded."));
+  const cache = manifest.cache;
+  return panel("Preparation", facts([
+    ["mode", manifest.mode],
+    ["outcome", manifest.outcome],
+    ["window", `${int(manifest.context_window)} (${manifest.context_window_source})`],
+    ["allowance", int(manifest.allowance)],
+    ["trigger → target", `${int(manifest.trigger)} → ${int(manifest.target)}`],
+    ["reserved output", int(manifest.reserved_output)],
+    ["protected", int(manifest.protected_tokens)],
+    ["counted with", manifest.counting_method],
+    ["prompt cache", cache ? `${cache.state}, ${cache.applied}` : null],
+    ["notes", (manifest.notes || []).join(" ")],
+  ]));
+}
+
+function actionTable(actions, from) {
+  const rows = actions.map((a) => el("tr", null,
+    el("td", null, actionBadge(a.step)),
+    el("td", { class: "num" }, `${int(a.count)} ${a.unit}`),
+    el("td", { class: "num" }, int(a.tokens_freed)),
+    el("td", { class: "num" }, ranges(a.message_indices || []) || "–"),
+    el("td", null, (a.artifact_ids || []).map((id) => artifactLink(id, from))),
+    el("td", null, a.reason, deferred(a))));
+  return table(["action", ["count", "num"], ["tokens freed", "num"], ["messages", "num"], "artifacts", "why"], rows);
+}
+
+function deferred(action) {
+  const detail = action.detail || {};
+  if (action.step !== "defer_tools" || !Array.isArray(detail.deferred)) return null;
+  return el("div", { class: "muted" }, `deferred: ${detail.deferred.join(", ")}`,
+    (detail.loaded || []).length ? ` · loaded: ${detail.loaded.join(", ")}` : "");
+}
+
+function compaction(action, from) {
+  const detail = action.detail;
+  const record = detail.manifest || {};
+  const list = (values, empty) => (values && values.length
+    ? el("ul", null, values.map((v) => el("li", null, linkified(String(v), from))))
+    : el("p", { class: "muted" }, empty));
+  return panel(`Compaction of messages ${ranges(action.message_indices || [])}`,
+    facts([
+      ["summary", `${detail.kind}${detail.by ? ` by ${detail.by}` : ""}, ${detail.source}`],
+      ["summary tokens", int(detail.tokens)],
+      ["failure", detail.failure],
+      ["archived as", (action.artifact_ids || []).length ? action.artifact_ids.map((id) => artifactLink(id, from)) : null],
+    ]),
+    el("div", { class: "compaction" },
+      el("div", null, el("h3", null, "Kept in the summary"), list(record.facts_kept, "No facts kept.")),
+      el("div", null, el("h3", null, "Marked superseded"), list(record.facts_superseded, "Nothing superseded.")),
+      el("div", null, el("h3", null, "Only in the archive"),
+        list(record.archive_only ? [record.archive_only] : [], "Nothing beyond the summary."))));
+}
+
+function conversation(record, actions) {
+  const from = record.request_id;
+  if (record.bodies === "kept" && record.original) {
+    const original = conversationOf(record.format, record.original);
+    const prepared = conversationOf(record.format, record.prepared || record.original);
+    return panel("Conversation",
+      tools(original.tools, prepared.tools),
+      el("div", { class: "side-by-side" },
+        el("h3", null, `Original · ${original.items.length} items`),
+        el("h3", null, `Prepared · ${prepared.items.length} items`),
+        pairedRows(original, prepared, actions, from).map(([l, r]) => [
+          el("div", { class: "cell original" }, l), el("div", { class: "cell prepared" }, r)])));
+  }
+  const why = record.bodies === "too_large"
+    ? "The bodies were over the policy's size limit for records, so they were not kept."
+    : "The policy does not keep request bodies (records: {bodies: true} keeps them).";
+  return panel("Actions by message index", el("p", { class: "muted" }, why), actionsByIndex(actions, from));
+}
+
+function tools(original, prepared) {
+  if (!original.length && !prepared.length) return null;
+  const sent = new Set(prepared);
+  const names = original.map((n) => el("span", { class: sent.has(n) ? "tool" : "tool deferred" }, n));
+  const added = prepared.filter((n) => !original.includes(n)).map((n) => el("span", { class: "tool added" }, n));
+  return el("p", { class: "tools" }, `Tools: ${original.length} from the client, ${prepared.length} upstream `,
+    names, added.length ? [" + ", added] : null);
+}
+
+function rounds(record) {
+  const rows = record.rounds.map((r, i) => el("tr", null,
+    el("td", { class: "num" }, String(i + 1)),
+    el("td", null, r.tool),
+    el("td", null, el("code", null, JSON.stringify(r.arguments))),
+    el("td", null, r.artifact_id ? artifactLink(r.artifact_id, record.request_id) : "–"),
+    el("td", { class: "num" }, int(r.result_chars))));
+  return table([["#", "num"], "tool", "arguments", "artifact", ["result chars", "num"]], rows);
+}
