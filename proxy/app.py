@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from proxy.artifacts.budgets import WriteBudget, WriteBudgets
+from proxy.artifacts.records import MemoryRecords, RecordStore
 from proxy.completion.driver import CompletionDriver
 from proxy.engine.preparer import Preparer
 from proxy.http.auth import TenantResolver
@@ -23,6 +24,7 @@ from proxy.http.middleware import edge_middleware
 from proxy.http.services import SERVICES, Services
 from proxy.metrics import Metrics
 from proxy.policy.store import PolicyStore
+from proxy.records.recorder import Recorder
 from proxy.settings import Settings, WriteBudgetSettings
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
@@ -76,6 +78,7 @@ async def _all_or_nothing(app: web.Application) -> AsyncIterator[None]:
         for part in (
             _upstream_session,
             _artifact_store,
+            _request_records,
             _calibration_sync,
             _search_worker,
             _policies,
@@ -189,6 +192,29 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     services.metrics.watch_write_budgets(refusals.snapshot)
     yield
     await services.store.close()
+
+
+async def _request_records(app: web.Application) -> AsyncIterator[None]:
+    """The recorder of completions' records, on the artifact store's Redis or in memory."""
+    services = app[SERVICES]
+    settings = services.settings.server.records
+    if not settings.enabled:
+        yield
+        return
+    ttl, most = settings.ttl_seconds, settings.max_records
+    on_redis = getattr(services.started_store(), "request_records", None)
+    store: RecordStore = (
+        MemoryRecords(ttl_seconds=ttl, max_records=most)
+        if on_redis is None
+        else on_redis(ttl_seconds=ttl, max_records=most)
+    )
+    metrics = services.metrics
+    services.recorder = recorder = Recorder(
+        store, max_pending=settings.max_pending, dropped=metrics.record_dropped
+    )
+    yield
+    services.recorder = None
+    await recorder.drain(_STOP_GRACE_S)
 
 
 async def _calibration_sync(app: web.Application) -> AsyncIterator[None]:

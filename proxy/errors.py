@@ -17,6 +17,7 @@ class ErrorCode(Enum):
     invalid_api_key = ("invalid_api_key", 401, "invalid_request_error")
     not_found = ("not_found", 404, "invalid_request_error")
     artifact_not_found = ("artifact_not_found", 404, "invalid_request_error")
+    record_not_found = ("record_not_found", 404, "invalid_request_error")
     method_not_allowed = ("method_not_allowed", 405, "invalid_request_error")
     request_timeout = ("request_timeout", 408, "invalid_request_error")
     request_too_large = ("request_too_large", 413, "invalid_request_error")

@@ -163,6 +163,12 @@ class Metrics:
         self._upstream_metrics(self.registry)
         self._read_metrics(self.registry)
         self.costs = CostMetrics(self.registry)
+        self.records_dropped = Counter(
+            "ctxproxy_records_dropped",
+            "Request records not kept (the store failed, or too many were waiting to be written).",
+            ["reason"],
+            registry=self.registry,
+        )
         self._store_errors = _StoreErrors()
         self.registry.register(self._store_errors)
         self._write_budgets = _WriteBudgetRefusals()
@@ -386,3 +392,6 @@ class Metrics:
 
     def record_endpoint_read(self, outcome: str) -> None:
         self.artifact_reads.labels("endpoint", outcome).inc()
+
+    def record_dropped(self, reason: str) -> None:
+        self.records_dropped.labels(reason).inc()

@@ -25,6 +25,26 @@ class UpstreamCall:
 
 
 @dataclass(frozen=True, slots=True)
+class SyntheticCall:
+    """One call the proxy executed in a synthetic round (for the request's record)."""
+
+    round: int
+    tool: str
+    arguments: object
+    """As the model sent them (JSON text or an object)."""
+    result_chars: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedBodies:
+    """The bodies a request's record keeps (its policy opts in: `records.bodies`)."""
+
+    original: bytes
+    prepared: bytes
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Pricing:
     """What the request's answers are priced at (set by the driver once it is prepared)."""
 
@@ -48,6 +68,12 @@ class RequestStats:
     upstream_calls: list[UpstreamCall] = field(default_factory=list)
     synthetic_rounds: int = 0
     artifact_reads: int = 0
+    synthetic_calls: list[SyntheticCall] = field(default_factory=list)
+    scope: str | None = None
+    """The request's artifact scope (its session's included), once its body is read."""
+    model: str | None = None
+    stream: bool = False
+    bodies: RecordedBodies | None = None
     answers: list[TokenUsage] = field(default_factory=list)
     """The usage of each upstream answer that stated one, in order (the synthetic rounds one
     each; streams as their bytes passed)."""
@@ -56,6 +82,8 @@ class RequestStats:
     """The code of the proxy's own error answer (`context_length_exceeded`, ...), if it was one."""
     reason: RefusalReason | None = None
     """Why the request was refused (the error's `reason` detail), when it says."""
+    error_details: dict[str, object] | None = None
+    """The proxy's own error answer's details (a refusal's figures)."""
     _cost_of: tuple[int, Pricing | None, Manifest | None, Cost | None] | None = field(
         default=None, init=False, repr=False, compare=False
     )

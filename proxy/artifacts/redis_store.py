@@ -62,6 +62,7 @@ from proxy.artifacts.redis_budgets import ScopeKeys
 from proxy.artifacts.redis_checks import eviction_policy_warning, memory_bound_warning
 from proxy.artifacts.redis_health import StoreHealth
 from proxy.artifacts.redis_ratios import RedisCountRatios
+from proxy.artifacts.redis_records import RedisRecords
 from proxy.artifacts.redis_values import decode_value, encode_value
 from proxy.artifacts.store import (
     Artifact,
@@ -165,6 +166,14 @@ class RedisStore(_Ids):
             recovered=self._health.recovered,
             failures=_FAILURES,
         )
+
+    def request_records(self, *, ttl_seconds: int, max_records: int) -> RedisRecords:
+        """Request records on this store's connection and key prefix (`redis_records`)."""
+        return RedisRecords(
+            self._redis, self._prefix, tag=self._tag, ttl_seconds=ttl_seconds,
+            max_records=max_records, clock=self._clock, failed=self._health.failed,
+            recovered=self._health.recovered, failures=_FAILURES,
+        )  # fmt: skip
 
     async def check_eviction_policy(self) -> None:
         """Log a warning line when Redis' eviction policy can drop live artifacts, and one when

@@ -35,7 +35,7 @@ from proxy.engine.preparer import Preparer
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
-from proxy.stats import Pricing, RequestStats
+from proxy.stats import Pricing, RecordedBodies, RequestStats
 from proxy.synthetic.base import SearchWorker
 from proxy.tokens.calibration import CountCalibration
 from proxy.tokens.prices import PriceTable, estimate
@@ -135,6 +135,7 @@ class CompletionDriver:
         summarizer = self.summarizer(request)
         prepared = await self.prepare(request, summarizer, sent=True)
         self.metrics.record_preparation(prepared.manifest)
+        _kept_bodies(self.preparer, request, prepared)
         exchange = _Exchange(self.preparer, request, prepared, summarizer)
         held = request.wire.provider_history(request.body) is not None
         context = CompletionContext(
@@ -226,6 +227,14 @@ class _Exchange:
 def marked_call(call: CallOptions, request: ClientRequest) -> CallOptions:
     """`call`, told whether its upstream caches at breakpoints (the policy's `cache_marks`)."""
     return dataclasses.replace(call, cache_marks=caches_at_marks(request.windows.upstream))
+
+
+def _kept_bodies(preparer: Preparer, request: ClientRequest, prepared: Prepared) -> None:
+    """The bodies for the request's record, when its policy keeps them (`records.bodies`)."""
+    records = preparer.policy_of(request.requester, prepared.manifest.model).records
+    if records.bodies:
+        bodies = RecordedBodies(request.raw, prepared.body, records.max_body_bytes)
+        request.stats.bodies = bodies
 
 
 def _noted(stats: RequestStats, prepared: Prepared) -> None:

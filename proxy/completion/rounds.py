@@ -34,7 +34,7 @@ from proxy.engine.working_set import WorkingSetKey, remember
 from proxy.formats.base import ClientFormat
 from proxy.metrics import Metrics
 from proxy.settings import MAX_PARSED_RESPONSE_BYTES
-from proxy.stats import RequestStats
+from proxy.stats import RequestStats, SyntheticCall
 from proxy.synthetic.base import (
     SEARCH_CHARS_PER_ROUND,
     CallContext,
@@ -186,6 +186,10 @@ class SyntheticRounds:
         self.messages.extend(wire.round_items(content, calls, [r.text for r in results]))
         self.rounds += 1
         self.reads += len(calls)
+        self.stats.synthetic_calls += [
+            SyntheticCall(self.rounds, r.tool, wire.call_arguments(call), len(r.text))
+            for call, r in zip(calls, results, strict=True)
+        ]
         self.metrics.record_round([result.status for result in results])
         self.stats.synthetic_rounds, self.stats.artifact_reads = self.rounds, self.reads
 

@@ -66,6 +66,21 @@ class ReadToolPolicy(StrictModel):
     )
 
 
+class RecordsPolicy(StrictModel):
+    """What the request records of this policy's requests keep (`server.records` in the config
+    says whether records are kept at all)."""
+
+    bodies: bool = Field(
+        default=False,
+        description="Keep the client's request body and the first prepared body sent upstream "
+        "in the record (they can be large and sensitive).",
+    )
+    max_body_bytes: Annotated[int, Field(gt=0)] = Field(
+        default=2 * 1024 * 1024,
+        description="A body larger than this is not kept (the record says `too_large`).",
+    )
+
+
 class CountingPolicy(StrictModel):
     tokenizer: str = Field(
         default="auto",
@@ -109,6 +124,7 @@ class Policy(StrictModel):
         "Only in modes `window` and `compact` (the others never change a request).",
     )
     read_tool: ReadToolPolicy = Field(default_factory=ReadToolPolicy)
+    records: RecordsPolicy = Field(default_factory=RecordsPolicy)
     models: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="Per-model overrides: glob on the request's model (fnmatch, case-insensitive) "

@@ -142,6 +142,10 @@ class Preparer:
         manifest.note(NoteCode.no_credential, why)
         return NoWritesStore(self._store)
 
+    def policy_of(self, tenant: Requester, model: str) -> Policy:
+        """The policy a request of `tenant` to `model` is prepared under."""
+        return self._policies.resolve(tenant.policy, model)
+
     def unprepared(
         self, body: dict[str, Any], raw: bytes, tenant: Requester, wire: WireFormat, why: str
     ) -> Prepared:

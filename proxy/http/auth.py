@@ -40,6 +40,14 @@ class Tenant:
     """The tenant's own routes, tried before the global ones."""
     anonymous: bool = False
     """Passthrough without any credential: a scope for this request only, nothing stored."""
+    operator: bool = False
+    """An operator key (`auth.operator_keys`): reads every tenant's records, serves nothing
+    else."""
+
+    @property
+    def owner_scope(self) -> str:
+        """The scope without its session: where the tenant's request records are kept."""
+        return self.scope.partition(SESSION_SCOPE_MARK)[0]
 
     @functools.cached_property
     def contributor(self) -> str:
@@ -48,7 +56,7 @@ class Tenant:
         sessions it names); "" without a credential (such a request teaches nothing)."""
         if self.anonymous:
             return ""
-        return contributor_id(self.scope.partition(SESSION_SCOPE_MARK)[0])
+        return contributor_id(self.owner_scope)
 
     def in_session(self, value: str | None) -> Tenant:
         """This tenant within session `value`: the tenant's scope plus a hash of the value, so
@@ -56,8 +64,7 @@ class Tenant:
         tenant without sessions): the tenant as it is."""
         if not value or self.session is None:
             return self
-        digest = hashlib.sha256(value.encode()).hexdigest()[:32]
-        return replace(self, scope=f"{self.scope}{SESSION_SCOPE_MARK}{digest}")
+        return replace(self, scope=f"{self.scope}{SESSION_SCOPE_MARK}{session_digest(value)}")
 
     def in_body_session(self, body: Mapping[str, Any]) -> Tenant:
         """In the session the request body names (sources `user` and `metadata`)."""
@@ -78,6 +85,21 @@ class Tenant:
         if key:
             return f"Bearer {key}"
         return None if self.passthrough else ""
+
+
+OPERATOR = Tenant("operator", "default", "", None, False, operator=True)
+"""Who an operator key is: no scope of its own."""
+
+
+def session_digest(value: str) -> str:
+    """What a session value is known by in scopes and records (never the value itself)."""
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def session_of(scope: str) -> str | None:
+    """The session digest a scope names, if it names one."""
+    _, mark, digest = scope.partition(SESSION_SCOPE_MARK)
+    return digest if mark else None
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
@@ -145,9 +167,17 @@ class TenantResolver:
         )
         self._memo_size = memo_size
         self._seen: dict[tuple[tuple[str, ...], ...], Tenant] = {}
+        self._operators = frozenset(settings.auth.operator_keys)
 
-    def resolve(self, headers: Mapping[str, str]) -> Tenant:
-        """The caller's tenant; within the session its headers name (source `header`)."""
+    @property
+    def has_operators(self) -> bool:
+        return bool(self._operators)
+
+    def resolve(self, headers: Mapping[str, str], *, operator_route: bool = False) -> Tenant:
+        """The caller's tenant; within the session its headers name (source `header`). On an
+        `operator_route`, an operator key is `OPERATOR`."""
+        if operator_route and self._operators and bearer_token(headers) in self._operators:
+            return OPERATOR
         tenant = self._tenant(headers)
         session = tenant.session
         if session is not None and session.source == "header":

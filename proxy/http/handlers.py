@@ -18,6 +18,7 @@ from proxy.formats.base import ClientFormat
 from proxy.http.auth import Tenant
 from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
 from proxy.http.console import add_console_routes
+from proxy.http.records import add_record_routes
 from proxy.http.relay import respond
 from proxy.http.routes import (
     COMPLETION_ROUTES,
@@ -89,7 +90,13 @@ def _client_request_of(
     """The request as the driver takes it: its body, its tenant, its upstream and credentials."""
     services = request.app[SERVICES]
     tenant: Tenant = request[TENANT].in_body_session(body)
-    upstream = services.upstream_for(wire.model(body), tenant.routes)
+    stats = request[STATS]
+    stats.scope, stats.model, stats.stream = (
+        tenant.scope,
+        wire.model(body),
+        body.get("stream") is True,
+    )
+    upstream = services.upstream_for(stats.model, tenant.routes)
     windows = services.windows.for_request(upstream, _upstream_headers(request, tenant, upstream))
 
     def headers_for(other: Upstream) -> CIMultiDict[str]:
@@ -97,9 +104,7 @@ def _client_request_of(
         that upstream's style."""
         return _upstream_headers(request, tenant, other)
 
-    return ClientRequest(
-        wire, body, raw, tenant, windows, headers_for, request[STATS], request[REQUEST_ID]
-    )
+    return ClientRequest(wire, body, raw, tenant, windows, headers_for, stats, request[REQUEST_ID])
 
 
 def _upstream_headers(request: web.Request, tenant: Tenant, upstream: Upstream) -> CIMultiDict[str]:
@@ -272,6 +277,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(COUNT_TOKENS_ROUTE, count_tokens)
     app.router.add_post("/v1/context/prepare", prepare_dry_run)
     app.router.add_get("/v1/context/artifacts/{artifact_id}", read_artifact)
+    add_record_routes(app)
     app.router.add_get("/", root)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -18,11 +18,13 @@ from aiohttp import web
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.body import ACCEPTED_CODINGS
 from proxy.http.console import is_console_path
-from proxy.http.routes import COMPLETION_ROUTES, format_of, route_of
+from proxy.http.routes import COMPLETION_ROUTES, OPERATOR_ROUTES, format_of, route_of
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
 from proxy.jsonio import dumps
 from proxy.logs import access_fields, access_log, access_logged
+from proxy.records.build import Ending
+from proxy.records.recorder import Recorder
 from proxy.stats import RequestStats
 
 log = logging.getLogger("ctxproxy.http")
@@ -63,12 +65,13 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     request[REQUEST_ID] = request_id
     stats = request[STATS] = RequestStats()
     status = CLIENT_CLOSED
+    response = None
     try:
         response = await _answer(request, handler, request_id, stats)
         status = response.status
         return response
     finally:
-        _observe(request, request_id, status, stats)
+        _observe(request, request_id, status, stats, response)
 
 
 async def _answer(
@@ -76,13 +79,15 @@ async def _answer(
 ) -> web.StreamResponse:
     try:
         if _needs_a_tenant(request):
-            tenant = request.app[SERVICES].tenants.resolve(request.headers)
+            tenants = request.app[SERVICES].tenants
+            operator_route = tenants.has_operators and route_of(request) in OPERATOR_ROUTES
+            tenant = tenants.resolve(request.headers, operator_route=operator_route)
             request[TENANT] = tenant
             stats.tenant, stats.policy = tenant.name, tenant.policy
         with store_lease(request):
             response = await handler(request)
     except ProxyError as exc:
-        stats.error, stats.reason = exc.code.name, exc.reason
+        stats.error, stats.reason, stats.error_details = exc.code.name, exc.reason, exc.details
         _note_refusal(request, exc)
         return json_error(exc, request_id, request.path)
     except web.HTTPException as exc:
@@ -116,13 +121,45 @@ def _note_refusal(request: web.Request, error: ProxyError) -> None:
         request.app[SERVICES].metrics.record_refusal(error.reason)
 
 
-def _observe(request: web.Request, request_id: str, status: int, stats: RequestStats) -> None:
-    """Request metrics and the access line; never lets a failure here replace the answer."""
+def _observe(
+    request: web.Request,
+    request_id: str,
+    status: int,
+    stats: RequestStats,
+    response: web.StreamResponse | None,
+) -> None:
+    """Request metrics, the access line and the request's record; never lets a failure here
+    replace the answer."""
     try:
         route = route_of(request)
-        request.app[SERVICES].metrics.record_request(route, status, stats)
+        services = request.app[SERVICES]
+        services.metrics.record_request(route, status, stats)
+        duration = time.perf_counter() - stats.started
         if access_logged(route, status):
-            duration = time.perf_counter() - stats.started
             access_log(access_fields(request_id, request.method, route, status, stats, duration))
+        if services.recorder is not None and route in COMPLETION_ROUTES:
+            _record(request, services.recorder, stats, response, duration, status)
     except Exception:
         log.exception("recording request metrics failed", extra={"request_id": request_id})
+
+
+def _record(
+    request: web.Request,
+    recorder: Recorder,
+    stats: RequestStats,
+    response: web.StreamResponse | None,
+    duration: float,
+    status: int,
+) -> None:
+    """Hand the completion's record to the recorder (written later, off this response)."""
+    tenant = request.get(TENANT)
+    if tenant is None or tenant.anonymous:  # unauthenticated, or nothing of it is kept
+        return
+    if stats.scope is None:
+        stats.scope = tenant.scope
+    route = route_of(request)
+    headers = response.headers if response is not None else {}
+    end = Ending(
+        request[REQUEST_ID], route, COMPLETION_ROUTES[route], status, headers, duration, time.time()
+    )
+    recorder.submit(tenant.owner_scope, stats, end)

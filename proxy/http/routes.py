@@ -27,6 +27,12 @@ COMPLETION_ROUTES: Mapping[str, str] = MappingProxyType(
 )
 """Routes whose requests are completed upstream, by the format serving them: each is served by
 `handlers.complete` (a new format's route is one line here), and their refusals are counted."""
+REQUESTS_ROUTE = "/v1/context/requests"
+REQUEST_ROUTE = "/v1/context/requests/{request_id}"
+STATS_ROUTE = "/v1/context/stats"
+POLICY_ROUTE = "/v1/context/policy"
+OPERATOR_ROUTES = frozenset({REQUESTS_ROUTE, REQUEST_ROUTE, STATS_ROUTE, POLICY_ROUTE})
+"""The routes an operator key (`auth.operator_keys`) may read: the records, across tenants."""
 ROUTE_FORMATS: Mapping[str, str] = MappingProxyType(
     {**COMPLETION_ROUTES, COUNT_TOKENS_ROUTE: "anthropic_messages"}
 )

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from proxy.completion.driver import CompletionDriver
     from proxy.engine.preparer import Preparer
     from proxy.policy.store import PolicyStore
+    from proxy.records.recorder import Recorder
     from proxy.synthetic.base import SearchWorker
     from proxy.upstream.base import Upstream
 
@@ -52,6 +53,8 @@ class Services:
     policies: PolicyStore | None = None
     preparer: Preparer | None = None
     driver: CompletionDriver | None = None
+    recorder: Recorder | None = None
+    """Keeps each completion's record (None: records are off, or not started)."""
 
     def started_store(self) -> ArtifactStore:
         if self.store is None:

@@ -21,6 +21,7 @@ from pydantic import (
 
 from proxy.settings.cache import PromptCacheSettings as PromptCacheSettings
 from proxy.settings.prices import PriceSettings as PriceSettings
+from proxy.settings.records import RecordsSettings as RecordsSettings
 
 DEFAULT_PORT = 8531
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -61,6 +62,7 @@ class ServerSettings(_Strict):
         description="GET /metrics: 'keys' needs a proxy key (auth mode 'keys'), 'none' is open; "
         "'auto' is 'keys' in auth mode 'keys' (labels name tenants), else 'none'.",
     )
+    records: RecordsSettings = Field(default_factory=RecordsSettings)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one JSON object per line; text: plain lines."
@@ -272,6 +274,11 @@ class AuthSettings(_Strict):
         "every client's credentials in passthrough mode: anyone who reaches the proxy then uses "
         "the operator's key.",
     )
+    operator_keys: list[str] = Field(
+        default_factory=list,
+        description="Keys that read every tenant's request records (GET /v1/context/requests, "
+        "/v1/context/stats, /v1/context/policy), in both modes; they serve no other route.",
+    )
 
 
 class Settings(_Strict):
@@ -372,6 +379,10 @@ def _tenant_problems(tenants: list[TenantSettings], auth: AuthSettings) -> list[
                 )
             else:
                 first_key[key] = f"{where} (tenant {tenant.name!r})"
+    for j, key in enumerate(auth.operator_keys):
+        if not key or key in first_key:
+            why = f"is also {first_key[key]}" if key else "empty key"
+            problems.append(f"auth.operator_keys.{j}: {why}")
     wanted = auth.passthrough_tenant
     if wanted not in first_named and wanted != DEFAULT_TENANT:
         known = ", ".join(first_named) or "none"
