@@ -30,11 +30,29 @@ export function artifactView(root, id, query) {
       if (!stopped) replace(body, ...pageNodes(page, size, place, (n) => route(["artifacts", id], { offset, max_chars: n, from, session })));
     })
     .catch((error) => {
-      if (!stopped) failed(body, error);
+      if (stopped) return;
+      failed(body, error, true); // an operator key reads records, not a tenant's artifacts
+      body.append(hint(error, id, from, size));
     });
   return () => {
     stopped = true;
   };
+}
+
+/** Why an artifact may not be readable with this key, and a way to name its session. */
+function hint(error, id, from, size) {
+  if (error.status === 401) {
+    return el("p", { class: "muted" }, "An artifact belongs to its tenant: read it with that tenant's key.");
+  }
+  const session = el("input", { name: "session", placeholder: "session", "aria-label": "session", size: 20 });
+  const form = el("form", { class: "filters" },
+    el("span", { class: "muted" }, "Stored within a session? Name it: "), session,
+    el("button", { type: "submit" }, "Read"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    window.location.hash = route(["artifacts", id], { offset: 0, max_chars: size, from, session: session.value });
+  });
+  return form;
 }
 
 function pageNodes(page, size, place, sized) {

@@ -18,7 +18,9 @@ export function bucketed(points, fields) {
   for (const point of points) {
     const slot = Math.min(Math.floor((point.time - start) / step), MAX_POINTS - 1);
     const bucket = buckets.get(slot) || { time: start + slot * step };
-    for (const field of fields) bucket[field] = (bucket[field] || 0) + (point[field] || 0);
+    for (const field of fields) {
+      if (typeof point[field] === "number") bucket[field] = (bucket[field] || 0) + point[field];
+    }
     buckets.set(slot, bucket);
   }
   return [...buckets.values()];
@@ -29,25 +31,34 @@ export function timeChart(points, lines, title) {
     class: "chart", viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": title,
   });
   chart.append(svg("title", null, title));
-  if (!points.length) {
+  // a point with nothing on any line is a request never prepared nor sent (a refusal): left out
+  const counted = points.filter((p) => lines.some((l) => p[l.field]));
+  if (!counted.length) {
     chart.append(svg("text", { x: WIDTH / 2, y: HEIGHT / 2, class: "empty" }, "no data yet"));
     return chart;
   }
-  const data = bucketed([...points].sort((a, b) => a.time - b.time), lines.map((l) => l.field));
+  const data = bucketed([...counted].sort((a, b) => a.time - b.time), lines.map((l) => l.field));
   const t0 = data[0].time;
   const t1 = data[data.length - 1].time;
   const top = Math.max(1, ...data.flatMap((p) => lines.map((l) => p[l.field] || 0)));
+  const known = (field) => data.filter((p) => typeof p[field] === "number"); // a refusal has no count
   const x = (t) => PAD.left + (t1 === t0 ? 0.5 : (t - t0) / (t1 - t0)) * (WIDTH - PAD.left - PAD.right);
   const y = (v) => HEIGHT - PAD.bottom - (v / top) * (HEIGHT - PAD.top - PAD.bottom);
   axes(chart, top, t0, t1, y);
   for (const line of lines) {
-    const coords = data.map((p) => `${x(p.time).toFixed(1)},${y(p[line.field] || 0).toFixed(1)}`);
+    const points = known(line.field);
+    if (!points.length) continue;
+    const coords = points.map((p) => `${x(p.time).toFixed(1)},${y(p[line.field]).toFixed(1)}`);
     if (line.area) {
-      const base = `${x(t1).toFixed(1)},${y(0)} ${x(t0).toFixed(1)},${y(0)}`;
+      const first = x(points[0].time).toFixed(1);
+      const last = x(points[points.length - 1].time).toFixed(1);
+      const base = `${last},${y(0)} ${first},${y(0)}`;
       chart.append(svg("polygon", { class: `area ${line.kind}`, points: `${coords.join(" ")} ${base}` }));
     }
     chart.append(svg("polyline", { class: `line ${line.kind}`, points: coords.join(" ") }));
-    if (data.length === 1) chart.append(svg("circle", { class: `dot ${line.kind}`, cx: x(t0), cy: y(data[0][line.field] || 0), r: 3 }));
+    if (points.length === 1) {
+      chart.append(svg("circle", { class: `dot ${line.kind}`, cx: x(points[0].time), cy: y(points[0][line.field]), r: 3 }));
+    }
   }
   return chart;
 }
@@ -61,8 +72,11 @@ function axes(chart, top, t0, t1, y) {
     );
   }
   const bottom = HEIGHT - 6;
-  chart.append(svg("text", { class: "tick", x: PAD.left, y: bottom }, shortTime(t0)));
-  if (t1 !== t0) chart.append(svg("text", { class: "tick", x: WIDTH - PAD.right, y: bottom, "text-anchor": "end" }, shortTime(t1)));
+  chart.append(svg("text", { class: "tick", x: PAD.left, y: bottom }, shortTime(t0, t1 - t0)));
+  if (t1 !== t0) {
+    const end = shortTime(t1, t1 - t0);
+    chart.append(svg("text", { class: "tick", x: WIDTH - PAD.right, y: bottom, "text-anchor": "end" }, end));
+  }
 }
 
 export function legend(lines) {

@@ -5,10 +5,11 @@ import { message, replace } from "./dom.js";
 
 export const SIGNED_OUT = "ctxproxy:signed-out";
 
-/** A rejected key signs out (the shell shows the login form again); any other failure is shown
- * in `root`, where the data would have been. */
-export function failed(root, error) {
-  if (error instanceof ApiError && error.status === 401) {
+/** A rejected key signs out (the shell shows the login form again) unless `keepKey` (a route
+ * the key may not read, though it is a good key elsewhere); any other failure is shown in
+ * `root`, where the data would have been. */
+export function failed(root, error, keepKey = false) {
+  if (!keepKey && error instanceof ApiError && error.status === 401) {
     forgetKey();
     window.dispatchEvent(new Event(SIGNED_OUT));
     return;

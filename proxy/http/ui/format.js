@@ -21,7 +21,15 @@ export function usd(value) {
 }
 
 export function percent(value) {
-  return typeof value === "number" ? `${(value * 100).toFixed(value < 0.1 ? 1 : 0)}%` : "–";
+  if (typeof value !== "number") return "–";
+  const small = value > 0 && value < 0.1;
+  return `${(value * 100).toFixed(small ? 1 : 0)}%`;
+}
+
+/** `1 message`, `3 turns`: a count and its unit (the manifest's units are plural). */
+export function counted(count, unit) {
+  const one = count === 1 && typeof unit === "string" && unit.endsWith("s");
+  return `${int(count)} ${one ? unit.slice(0, -1) : unit || ""}`.trim();
 }
 
 export function ms(value) {
@@ -37,9 +45,11 @@ export function when(seconds) {
   return today ? time : `${date.toISOString().slice(0, 10)} ${time}`;
 }
 
-export function shortTime(seconds) {
+/** A chart's time label: with seconds when the chart spans only minutes. */
+export function shortTime(seconds, span = Infinity) {
   const date = new Date(seconds * 1000);
-  return date.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false });
+  const second = span < 600 ? { second: "2-digit" } : {};
+  return date.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", ...second, hour12: false });
 }
 
 /** Tokens saved as a share of the tokens before (null when nothing was counted). */

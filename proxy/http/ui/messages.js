@@ -4,7 +4,7 @@
 import { ACTION_LABELS, actionBadge } from "./badges.js";
 import { isProxyText } from "./conversation.js";
 import { artifactLink, el, linkified } from "./dom.js";
-import { int, ranges } from "./format.js";
+import { counted, int, ranges } from "./format.js";
 
 const SPANS = new Set(["drop_turns", "summarize"]); // steps that remove a run of messages
 
@@ -62,7 +62,7 @@ function spanNode(action, first, last, items, marks, from) {
   const summary = el("summary", { class: `span-line act-${safe(action.step)}` },
     actionBadge(action.step),
     ` messages ${first}–${last} ${label}`,
-    action.count ? ` (${action.count} ${action.unit})` : "",
+    action.count ? ` (${counted(action.count, action.unit)})` : "",
     ` · ${int(action.tokens_freed)} tokens freed`,
     (action.artifact_ids || []).length ? [" · archived as ", action.artifact_ids.map((id) => artifactLink(id, from))] : "");
   const body = [];

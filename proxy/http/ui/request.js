@@ -5,7 +5,7 @@ import { actionBadge, outcomeBadge } from "./badges.js";
 import { conversationOf } from "./conversation.js";
 import { artifactLink, el, facts, linkified, replace, route, table } from "./dom.js";
 import { failed } from "./failure.js";
-import { int, ms, percent, ranges, savedShare, usd, when } from "./format.js";
+import { counted, int, ms, percent, ranges, savedShare, usd, when } from "./format.js";
 import { actionsByIndex, pairedRows } from "./messages.js";
 
 export function requestView(root, id) {
@@ -33,7 +33,7 @@ function sections(record) {
   return [
     el("div", { class: "crumbs" }, el("a", { href: route(["requests"]) }, "← requests"), " / ",
       el("span", { class: "mono" }, record.request_id), " ", outcomeBadge(record.outcome, record.status)),
-    el("div", { class: "cards" }, overview(record), budget(manifest)),
+    el("div", { class: "cards" }, overview(record), budget(manifest, record.error)),
     actions.length ? panel("Actions", actionTable(actions, record.request_id)) : null,
     actions.filter((a) => a.step === "summarize" && a.detail).map((a) => compaction(a, record.request_id)),
     conversation(record, actions),
@@ -56,7 +56,9 @@ function overview(record) {
     ["stream", record.stream ? "yes" : "no"],
     ["status", `${record.status} ${record.outcome}`],
     ["refused because", record.reason],
-    ["tokens", `${int(record.tokens_before)} → ${int(record.tokens_after)}${share ? ` (−${percent(share)})` : ""}`],
+    ["error", record.error ? record.error.code : null],
+    ["tokens", record.tokens_before == null ? null
+      : `${int(record.tokens_before)} → ${int(record.tokens_after)}${share ? ` (−${percent(share)})` : ""}`],
     ["latency", `${ms(record.latency_ms)}${record.upstream_ms == null ? "" : ` (upstream ${ms(record.upstream_ms)})`}`],
     ["read rounds", record.synthetic_rounds ? String(record.synthetic_rounds) : null],
     ["upstream usage", record.usage
@@ -65,8 +67,18 @@ function overview(record) {
   ]));
 }
 
-function budget(manifest) {
-  if (!manifest.policy) return panel("Preparation", el("p", { class: "muted" }, "No manifest recorded."));
+/** A refusal's figures (the error's details), numbers as numbers. */
+function errorDetails(error) {
+  const details = (error && error.details) || {};
+  const value = (v) => (typeof v === "number" ? int(v) : typeof v === "string" ? v : JSON.stringify(v));
+  return facts(Object.entries(details).map(([key, v]) => [key.replaceAll("_", " "), value(v)]));
+}
+
+function budget(manifest, error) {
+  if (!manifest.policy) {
+    const note = error ? "Refused before preparation finished; the refusal's figures:" : "No manifest recorded.";
+    return panel("Preparation", el("p", { class: "muted" }, note), error ? errorDetails(error) : null);
+  }
   const cache = manifest.cache;
   return panel("Preparation", facts([
     ["mode", manifest.mode],
@@ -85,7 +97,7 @@ function budget(manifest) {
 function actionTable(actions, from) {
   const rows = actions.map((a) => el("tr", null,
     el("td", null, actionBadge(a.step)),
-    el("td", { class: "num" }, `${int(a.count)} ${a.unit}`),
+    el("td", { class: "num" }, counted(a.count, a.unit)),
     el("td", { class: "num" }, int(a.tokens_freed)),
     el("td", { class: "num" }, ranges(a.message_indices || []) || "–"),
     el("td", null, (a.artifact_ids || []).map((id) => artifactLink(id, from))),
@@ -135,7 +147,8 @@ function conversation(record, actions) {
   }
   const why = record.bodies === "too_large"
     ? "The bodies were over the policy's size limit for records, so they were not kept."
-    : "The policy does not keep request bodies (records: {bodies: true} keeps them).";
+    : "No bodies in this record: a policy keeps them with records: {bodies: true}, "
+      + "and a request refused before it was prepared has none.";
   return panel("Actions by message index", el("p", { class: "muted" }, why), actionsByIndex(actions, from));
 }
 
@@ -150,10 +163,10 @@ function tools(original, prepared) {
 
 function rounds(record) {
   const rows = record.rounds.map((r, i) => el("tr", null,
-    el("td", { class: "num" }, String(i + 1)),
+    el("td", { class: "num" }, String(r.round || i + 1)),
     el("td", null, r.tool),
     el("td", null, el("code", null, JSON.stringify(r.arguments))),
     el("td", null, r.artifact_id ? artifactLink(r.artifact_id, record.request_id) : "–"),
     el("td", { class: "num" }, int(r.result_chars))));
-  return table([["#", "num"], "tool", "arguments", "artifact", ["result chars", "num"]], rows);
+  return table([["round", "num"], "tool", "arguments", "artifact", ["result chars", "num"]], rows);
 }
