@@ -19,15 +19,19 @@ from records_harness import written
 from synthetic_harness import SyntheticProxies
 
 OPERATOR, ACME, GLOBEX = "sk-operator", "sk-acme-console-key", "sk-globex-console-key"
+INITECH = "sk-initech-console-key"
 SETTINGS: dict[str, Any] = {
     "auth": {"mode": "keys", "operator_keys": [OPERATOR]},
     "tenants": [
         {"name": "acme", "keys": [ACME], "policy": "console"},
         {"name": "globex", "keys": [GLOBEX], "policy": "console"},
+        {"name": "initech", "keys": [INITECH], "policy": "compacting"},
     ],
 }
 CONSOLE_POLICY = "extends: small\nrecords: {bodies: true}\n"
 """The small window of `synthetic_harness`, its records keeping the bodies."""
+COMPACTING_POLICY = CONSOLE_POLICY + "mode: compact\n"
+"""The same, with the oldest turns summarized (the extract: no model) instead of dropped."""
 HOSTILE = "<script>alert('xss')</script><img src=x onerror=\"alert('img')\">"
 LOG = HOSTILE + "\n" + "".join(f"log line {n}: status={n * 37 % 101}\n" for n in range(700))
 """The last tool result: offloaded (over the policy's threshold), three pages of 5,000 chars."""
@@ -65,7 +69,8 @@ def history(turns: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def proxy(proxies: SyntheticProxies) -> RunningProxy:
-    return await proxies.start(policies={"console": CONSOLE_POLICY}, **SETTINGS)
+    policies = {"console": CONSOLE_POLICY, "compacting": COMPACTING_POLICY}
+    return await proxies.start(policies=policies, **SETTINGS)
 
 
 @pytest.fixture
@@ -229,4 +234,37 @@ async def test_savings_per_tenant_and_the_effective_policy(
     await expect(effective).to_contain_text('"kind": "offload_tool_results"')
     await expect(effective).to_contain_text('"threshold_chars": 2000')
     await expect(effective).to_contain_text('"bodies": true')
+    watched.quiet()
+
+
+async def test_a_compaction_shows_what_it_kept_and_what_it_marked_superseded(
+    proxy: RunningProxy, browser: Browser
+) -> None:
+    messages = history(8)
+    facts = {
+        4: "Note: the deploy code is ZETA-4821.",
+        8: "For the record, the port of api is 8080.",
+        12: "Correction: the deploy code is now ZETA-9907.",
+    }
+    for index, fact in facts.items():
+        messages[index]["content"] += " " + fact
+    request_id = await chat(proxy, INITECH, "gpt-4o", messages)
+    watched = await signed_in(browser, proxy, INITECH)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui#/requests/{request_id}")
+    compaction = page.locator("section.panel", has=page.locator("h2", has_text="Compaction"))
+    kept = compaction.locator(".compaction > div", has_text="Kept in the summary")
+    await expect(kept.locator("li")).to_have_text(["deploy code", "port of api"])
+    superseded = compaction.locator(".compaction > div", has_text="Marked superseded")
+    await expect(superseded.locator("li")).to_have_text(
+        ["deploy code: ZETA-9907 (was ZETA-4821, corrected at turn 4)"]
+    )
+    archive = compaction.locator(".compaction > div", has_text="Only in the archive")
+    await expect(archive).to_contain_text("originals stay in the archive")
+    await expect(compaction.locator("a.artifact").first).to_have_text(re.compile("art_"))
+    summarized = page.locator(".cell.original details.span.act-summarize > summary")
+    await expect(summarized).to_contain_text("summarized")
+    await expect(page.locator(".cell.prepared .msg.from-proxy").first).to_contain_text(
+        "deploy code: ZETA-9907"
+    )
     watched.quiet()

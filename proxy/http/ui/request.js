@@ -129,7 +129,8 @@ function compaction(action, from) {
       el("div", null, el("h3", null, "Kept in the summary"), list(record.facts_kept, "No facts kept.")),
       el("div", null, el("h3", null, "Marked superseded"), list(record.facts_superseded, "Nothing superseded.")),
       el("div", null, el("h3", null, "Only in the archive"),
-        list(record.archive_only ? [record.archive_only] : [], "Nothing beyond the summary."))));
+        list(record.archive_only ? [record.archive_only] : [],
+          "Nothing the summary leaves out (the originals stay in the archive)."))));
 }
 
 function conversation(record, actions) {
