@@ -212,9 +212,10 @@ async def _request_records(app: web.Application) -> AsyncIterator[None]:
     services.recorder = recorder = Recorder(
         store, max_pending=settings.max_pending, dropped=metrics.record_dropped
     )
+    recorder.start()
     yield
     services.recorder = None
-    await recorder.drain(_STOP_GRACE_S)
+    await recorder.stop(_STOP_GRACE_S)
 
 
 async def _calibration_sync(app: web.Application) -> AsyncIterator[None]:

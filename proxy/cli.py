@@ -1,4 +1,5 @@
-"""The `ctxproxy` command: serve, policy check/schema, prepare (offline dry run).
+"""The `ctxproxy` command: serve, policy check/schema, prepare (offline dry run), requests (a
+running proxy's request records).
 
 `serve` checks everything it can before it starts (the config file, the policies and the tenants'
 policy names): a mistake is one `file: key.path: problem` line per problem on stderr and exit
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from proxy import records_cli
 from proxy.policy.store import PolicyLoadError, PolicyStore
 from proxy.settings import ConfigError, Settings
 from proxy.settings.loading import load_settings
@@ -56,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     prepare.add_argument("--model", help="override the request's model")
     prepare.add_argument("--out", help="write the prepared body here (default: stdout)")
+    records_cli.add_parser(sub)
     return parser
 
 
@@ -176,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             policy_cli.write_schema(Path(args.out))
         return 0
+    if args.command == "requests":
+        return records_cli.run_requests(args)
     from proxy.prepare_cli import run_prepare
 
     return run_prepare(args.request, args.policy, args.model, args.out)

@@ -29,10 +29,12 @@ from bench.overhead.ab_setup import (
     AUTHORIZATION,
     SIZES,
     Proc,
+    add_records_options,
     build_body,
     ctxproxy_argv,
     describe_tree,
     free_port,
+    records_note,
     write_config,
 )
 
@@ -101,15 +103,19 @@ def run(args: argparse.Namespace) -> int:
     mock.start()
     try:
         mock.wait_ready()
-        config = write_config(work, mock_port, "WARNING")
-        print(f"A: {describe_tree(args.a, args.venv)}\nB: {describe_tree(args.b, args.venv)}")
+        configs = [
+            write_config(work / side, mock_port, "WARNING", getattr(args, f"{side}_records"))
+            for side in ("a", "b")
+        ]
+        print(f"A: {describe_tree(args.a, args.venv)}{records_note(args.a_records)}")
+        print(f"B: {describe_tree(args.b, args.venv)}{records_note(args.b_records)}")
         print(f"{'body':>6} {'A Ir/req':>11} {'B Ir/req':>11} {'B/A':>7}")
         for size in args.sizes:
             body = build_body(SIZES[size])
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 jobs = [
                     pool.submit(measure, tree, args.venv, config, body, args.requests, work)
-                    for tree in (args.a, args.b)
+                    for tree, config in zip((args.a, args.b), configs, strict=True)
                 ]
                 a, b = (job.result() for job in jobs)
             print(f"{size:>6} {a:>11,} {b:>11,} {b / a:>7.3f}", flush=True)
@@ -124,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--a", type=Path, required=True, help="baseline source tree")
     parser.add_argument("--b", type=Path, required=True, help="candidate source tree")
     parser.add_argument("--venv", default=".venv", help="each tree's venv, relative to it")
+    add_records_options(parser)
     parser.add_argument("--sizes", default="2KB,100KB", type=lambda s: s.split(","))
     parser.add_argument("--requests", type=int, default=300, help="measured requests per body")
     args = parser.parse_args(argv)

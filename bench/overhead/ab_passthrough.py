@@ -52,12 +52,14 @@ from bench.overhead.ab_setup import (
     AUTHORIZATION,
     SIZES,
     Proc,
+    add_records_options,
     build_body,
     cpu_layout,
     ctxproxy_argv,
     describe_tree,
     free_port,
     pinned,
+    records_note,
     request,
     write_config,
 )
@@ -278,9 +280,10 @@ def run(args: argparse.Namespace) -> int:
         procs.append(mock)
         mock.start()
         mock.wait_ready()
-        config = write_config(tmp, mock_port, args.log_level)
         servers = {}
         for name, tree in (("A", args.a), ("B", args.b)):
+            records = getattr(args, f"{name.lower()}_records")
+            config = write_config(tmp / name, mock_port, args.log_level, records)
             port = free_port()
             argv = [
                 *ctxproxy_argv(tree, args.venv),
@@ -298,8 +301,8 @@ def run(args: argparse.Namespace) -> int:
         for name, server in servers.items():
             server.wait_ready()
             check_passthrough(name, server.port, bodies)
-        print(f"A: {describe_tree(args.a, args.venv)}")
-        print(f"B: {describe_tree(args.b, args.venv)}")
+        print(f"A: {describe_tree(args.a, args.venv)}{records_note(args.a_records)}")
+        print(f"B: {describe_tree(args.b, args.venv)}{records_note(args.b_records)}")
         wrk = args.loader != "python" and shutil.which("wrk")
         loader = "wrk" if wrk else "bench/overhead/loadgen.py"
         print(
@@ -350,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--a", type=Path, required=True, help="source tree A (with a venv)")
     parser.add_argument("--b", type=Path, required=True, help="source tree B (with a venv)")
     parser.add_argument("--venv", default=".venv", help="venv directory inside each tree")
+    add_records_options(parser)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=float, default=3.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds per run")

@@ -190,6 +190,20 @@ class Proc:
                 continue
 
 
+def add_records_options(parser: Any) -> None:
+    """`--a-records` / `--b-records`: request records on or off in that server's config (the
+    same tree twice, one of each: what recording costs)."""
+    for side in ("a", "b"):
+        parser.add_argument(
+            f"--{side}-records", choices=("on", "off"), default=None,
+            help=f"server.records.enabled of {side.upper()} (default: not set, the tree's own)",
+        )  # fmt: skip
+
+
+def records_note(records: str | None) -> str:
+    return "" if records is None else f" (records {records})"
+
+
 def ctxproxy_argv(tree: Path, venv: str) -> list[str]:
     bin_dir = tree / venv / "bin"
     if (bin_dir / "ctxproxy").exists():
@@ -223,7 +237,12 @@ def describe_tree(tree: Path, venv: str) -> str:
     return f"{tree} @ {git}{note}"
 
 
-def write_config(directory: Path, mock_port: int, log_level: str) -> Path:
+def write_config(
+    directory: Path, mock_port: int, log_level: str, records: str | None = None
+) -> Path:
+    """The config both proxies run with; `records` "on"/"off" sets `server.records.enabled`
+    (None: the key is not written, so a tree from before request records reads it too)."""
+    directory.mkdir(parents=True, exist_ok=True)
     policies = directory / "policies"
     policies.mkdir(exist_ok=True)
     (policies / "ab-passthrough.yaml").write_text(POLICY)
@@ -242,6 +261,8 @@ def write_config(directory: Path, mock_port: int, log_level: str) -> Path:
         "tenants": [{"name": "bench", "policy": "ab-passthrough"}],
         "policies_dir": str(policies),
     }
+    if records is not None:
+        config["server"]["records"] = {"enabled": records == "on"}  # type: ignore[index]
     path = directory / "config.yaml"
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML
     return path

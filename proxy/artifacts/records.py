@@ -30,15 +30,36 @@ class UnknownRecord(LookupError):
     """A query's `before` names no record the caller can see (unknown, expired or foreign)."""
 
 
+class Record(Protocol):
+    """One request's record, as the store takes it (its parts may be built when first read)."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def time(self) -> float:
+        """Wall-clock seconds when the request arrived."""
+        ...
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The record's list entry (carries `request_id`, `time`, `tenant`, `session`, ...)."""
+        ...
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        """What the full record adds to the summary (its values JSON-serialisable by orjson)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
+    """A record with its parts built (as read back from Redis)."""
+
     request_id: str
     time: float
-    """Wall-clock seconds when the request arrived."""
     summary: dict[str, Any]
-    """The record's list entry (carries `request_id`, `time`, `tenant`, `session`, ...)."""
     detail: dict[str, Any]
-    """What the full record adds to the summary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +99,9 @@ Entry = tuple[float, str, str]
 
 
 class RecordStore(Protocol):
-    async def add(self, scope: str, record: StoredRecord) -> None:
-        """Keep `record` under `scope` (raises `StoreUnavailable` when the store fails)."""
+    async def add_many(self, records: Sequence[tuple[str, Record]]) -> None:
+        """Keep each `(scope, record)`, in order (raises `StoreUnavailable` when the store
+        fails: none of them may be kept)."""
         ...
 
     async def page(self, scopes: Sequence[str] | None, query: RecordQuery) -> Page:
@@ -127,13 +149,14 @@ def collect(
 
 @dataclass(slots=True)
 class _Kept:
-    record: StoredRecord
+    record: Record
     expires_at: float
 
 
 class MemoryRecords:
     """Per-process records: per scope, an insertion-ordered dict (the oldest written goes first
-    beyond `max_records`); expired records are dropped when their scope is read or written."""
+    beyond `max_records`, and expires first: records are written in the order they end). A
+    record's parts are built only when it is first read (`Record`)."""
 
     def __init__(
         self,
@@ -147,22 +170,28 @@ class MemoryRecords:
         self._clock = clock
         self._scopes: OrderedDict[str, OrderedDict[str, _Kept]] = OrderedDict()
 
-    async def add(self, scope: str, record: StoredRecord) -> None:
-        kept = self._scopes.get(scope)
-        if kept is None:
-            kept = self._scopes[scope] = OrderedDict()
-            if len(self._scopes) > self._max_scopes:
-                self._scopes.popitem(last=False)
-        self._scopes.move_to_end(scope)
-        kept[record.request_id] = _Kept(record, self._clock() + self._ttl)
-        self._expire(scope)
-        while len(kept) > self._max:
-            kept.popitem(last=False)
+    async def add_many(self, records: Sequence[tuple[str, Record]]) -> None:
+        expires_at = self._clock() + self._ttl
+        for scope, record in records:
+            kept = self._scopes.get(scope)
+            if kept is None:
+                kept = self._scopes[scope] = OrderedDict()
+                if len(self._scopes) > self._max_scopes:
+                    self._scopes.popitem(last=False)
+            else:
+                self._scopes.move_to_end(scope)
+            kept[record.request_id] = _Kept(record, expires_at)
+            if len(kept) > self._max:
+                kept.popitem(last=False)
 
     def _expire(self, scope: str) -> OrderedDict[str, _Kept]:
+        """The scope's records, the expired ones dropped (the oldest written come first)."""
         kept = self._scopes.get(scope, OrderedDict())
         now = self._clock()
-        for request_id in [rid for rid, k in kept.items() if k.expires_at <= now]:
+        while kept:
+            request_id, first = next(iter(kept.items()))
+            if first.expires_at > now:
+                break
             del kept[request_id]
         return kept
 

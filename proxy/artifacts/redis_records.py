@@ -18,8 +18,8 @@ from proxy.artifacts.records import (
     MAX_SCANNED,
     Entry,
     Page,
+    Record,
     RecordQuery,
-    StoredRecord,
     after_cursor,
     collect,
     newest_first,
@@ -55,24 +55,34 @@ class RedisRecords:
     def _scopes_key(self) -> str:
         return f"{self._prefix}rec:scopes"
 
-    async def add(self, scope: str, record: StoredRecord) -> None:
-        base, now, ttl = self._base(scope), self._clock(), self._ttl
-        summary, detail = orjson.dumps(record.summary), orjson.dumps(record.detail)
+    async def add_many(self, records: Sequence[tuple[str, Record]]) -> None:
+        """One round trip for the batch (two when a scope is over `max_records`)."""
+        now, ttl = self._clock(), self._ttl
         pipe = self._redis.pipeline(transaction=False)
-        pipe.set(f"{base}s:{record.request_id}", summary, ex=ttl)
-        pipe.set(f"{base}d:{record.request_id}", detail, ex=ttl)
-        pipe.zadd(f"{base}idx", {record.request_id: record.time})
-        pipe.zremrangebyscore(f"{base}idx", "-inf", now - ttl)
-        pipe.zrange(f"{base}idx", 0, -(self._max + 1))
-        pipe.expire(f"{base}idx", ttl)
-        pipe.zadd(self._scopes_key, {scope: now})
+        scopes: dict[str, float] = {}
+        for scope, record in records:
+            base, rid = self._base(scope), record.request_id
+            pipe.set(f"{base}s:{rid}", orjson.dumps(record.summary), ex=ttl)
+            pipe.set(f"{base}d:{rid}", orjson.dumps(record.detail), ex=ttl)
+            pipe.zadd(f"{base}idx", {rid: record.time})
+            scopes[scope] = now
+        for scope in scopes:
+            index = f"{self._base(scope)}idx"
+            pipe.zremrangebyscore(index, "-inf", now - ttl)
+            pipe.expire(index, ttl)
+            pipe.zrange(index, 0, -(self._max + 1))
+        pipe.zadd(self._scopes_key, scopes)
         pipe.zremrangebyscore(self._scopes_key, "-inf", now - ttl)
         results = await self._run(pipe)
-        over = [m.decode() for m in results[4]]
-        if over:
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.zrem(f"{base}idx", *over)
-            pipe.delete(*(f"{base}{part}:{rid}" for rid in over for part in ("s", "d")))
+        over = results[3 * len(records) + 2 : -2 : 3]
+        pipe = self._redis.pipeline(transaction=False)
+        for scope, members in zip(scopes, over, strict=True):
+            ids = [m.decode() for m in members]
+            if ids:
+                base = self._base(scope)
+                pipe.zrem(f"{base}idx", *ids)
+                pipe.delete(*(f"{base}{part}:{rid}" for rid in ids for part in ("s", "d")))
+        if len(pipe):
             await self._run(pipe)
 
     async def _run(self, pipe: Any) -> list[Any]:

@@ -29,6 +29,7 @@ from proxy.http.services import SERVICES, TENANT
 from proxy.jsonio import dumps
 from proxy.policy.store import UnknownPolicy
 from proxy.records.aggregate import aggregate
+from proxy.records.build import readable
 
 OUTCOMES = ("ok", "refused", "upstream_error", "error", "cancelled")
 _REQUEST_ID = re.compile(r"[0-9a-f]{32}\Z")
@@ -123,7 +124,7 @@ async def show_request(request: web.Request) -> web.Response:
         raise ProxyError(
             ErrorCode.record_not_found, f"No request record {request_id!r} (unknown or expired)"
         )
-    return _json(record)
+    return _json(readable(record))
 
 
 async def request_stats(request: web.Request) -> web.Response:

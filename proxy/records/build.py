@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from proxy.artifacts.records import StoredRecord
+from proxy.engine.manifest import Manifest
 from proxy.settings import SESSION_SCOPE_MARK
 from proxy.stats import RecordedBodies, RequestStats, SyntheticCall
 
@@ -17,19 +17,47 @@ HEADER_PREFIX = "x-ctxproxy-"
 CLIENT_CLOSED = 499
 
 
-@dataclass(frozen=True, slots=True)
 class Ending:
-    """How the request ended, as the edge saw it."""
+    """How the request ended, as the edge saw it (a plain class: built on every request)."""
 
-    request_id: str
-    route: str
-    format: str
-    status: int
-    headers: Mapping[str, str]
-    seconds: float
-    """From arrival to the end of the answer."""
-    ended_at: float
-    """Wall-clock seconds at the end."""
+    __slots__ = ("ended_at", "format", "headers", "request_id", "route", "seconds", "status")
+
+    def __init__(
+        self,
+        request_id: str,
+        route: str,
+        format: str,
+        status: int,
+        headers: Mapping[str, str],
+        seconds: float,
+        ended_at: float,
+    ) -> None:
+        self.request_id, self.route, self.format = request_id, route, format
+        self.status, self.headers = status, headers
+        self.seconds = seconds
+        """From arrival to the end of the answer."""
+        self.ended_at = ended_at
+        """Wall-clock seconds at the end."""
+
+
+class PendingRecord:
+    """A request's record (`artifacts.records.Record`) whose parts are built when first read:
+    the request pays for handing it over, not for building it."""
+
+    def __init__(self, stats: RequestStats, end: Ending) -> None:
+        self._stats, self._end = stats, end
+        self.request_id = end.request_id
+        self.time = round(end.ended_at - end.seconds, 3)
+        if stats.bodies is not None and _too_large(stats.bodies):
+            stats.bodies = TOO_LARGE  # not held until the record is built
+
+    @functools.cached_property
+    def summary(self) -> dict[str, Any]:
+        return _summary(self._stats, self._end, self.time)
+
+    @functools.cached_property
+    def detail(self) -> dict[str, Any]:
+        return _detail(self._stats, self._end)
 
 
 def outcome(stats: RequestStats, status: int) -> str:
@@ -46,15 +74,15 @@ def outcome(stats: RequestStats, status: int) -> str:
     return "error"
 
 
-def build_record(stats: RequestStats, end: Ending) -> StoredRecord:
-    summary = _summary(stats, end)
-    manifest = stats.manifest
+def _detail(stats: RequestStats, end: Ending) -> dict[str, Any]:
+    """The manifest stays the object it is (orjson writes a dataclass natively, far quicker than
+    `Manifest.as_dict`); `readable` makes it the dry run's dict when the record is read."""
     bodies, original, prepared = _bodies(stats.bodies)
     error = None
     if stats.error is not None:
         error = {"code": stats.error, "details": stats.error_details}
-    detail = {
-        "manifest": None if manifest is None else manifest.as_dict(),
+    return {
+        "manifest": stats.manifest,
         "headers": {k.lower(): v for k, v in end.headers.items() if _ours(k)},
         "rounds": [_call(call) for call in stats.synthetic_calls],
         "original": original,
@@ -62,14 +90,26 @@ def build_record(stats: RequestStats, end: Ending) -> StoredRecord:
         "bodies": bodies,
         "error": error,
     }
-    return StoredRecord(end.request_id, summary["time"], summary, detail)
+
+
+def readable(record: dict[str, Any]) -> dict[str, Any]:
+    """A whole record as the API answers it: the manifest as the dry run shows it (the steps
+    that report no detail carry none)."""
+    manifest = record.get("manifest")
+    if isinstance(manifest, Manifest):
+        record["manifest"] = manifest.as_dict()
+    elif isinstance(manifest, dict):
+        for action in manifest.get("actions") or ():
+            if isinstance(action, dict) and action.get("detail", ...) is None:
+                del action["detail"]
+    return record
 
 
 def _ours(name: str) -> bool:
     return name[: len(HEADER_PREFIX)].lower() == HEADER_PREFIX
 
 
-def _summary(stats: RequestStats, end: Ending) -> dict[str, Any]:
+def _summary(stats: RequestStats, end: Ending, arrived: float) -> dict[str, Any]:
     manifest = stats.manifest
     usage, cost = stats.usage, stats.cost()
     upstream = stats.upstream_seconds
@@ -77,7 +117,7 @@ def _summary(stats: RequestStats, end: Ending) -> dict[str, Any]:
     _, mark, session = scope.partition(SESSION_SCOPE_MARK)
     return {
         "request_id": end.request_id,
-        "time": round(end.ended_at - end.seconds, 3),
+        "time": arrived,
         "tenant": stats.tenant,
         "session": session if mark else None,
         "route": end.route,
@@ -130,11 +170,19 @@ def _call(call: SyntheticCall) -> dict[str, Any]:
     }
 
 
+TOO_LARGE = RecordedBodies(b"", b"", -1)
+"""What a record keeps of bodies over the policy's `records.max_body_bytes`: nothing."""
+
+
+def _too_large(bodies: RecordedBodies) -> bool:
+    return max(len(bodies.original), len(bodies.prepared)) > bodies.max_bytes
+
+
 def _bodies(bodies: RecordedBodies | None) -> tuple[str, Any, Any]:
     """`off`, `too_large` or `kept` with both bodies (written as they are: valid JSON text)."""
     if bodies is None:
         return "off", None, None
-    if max(len(bodies.original), len(bodies.prepared)) > bodies.max_bytes:
+    if _too_large(bodies):
         return "too_large", None, None
     return "kept", _json(bodies.original), _json(bodies.prepared)
 

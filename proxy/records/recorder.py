@@ -1,23 +1,29 @@
 """`Recorder`: hands each completion's record to the record store off the response path.
 
-The edge calls `submit` once the answer is done; the record is built and written by a task of
-a bounded set the app owns (drained at shutdown), never awaited by a response. A record that
+The edge calls `submit` once the answer is done: the record (built only when first read,
+`build.PendingRecord`) joins a bounded queue, and one writer task of the app's writes what is
+queued in batches (one store round trip per batch), never awaited by a response. A record that
 cannot be kept (the store fails, or `max_pending` records are already waiting) is dropped and
-counted (`ctxproxy_records_dropped_total`); the request it describes is never affected.
+counted (`ctxproxy_records_dropped_total`); the request it describes is never affected. `start`
+and `stop` belong to the app's start-up and shutdown (what is queued is written, within a grace).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 
-from proxy.artifacts.records import RecordStore
+from proxy.artifacts.records import Record, RecordStore
 from proxy.artifacts.store import StoreUnavailable
-from proxy.records.build import Ending, build_record
+from proxy.records.build import Ending, PendingRecord
 from proxy.stats import RequestStats
 
 log = logging.getLogger("ctxproxy.records")
+
+BATCH = 100
+"""Records written per store round trip at most."""
 
 
 class Recorder:
@@ -27,38 +33,63 @@ class Recorder:
         self.store = store
         self._max_pending = max_pending
         self._dropped = dropped
-        self._pending: set[asyncio.Task[None]] = set()
+        self._queue: deque[tuple[str, Record]] = deque()
+        self._writing = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        """Records submitted and not yet written (nor dropped)."""
+        return len(self._queue) + self._writing
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="request records")
 
     def submit(self, scope: str, stats: RequestStats, end: Ending) -> None:
-        """Write the record of a request of `scope` (its owner scope) in the background."""
-        if len(self._pending) >= self._max_pending:
+        """Queue the record of a request of `scope` (its owner scope)."""
+        if self._stopping or len(self._queue) >= self._max_pending:
             self._dropped("backlog")
             return
-        task = asyncio.get_running_loop().create_task(self._write(scope, stats, end))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._queue.append((scope, PendingRecord(stats, end)))
+        self._wake.set()
 
-    async def _write(self, scope: str, stats: RequestStats, end: Ending) -> None:
+    async def _run(self) -> None:
+        while not (self._stopping and not self._queue):
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                count = min(len(self._queue), BATCH)
+                batch = [self._queue.popleft() for _ in range(count)]
+                self._writing = count
+                try:
+                    await self._write(batch)
+                finally:
+                    self._writing = 0
+
+    async def _write(self, batch: list[tuple[str, Record]]) -> None:
         try:
-            await self.store.add(scope, build_record(stats, end))
+            await self.store.add_many(batch)
         except StoreUnavailable:
-            self._dropped("store_unavailable")
+            for _ in batch:
+                self._dropped("store_unavailable")
         except Exception:
-            log.exception("request record not kept", extra={"request_id": end.request_id})
-            self._dropped("error")
+            log.exception("request records not kept (%d)", len(batch))
+            for _ in batch:
+                self._dropped("error")
 
-    async def drain(self, grace_s: float) -> None:
-        """Wait for the records still being written (at most `grace_s`), then drop the rest."""
-        if not self._pending:
+    async def stop(self, grace_s: float) -> None:
+        """Write what is queued (at most `grace_s`), then drop the rest."""
+        self._stopping = True
+        self._wake.set()
+        task = self._task
+        if task is None:
             return
-        _, late = await asyncio.wait(set(self._pending), timeout=grace_s)
-        for task in late:
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
             task.cancel()
-        if late:
-            await asyncio.wait(late, timeout=grace_s)
-            for _ in late:
-                self._dropped("shutdown")
+            await asyncio.wait({task}, timeout=grace_s)
+        for _ in range(self.pending):
+            self._dropped("shutdown")
+        self._queue.clear()

@@ -77,8 +77,9 @@ def record(n: int, time: float, **summary: Any) -> StoredRecord:
 
 
 async def add_all(kept: Kept, scope: str, records: list[StoredRecord]) -> None:
+    """One write each."""
     for one in records:
-        await kept.store.add(scope, one)
+        await kept.store.add_many([(scope, one)])
 
 
 async def ids(kept: Kept, scopes: list[str] | None, **query: Any) -> tuple[list[str], bool]:
@@ -127,8 +128,8 @@ async def test_filters(kept: Kept) -> None:
 
 async def test_scopes_are_apart_and_none_reads_all(kept: Kept) -> None:
     now = kept.clock.now
-    await kept.store.add("acme", record(1, now + 1))
-    await kept.store.add("globex", record(2, now + 2, tenant="globex"))
+    await kept.store.add_many([("acme", record(1, now + 1))])
+    await kept.store.add_many([("globex", record(2, now + 2, tenant="globex"))])
     assert await ids(kept, ["acme"]) == ([rid(1)], False)
     assert await ids(kept, ["globex"]) == ([rid(2)], False)
     assert await ids(kept, None) == ([rid(2), rid(1)], False)
@@ -143,7 +144,7 @@ async def test_scopes_are_apart_and_none_reads_all(kept: Kept) -> None:
 async def test_at_most_max_records_per_scope_oldest_go(kept: Kept) -> None:
     now = kept.clock.now
     await add_all(kept, "acme", [record(n, now + n) for n in range(1, MAX + 3)])
-    await kept.store.add("globex", record(100, now))
+    await kept.store.add_many([("globex", record(100, now))])
     found, _ = await ids(kept, ["acme"], limit=50)
     assert found == [rid(n) for n in range(MAX + 2, 2, -1)]
     assert await kept.store.get(["acme"], rid(1)) is None
@@ -155,9 +156,9 @@ async def test_at_most_max_records_per_scope_oldest_go(kept: Kept) -> None:
 
 async def test_records_expire_after_the_ttl(kept: Kept) -> None:
     now = kept.clock.now
-    await kept.store.add("acme", record(1, now))
+    await kept.store.add_many([("acme", record(1, now))])
     await kept.age(TTL / 2)
-    await kept.store.add("acme", record(2, kept.clock.now))
+    await kept.store.add_many([("acme", record(2, kept.clock.now))])
     assert await ids(kept, ["acme"]) == ([rid(2), rid(1)], False)
     await kept.age(TTL / 2 + 1)
     assert await ids(kept, ["acme"]) == ([rid(2)], False)
@@ -181,7 +182,7 @@ async def test_a_redis_that_is_down_raises_store_unavailable() -> None:
     records = store.request_records(ttl_seconds=TTL, max_records=MAX)
     try:
         with pytest.raises(StoreUnavailable):
-            await records.add("acme", record(1, 0.0))
+            await records.add_many([("acme", record(1, 0.0))])
         with pytest.raises(StoreUnavailable):
             await records.page(["acme"], RecordQuery())
         with pytest.raises(StoreUnavailable):
@@ -189,3 +190,13 @@ async def test_a_redis_that_is_down_raises_store_unavailable() -> None:
         assert store.failed_operations >= 3
     finally:
         await store.close()
+
+
+async def test_one_batch_over_two_scopes_keeps_the_same(kept: Kept) -> None:
+    now = kept.clock.now
+    batch = [(scope, record(n + (100 if scope == "globex" else 0), now + n))
+             for n in range(1, MAX + 3) for scope in ("acme", "globex")]  # fmt: skip
+    await kept.store.add_many(batch)
+    assert (await ids(kept, ["acme"]))[0] == [rid(n) for n in range(MAX + 2, 2, -1)]
+    assert (await ids(kept, ["globex"]))[0] == [rid(n + 100) for n in range(MAX + 2, 2, -1)]
+    assert len((await ids(kept, None, limit=200))[0]) == 2 * MAX

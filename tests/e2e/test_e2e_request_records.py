@@ -100,3 +100,63 @@ async def test_an_upstream_error_is_recorded(
     [summary] = (await get(proxy, "requests?status=404"))[1]["data"]
     assert summary["request_id"] == request_id and summary["outcome"] == "upstream_error"
     assert summary["upstream_ms"] is not None and summary["reason"] is None
+
+
+async def test_stats_sum_up_the_kept_records(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await proxies.start(**KEYS)
+    fake_upstream.enqueue_many(
+        completion("a", usage=make_usage(100, 5)), completion("b", usage=make_usage(50, 5))
+    )
+    await post(proxy, CHAT, hello(), key="sk-acme")
+    await post(proxy, CHAT, hello(), key="sk-acme")
+    huge = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word " * 20_000}]}
+    await post(proxy, CHAT, huge, key="sk-acme")
+    await post(proxy, CHAT, hello(), key="sk-globex")
+    status, stats = await get(proxy, "stats", key="sk-acme")
+    assert status == 200 and stats["object"] == "context.stats"
+    [group] = stats["groups"]
+    assert (group["tenant"], group["policy"], group["requests"]) == ("acme", "small", 3)
+    assert group["input_tokens"] == 150 and group["cached_input_tokens"] == 0
+    assert group["refusals"] == {"protected_content_exceeds_allowance": 1}
+    assert len(group["series"]) == 3
+    times = [point["time"] for point in group["series"]]
+    assert times == sorted(times)
+    status, stats = await get(proxy, "stats", key="sk-operator")
+    assert [(g["tenant"], g["requests"]) for g in stats["groups"]] == [("acme", 3), ("globex", 1)]
+    status, stats = await get(proxy, "stats?tenant=globex", key="sk-operator")
+    assert [g["tenant"] for g in stats["groups"]] == ["globex"]
+
+
+async def test_the_effective_policy(proxies: SyntheticProxies) -> None:
+    proxy = await proxies.start(**KEYS)
+    status, body = await get(proxy, "policy?model=gpt-4o")
+    assert status == 200 and body["object"] == "context.policy"
+    assert body["policy"] == "small" and body["model"] == "gpt-4o"
+    assert body["effective"]["budget"]["context_window"] == 4000
+    assert body["effective"]["records"] == {"bodies": False, "max_body_bytes": 2 * 1024 * 1024}
+    status, body = await get(proxy, "policy?policy=default")
+    assert status == 400 and body["error"]["param"] == "policy"
+    status, body = await get(proxy, "policy?policy=default&model=gpt-4o", key="sk-operator")
+    assert status == 200 and body["policy"] == "default"
+    assert body["effective"]["budget"]["context_window"] == "auto"
+    status, body = await get(proxy, "policy?policy=nope", key="sk-operator")
+    assert status == 404
+
+
+async def test_passthrough_credentials_see_only_their_own(
+    proxies: SyntheticProxies, fake_upstream: FakeUpstream
+) -> None:
+    proxy = await proxies.start(auth={"mode": "passthrough", "operator_keys": ["sk-operator"]})
+    _, one, _ = await post(proxy, CHAT, hello(), key="sk-client-one")
+    _, two, _ = await post(proxy, CHAT, hello(), key="sk-client-two")
+    assert await listed(proxy, key="sk-client-one") == [one]
+    assert await listed(proxy, key="sk-client-two") == [two]
+    assert await listed(proxy, key="sk-client-three") == []
+    assert set(await listed(proxy, key="sk-operator")) == {one, two}
+    status, _ = await get(proxy, f"requests/{two}", key="sk-client-one")
+    assert status == 404
+    status, _, _ = await post(proxy, CHAT, hello(), key="sk-operator")
+    assert status == 200  # in passthrough mode it is a client credential like any other
+    assert len(await listed(proxy, key="sk-operator")) == 3  # its own completion among them
