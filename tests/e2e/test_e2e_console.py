@@ -143,7 +143,7 @@ async def test_a_tenant_sees_its_request_what_was_done_where_and_pages_an_artifa
     offloaded = page.locator(".cell.original .msg.act-offload_tool_results")
     await expect(offloaded.locator(".badge")).to_have_text("offloaded")
     await expect(offloaded.locator("pre.content")).to_contain_text(HOSTILE)
-    await screenshot(page, "console-request.png")
+    await screenshot(page, "console-request.png", below=".side-by-side")
 
     link = offloaded.locator("a.artifact")
     artifact_id = await link.text_content()

@@ -84,16 +84,19 @@ def screenshots_wanted() -> bool:
     return os.environ.get("CTXPROXY_SCREENSHOTS") == "1"
 
 
-async def screenshot(page: Page, name: str, *, below: str | None = None) -> None:
-    """The viewport as `docs/images/<name>` when screenshots are wanted; `below`: only down to
-    a little below that element (a short list leaves no empty page)."""
+async def screenshot(page: Page, name: str, *, below: str, max_height: int = 1100) -> None:
+    """The page from its top to a little below the element `below` (at most `max_height` px)
+    as `docs/images/<name>`, when screenshots are wanted."""
     if not screenshots_wanted():
         return
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    clip = None
     viewport = page.viewport_size
-    box = await page.locator(below).bounding_box() if below else None
-    if box is not None and viewport is not None:
-        height = min(box["y"] + box["height"] + 16, viewport["height"])
-        clip = {"x": 0, "y": 0, "width": viewport["width"], "height": height}
-    await page.screenshot(path=str(SCREENSHOTS / name), clip=clip)
+    assert viewport is not None
+    box = await page.locator(below).bounding_box()
+    assert box is not None, f"{below} is not shown"
+    height = min(int(box["y"] + box["height"]) + 16, max_height)
+    await page.set_viewport_size({"width": viewport["width"], "height": max(height, 200)})
+    try:
+        await page.screenshot(path=str(SCREENSHOTS / name))
+    finally:
+        await page.set_viewport_size(viewport)
