@@ -9,10 +9,12 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from browser import Watched, chromium, screenshot, watched_page
 from fakes import FakeUpstream
+from fakes.anthropic import fake_anthropic
 from playwright.async_api import Browser, expect
 from proxy_harness import RunningProxy
 from records_harness import written
@@ -99,6 +101,49 @@ async def refused(proxy: RunningProxy, key: str) -> str:
     assert caught.value.code == "context_length_exceeded"
     await written(proxy)
     return caught.value.response.headers["x-ctxproxy-request-id"]
+
+
+def messages_body() -> dict[str, Any]:
+    """An Anthropic Messages request whose last tool result (LOG) is offloaded."""
+    call = {"type": "tool_use", "id": "toolu_log", "name": "read_log", "input": {"job": 1}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_log", "content": LOG}
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 200,
+        "system": "You read logs.",
+        "messages": [
+            {"role": "user", "content": "Task: find the failing job."},
+            {"role": "assistant", "content": [{"type": "text", "text": "Reading it."}, call]},
+            {"role": "user", "content": [result]},
+        ],
+    }
+
+
+def responses_body() -> dict[str, Any]:
+    """A Responses request whose last function output (LOG) is offloaded."""
+    return {
+        "model": "gpt-4o",
+        "instructions": "You read logs.",
+        "store": False,
+        "input": [
+            {"role": "user", "content": "Task: find the failing job."},
+            {"type": "function_call", "call_id": "fc_log", "name": "read_log", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "fc_log", "output": LOG},
+        ],
+    }
+
+
+async def posted(proxy: RunningProxy, route: str, body: dict[str, Any]) -> str:
+    """A request of another format, with a tenant's key as its SDK would send it; its id."""
+    headers = {"Authorization": f"Bearer {ACME}", "x-api-key": ACME}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{proxy.url}{route}", json=body, headers=headers) as response,
+    ):
+        assert response.status == 200, await response.text()
+        request_id = response.headers["x-ctxproxy-request-id"]
+    await written(proxy)
+    return request_id
 
 
 async def signed_in(browser: Browser, proxy: RunningProxy, key: str) -> Watched:
@@ -267,4 +312,46 @@ async def test_a_compaction_shows_what_it_kept_and_what_it_marked_superseded(
     await expect(page.locator(".cell.prepared .msg.from-proxy").first).to_contain_text(
         "deploy code: ZETA-9907"
     )
+    watched.quiet()
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "label"),
+    [
+        ("/v1/messages", messages_body, "result of toolu_log"),
+        ("/v1/responses", responses_body, "result of fc_log"),
+    ],
+    ids=["anthropic_messages", "openai_responses"],
+)
+async def test_the_other_formats_mark_the_offloaded_result_on_its_item(
+    proxies: SyntheticProxies,
+    fake_upstream: FakeUpstream,
+    browser: Browser,
+    route: str,
+    body: Any,
+    label: str,
+) -> None:
+    async with fake_anthropic() as claude:
+        proxy = await proxies.start(
+            policies={"console": CONSOLE_POLICY, "compacting": COMPACTING_POLICY},
+            upstreams=[
+                {"name": "fake", "base_url": fake_upstream.base_url},
+                {"name": "claude", "kind": "anthropic", "base_url": claude.origin},
+            ],
+            routes=[{"model": "claude*", "upstream": "claude"}],
+            **SETTINGS,
+        )
+        request_id = await posted(proxy, route, body())
+    watched = await signed_in(browser, proxy, ACME)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui#/requests/{request_id}")
+    original = page.locator(".cell.original .msg")
+    await expect(original.first).to_contain_text("You read logs.")  # the system prefix
+    offloaded = page.locator(".cell.original .msg.act-offload_tool_results")
+    await expect(offloaded).to_have_count(1)
+    await expect(offloaded).to_contain_text(label)
+    await expect(offloaded.locator("pre.content").last).to_contain_text(HOSTILE)
+    prepared = page.locator(".cell.prepared .msg.from-proxy")
+    await expect(prepared).to_contain_text("tool result offloaded as artifact")
+    await expect(page.locator(".cell.original .msg", has_text="call read_log")).to_have_count(1)
     watched.quiet()
