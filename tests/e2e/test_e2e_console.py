@@ -254,6 +254,23 @@ async def test_a_tenant_never_sees_another_tenants_requests(
     operator.quiet()
 
 
+async def test_an_operator_key_reads_records_but_not_a_tenants_artifacts(
+    proxy: RunningProxy, browser: Browser
+) -> None:
+    request_id = await chat(proxy, ACME, "gpt-4o", history(8))
+    watched = await signed_in(browser, proxy, OPERATOR)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui#/requests/{request_id}")
+    await page.locator(".cell.original .msg.act-offload_tool_results a.artifact").click()
+    await expect(page.locator(".artifact-page")).to_contain_text("read it with that tenant's key")
+    await expect(page.locator("#nav")).to_be_visible()  # still signed in
+    await page.click("#nav a[data-view=requests]")
+    await expect(page.locator(f'tr[data-request-id="{request_id}"]')).to_be_visible()
+    assert watched.failed_loads and all("401" in line for line in watched.failed_loads)
+    watched.failed_loads.clear()
+    watched.quiet()
+
+
 async def test_savings_per_tenant_and_the_effective_policy(
     proxy: RunningProxy, browser: Browser
 ) -> None:
