@@ -251,6 +251,10 @@ async def test_a_tenant_never_sees_another_tenants_requests(
         "globex"
     )
     await expect(operator.page.locator(f'tr[data-request-id="{own}"]')).to_contain_text("acme")
+    await operator.page.fill("input[name=tenant]", "globex")
+    await operator.page.click("form.filters button")
+    await expect(operator.page.locator("tbody tr")).to_have_count(1)
+    await expect(operator.page.locator(f'tr[data-request-id="{foreign}"]')).to_be_visible()
     operator.quiet()
 
 
@@ -279,6 +283,10 @@ async def test_savings_per_tenant_and_the_effective_policy(
     await refused(proxy, ACME)
     watched = await signed_in(browser, proxy, ACME)
     page = watched.page
+    await expect(page.locator("tbody tr")).to_have_count(3)
+    await page.select_option("select[name=outcome]", "refused")
+    await expect(page.locator("tbody tr")).to_have_count(1)
+    await expect(page.locator("tbody tr .outcome")).to_have_text("400 refused")
     await page.click("#nav a[data-view=stats]")
     group = page.locator(".stats-group")
     await expect(group.locator("h2")).to_have_text("acme · console")

@@ -1,7 +1,7 @@
 // One artifact, a page at a time: the endpoint the curl examples use.
 
 import { getJson } from "./api.js";
-import { el, replace, route } from "./dom.js";
+import { el, field, filterForm, replace, route } from "./dom.js";
 import { failed } from "./failure.js";
 import { int } from "./format.js";
 
@@ -18,16 +18,20 @@ export function artifactView(root, id, query) {
   const size = number(query, "max_chars", DEFAULT_PAGE) || DEFAULT_PAGE;
   const from = query.get("from") || "";
   const session = query.get("session") || "";
-  const place = (next) => route(["artifacts", id], { offset: next, max_chars: size, from, session });
+  const at = (start, chars) =>
+    route(["artifacts", id], { offset: start, max_chars: chars, from, session });
+  const place = (next) => at(next, size);
   const back = from
     ? el("a", { href: route(["requests", from]) }, "← request")
     : el("a", { href: route(["requests"]) }, "← requests");
   const body = el("div", { class: "artifact-page" }, el("p", { class: "muted" }, "Loading…"));
-  root.append(el("div", { class: "crumbs" }, back, " / artifact ", el("span", { class: "mono" }, id)), body);
+  const name = el("span", { class: "mono" }, id);
+  const crumbs = el("div", { class: "crumbs" }, back, " / artifact ", name);
+  root.append(crumbs, body);
   let stopped = false;
   getJson(`/v1/context/artifacts/${encodeURIComponent(id)}`, { offset, max_chars: size, session })
     .then((page) => {
-      if (!stopped) replace(body, ...pageNodes(page, size, place, (n) => route(["artifacts", id], { offset, max_chars: n, from, session })));
+      if (!stopped) replace(body, ...pageNodes(page, size, place, (n) => at(offset, n)));
     })
     .catch((error) => {
       if (stopped) return;
@@ -42,17 +46,17 @@ export function artifactView(root, id, query) {
 /** Why an artifact may not be readable with this key, and a way to name its session. */
 function hint(error, id, from, size) {
   if (error.status === 401) {
-    return el("p", { class: "muted" }, "An artifact belongs to its tenant: read it with that tenant's key.");
+    const why = "An artifact belongs to its tenant: read it with that tenant's key.";
+    return el("p", { class: "muted" }, why);
   }
-  const session = el("input", { name: "session", placeholder: "session", "aria-label": "session", size: 20 });
-  const form = el("form", { class: "filters" },
-    el("span", { class: "muted" }, "Stored within a session? Name it: "), session,
-    el("button", { type: "submit" }, "Read"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    window.location.hash = route(["artifacts", id], { offset: 0, max_chars: size, from, session: session.value });
+  const children = [
+    el("span", { class: "muted" }, "Stored within a session? Name it: "),
+    field("session", "", 20),
+    el("button", { type: "submit" }, "Read"),
+  ];
+  return filterForm("filters", children, ({ session }) => {
+    window.location.hash = route(["artifacts", id], { offset: 0, max_chars: size, from, session });
   });
-  return form;
 }
 
 function pageNodes(page, size, place, sized) {
@@ -81,7 +85,9 @@ function pageNodes(page, size, place, sized) {
   nav.querySelector(".bar").style.width = `${(share * 100).toFixed(1)}%`;
   return [
     nav,
-    page.content_parts ? el("p", { class: "muted" }, "Sent as content parts; shown as stored text.") : null,
+    page.content_parts
+      ? el("p", { class: "muted" }, "Sent as content parts; shown as stored text.")
+      : null,
     el("pre", { class: "content artifact-content", id: "artifact-content" }, page.content),
   ];
 }

@@ -41,8 +41,9 @@ export function timeChart(points, lines, title) {
   const t0 = data[0].time;
   const t1 = data[data.length - 1].time;
   const top = Math.max(1, ...data.flatMap((p) => lines.map((l) => p[l.field] || 0)));
-  const known = (field) => data.filter((p) => typeof p[field] === "number"); // a refusal has no count
-  const x = (t) => PAD.left + (t1 === t0 ? 0.5 : (t - t0) / (t1 - t0)) * (WIDTH - PAD.left - PAD.right);
+  const known = (field) => data.filter((p) => typeof p[field] === "number");
+  const share = (t) => (t1 === t0 ? 0.5 : (t - t0) / (t1 - t0));
+  const x = (t) => PAD.left + share(t) * (WIDTH - PAD.left - PAD.right);
   const y = (v) => HEIGHT - PAD.bottom - (v / top) * (HEIGHT - PAD.top - PAD.bottom);
   axes(chart, top, t0, t1, y);
   for (const line of lines) {
@@ -53,11 +54,14 @@ export function timeChart(points, lines, title) {
       const first = x(points[0].time).toFixed(1);
       const last = x(points[points.length - 1].time).toFixed(1);
       const base = `${last},${y(0)} ${first},${y(0)}`;
-      chart.append(svg("polygon", { class: `area ${line.kind}`, points: `${coords.join(" ")} ${base}` }));
+      const outline = `${coords.join(" ")} ${base}`;
+      chart.append(svg("polygon", { class: `area ${line.kind}`, points: outline }));
     }
     chart.append(svg("polyline", { class: `line ${line.kind}`, points: coords.join(" ") }));
     if (points.length === 1) {
-      chart.append(svg("circle", { class: `dot ${line.kind}`, cx: x(points[0].time), cy: y(points[0][line.field]), r: 3 }));
+      const [only] = points;
+      const dot = { class: `dot ${line.kind}`, cx: x(only.time), cy: y(only[line.field]), r: 3 };
+      chart.append(svg("circle", dot));
     }
   }
   return chart;
@@ -67,15 +71,18 @@ function axes(chart, top, t0, t1, y) {
   for (const share of [0, 0.5, 1]) {
     const value = top * share;
     chart.append(
-      svg("line", { class: "grid", x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }),
-      svg("text", { class: "tick", x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" }, compact(value)),
+      svg("line",
+        { class: "grid", x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }),
+      svg("text", { class: "tick", x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" },
+        compact(value)),
     );
   }
   const bottom = HEIGHT - 6;
   chart.append(svg("text", { class: "tick", x: PAD.left, y: bottom }, shortTime(t0, t1 - t0)));
   if (t1 !== t0) {
     const end = shortTime(t1, t1 - t0);
-    chart.append(svg("text", { class: "tick", x: WIDTH - PAD.right, y: bottom, "text-anchor": "end" }, end));
+    const place = { class: "tick", x: WIDTH - PAD.right, y: bottom, "text-anchor": "end" };
+    chart.append(svg("text", place, end));
   }
 }
 

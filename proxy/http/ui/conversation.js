@@ -59,14 +59,22 @@ function chatItem(message) {
 }
 
 function responsesItem(item) {
-  if (typeof item !== "object" || item === null) return { role: "?", label: "", parts: [part("other", "", item)] };
+  if (typeof item !== "object" || item === null) {
+    return { role: "?", label: "", parts: [part("other", "", item)] };
+  }
   switch (item.type) {
     case "function_call":
-      return { role: "assistant", label: "", parts: [part("call", `call ${item.name} · ${item.call_id}`, item.arguments)] };
+      return {
+        role: "assistant",
+        label: "",
+        parts: [part("call", `call ${item.name} · ${item.call_id}`, item.arguments)],
+      };
     case "function_call_output":
       return { role: "tool", label: `result of ${item.call_id}`, parts: contentParts(item.output) };
     case "reasoning":
-      return { role: "assistant", label: "reasoning", parts: (item.summary || []).flatMap(blockParts) };
+      return {
+        role: "assistant", label: "reasoning", parts: (item.summary || []).flatMap(blockParts),
+      };
     case "message":
     case undefined:
       return { role: item.role || "?", label: "", parts: contentParts(item.content) };
@@ -79,15 +87,18 @@ function responsesItem(item) {
  * `system`, Responses' `instructions`), the listed items, and the tool names. */
 export function conversationOf(format, body) {
   if (!body || typeof body !== "object") return { prefix: [], items: [], tools: [] };
-  const tools = (body.tools || []).map((t) => (t.function && t.function.name) || t.name || t.type || "?");
+  const name = (t) => (t.function && t.function.name) || t.name || t.type || "?";
+  const tools = (body.tools || []).map(name);
+  const system = (label, content) =>
+    (content ? [{ role: "system", label, parts: contentParts(content) }] : []);
   if (format === "anthropic_messages") {
-    const prefix = body.system ? [{ role: "system", label: "", parts: contentParts(body.system) }] : [];
-    return { prefix, items: (body.messages || []).map(chatItem), tools };
+    return { prefix: system("", body.system), items: (body.messages || []).map(chatItem), tools };
   }
   if (format === "openai_responses") {
-    const prefix = body.instructions ? [{ role: "system", label: "instructions", parts: contentParts(body.instructions) }] : [];
-    const input = typeof body.input === "string" ? [{ role: "user", content: body.input }] : body.input || [];
-    return { prefix, items: input.map(responsesItem), tools };
+    const text = typeof body.input === "string";
+    const input = text ? [{ role: "user", content: body.input }] : body.input;
+    const items = (input || []).map(responsesItem);
+    return { prefix: system("instructions", body.instructions), items, tools };
   }
   return { prefix: [], items: (body.messages || []).map(chatItem), tools };
 }

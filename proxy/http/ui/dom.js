@@ -91,6 +91,21 @@ export function table(headers, rows, className = "grid") {
   );
 }
 
+/** A text input of a filter form, named and labelled `name`. */
+export function field(name, value, size, placeholder = name) {
+  return el("input", { name, value, placeholder, "aria-label": name, size });
+}
+
+/** A form whose submission (never sent: the CSP forbids it) calls `apply` with its fields. */
+export function filterForm(className, children, apply) {
+  const form = el("form", { class: className }, children);
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    apply(Object.fromEntries(new FormData(form).entries()));
+  });
+  return form;
+}
+
 export function message(text, kind = "muted") {
   return el("p", { class: kind }, text);
 }

@@ -49,7 +49,8 @@ export function when(seconds) {
 export function shortTime(seconds, span = Infinity) {
   const date = new Date(seconds * 1000);
   const second = span < 600 ? { second: "2-digit" } : {};
-  return date.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", ...second, hour12: false });
+  const parts = { hour: "2-digit", minute: "2-digit", ...second, hour12: false };
+  return date.toLocaleTimeString("en-GB", parts);
 }
 
 /** Tokens saved as a share of the tokens before (null when nothing was counted). */

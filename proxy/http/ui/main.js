@@ -9,9 +9,10 @@ import { requestListView } from "./requests.js";
 import { requestView } from "./request.js";
 import { statsView } from "./stats.js";
 
+const part = (match) => decodeURIComponent(match[1]);
 const VIEWS = [
-  [/^requests\/([^/]+)$/, "requests", (root, m, q) => requestView(root, decodeURIComponent(m[1]), q)],
-  [/^artifacts\/([^/]+)$/, "requests", (root, m, q) => artifactView(root, decodeURIComponent(m[1]), q)],
+  [/^requests\/([^/]+)$/, "requests", (root, m, q) => requestView(root, part(m), q)],
+  [/^artifacts\/([^/]+)$/, "requests", (root, m, q) => artifactView(root, part(m), q)],
   [/^stats$/, "stats", (root, m, q) => statsView(root, q)],
   [/^policy$/, "policy", (root, m, q) => policyView(root, q)],
   [/^(requests)?$/, "requests", (root, m, q) => requestListView(root, q)],

@@ -18,18 +18,19 @@ function size(item) {
 
 function partNode(p, from) {
   const label = p.label ? el("div", { class: `part-label part-${p.kind}` }, p.label) : null;
-  const cut = p.cut ? el("div", { class: "muted" }, `… ${int(p.cut)} more characters not shown`) : null;
+  const more = `… ${int(p.cut)} more characters not shown`;
+  const cut = p.cut ? el("div", { class: "muted" }, more) : null;
   const text = p.text ? el("pre", { class: "content" }, linkified(p.text, from)) : null;
   return el("div", { class: "part" }, label, text, cut);
 }
 
 /** One message: its index, role, label, marks and parts. */
 export function messageNode(index, item, marks, from, extra) {
-  const steps = marks.map((m) => safe(m.step));
+  const steps = marks.map((m) => `act-${safe(m.step)}`);
+  const classes = ["msg", `role-${safe(item.role)}`, ...steps, extra || ""].join(" ");
   return el(
     "article",
-    { class: ["msg", `role-${safe(item.role)}`, ...steps.map((s) => `act-${s}`), extra || ""].join(" "),
-      "data-index": index },
+    { class: classes, "data-index": index },
     el("header", null,
       el("span", { class: "idx" }, index === null ? "·" : `#${index}`),
       el("span", { class: "role" }, item.role),
@@ -42,7 +43,8 @@ export function messageNode(index, item, marks, from, extra) {
 
 function markNode(mark, from) {
   const links = (mark.artifact_ids || []).map((id) => artifactLink(id, from));
-  return el("span", { class: "mark" }, actionBadge(mark.step), links.length ? [" → ", links] : null);
+  const to = links.length ? [" → ", links] : null;
+  return el("span", { class: "mark" }, actionBadge(mark.step), to);
 }
 
 /** Message index -> the actions that list it. */
@@ -64,15 +66,23 @@ function spanNode(action, first, last, items, marks, from) {
     ` messages ${first}–${last} ${label}`,
     action.count ? ` (${counted(action.count, action.unit)})` : "",
     ` · ${int(action.tokens_freed)} tokens freed`,
-    (action.artifact_ids || []).length ? [" · archived as ", action.artifact_ids.map((id) => artifactLink(id, from))] : "");
+    archived(action.artifact_ids || [], from));
   const body = [];
-  for (let k = first; k <= last; k += 1) body.push(messageNode(k, items[k], marks.get(k) || [], from));
-  return el("details", { class: `span act-${safe(action.step)}`, "data-index": first }, summary, body);
+  for (let k = first; k <= last; k += 1) {
+    body.push(messageNode(k, items[k], marks.get(k) || [], from));
+  }
+  const span = { class: `span act-${safe(action.step)}`, "data-index": first };
+  return el("details", span, summary, body);
+}
+
+function archived(ids, from) {
+  return ids.length ? [" · archived as ", ids.map((id) => artifactLink(id, from))] : "";
 }
 
 /** What identifies an item on both sides: its tool call or result ids, else its text. */
 function identity(item) {
-  const ids = item.parts.filter((p) => p.kind === "call" || p.kind === "result").map((p) => p.label);
+  const named = item.parts.filter((p) => p.kind === "call" || p.kind === "result");
+  const ids = named.map((p) => p.label);
   if (ids.length || item.label) return `${item.role}|${item.label}|${ids.join("|")}`;
   return `${item.role}|${item.parts.map((p) => p.text).join("\n")}`;
 }
@@ -80,7 +90,8 @@ function identity(item) {
 function preparedNode(index, item, from) {
   if (!isProxyText(item)) return messageNode(index, item, [], from);
   const node = messageNode(index, item, [], from, "from-proxy");
-  node.querySelector("header .size").before(el("span", { class: "badge proxy" }, "written by the proxy"));
+  const badge = el("span", { class: "badge proxy" }, "written by the proxy");
+  node.querySelector("header .size").before(badge);
   return node;
 }
 
@@ -112,11 +123,13 @@ export function pairedRows(original, prepared, actions, from) {
       let last = i;
       while (last + 1 < a.length && (marks.get(last + 1) || []).includes(span)) last += 1;
       const notice = j < b.length && isProxyText(b[j]);
-      rows.push([spanNode(span, i, last, a, marks, from), notice ? preparedNode(j, b[j], from) : null]);
+      const stand = notice ? preparedNode(j, b[j], from) : null;
+      rows.push([spanNode(span, i, last, a, marks, from), stand]);
       for (let k = i; k <= last; k += 1) take(k);
       i = last + 1;
       j += notice ? 1 : 0;
-    } else if (i < a.length && j < b.length && (left[i] === right[j] || (own.length && isProxyText(b[j])))) {
+    } else if (i < a.length && j < b.length
+      && (left[i] === right[j] || (own.length && isProxyText(b[j])))) {
       rows.push([messageNode(i, a[i], own, from), preparedNode(j, b[j], from)]);
       take(i);
       i += 1;
@@ -143,7 +156,9 @@ export function actionsByIndex(actions, from) {
     let j = i;
     const same = (a, b) => marks.get(a).length === marks.get(b).length
       && marks.get(a).every((m, n) => m === marks.get(b)[n]);
-    while (j + 1 < indices.length && indices[j + 1] === indices[j] + 1 && same(indices[i], indices[j + 1])) j += 1;
+    const next = (k) => k + 1 < indices.length && indices[k + 1] === indices[k] + 1
+      && same(indices[i], indices[k + 1]);
+    while (next(j)) j += 1;
     rows.push(el("tr", null,
       el("td", { class: "num" }, ranges(indices.slice(i, j + 1))),
       el("td", null, marks.get(indices[i]).map((m) => markNode(m, from)))));

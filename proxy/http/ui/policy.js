@@ -1,20 +1,20 @@
 // The effective policy for a model (after `extends:` and the model overrides), read-only.
 
 import { getJson } from "./api.js";
-import { el, replace, route } from "./dom.js";
+import { el, field, filterForm, replace, route } from "./dom.js";
 import { failed } from "./failure.js";
 
 export function policyView(root, query) {
   const model = query.get("model") || "";
   const policy = query.get("policy") || "";
   const body = el("div");
-  const form = el("form", { class: "filters toolbar" },
-    el("input", { name: "model", value: model, placeholder: "model, e.g. gpt-4o", "aria-label": "model", size: 24 }),
-    el("input", { name: "policy", value: policy, placeholder: "policy (operator)", "aria-label": "policy", size: 16 }),
-    el("button", { type: "submit" }, "Show"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    window.location.hash = route(["policy"], Object.fromEntries(new FormData(form).entries()));
+  const children = [
+    field("model", model, 24, "model, e.g. gpt-4o"),
+    field("policy", policy, 16, "policy (operator)"),
+    el("button", { type: "submit" }, "Show"),
+  ];
+  const form = filterForm("filters toolbar", children, (values) => {
+    window.location.hash = route(["policy"], values);
   });
   root.append(form, body);
   let stopped = false;
@@ -22,11 +22,12 @@ export function policyView(root, query) {
     .then((answer) => {
       if (stopped) return;
       replace(body, el("section", { class: "panel" },
-        el("h2", null, answer.model ? `Policy ${answer.policy} for ${answer.model}` : `Policy ${answer.policy}`),
+        el("h2", null, `Policy ${answer.policy}${answer.model ? ` for ${answer.model}` : ""}`),
         el("p", { class: "muted" }, "Read-only: the policy file after extends:",
-          answer.model ? " and the overrides for this model" : " (name a model to apply its overrides)",
+          answer.model ? " and the overrides for this model" : " (name a model for its overrides)",
           ". Edit the file to change it; the proxy reloads it on its own."),
-        el("pre", { class: "content policy", id: "policy-json" }, JSON.stringify(answer.effective, null, 2))));
+        el("pre", { class: "content policy", id: "policy-json" },
+          JSON.stringify(answer.effective, null, 2))));
     })
     .catch((error) => {
       if (!stopped) failed(body, error);

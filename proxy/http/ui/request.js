@@ -30,22 +30,46 @@ function panel(title, ...children) {
 function sections(record) {
   const manifest = record.manifest || {};
   const actions = manifest.actions || [];
+  const from = record.request_id;
+  const compactions = actions.filter((a) => a.step === "summarize" && a.detail);
   return [
     el("div", { class: "crumbs" }, el("a", { href: route(["requests"]) }, "← requests"), " / ",
-      el("span", { class: "mono" }, record.request_id), " ", outcomeBadge(record.outcome, record.status)),
+      el("span", { class: "mono" }, from), " ", outcomeBadge(record.outcome, record.status)),
     el("div", { class: "cards" }, overview(record), budget(manifest, record.error)),
-    actions.length ? panel("Actions", actionTable(actions, record.request_id)) : null,
-    actions.filter((a) => a.step === "summarize" && a.detail).map((a) => compaction(a, record.request_id)),
+    actions.length ? panel("Actions", actionTable(actions, from)) : null,
+    compactions.map((a) => compaction(a, from)),
     conversation(record, actions),
     (record.rounds || []).length ? panel("Read rounds the proxy ran", rounds(record)) : null,
     panel("Response headers", facts(Object.entries(record.headers || {}).sort(), "facts mono")),
   ];
 }
 
-function overview(record) {
-  const usage = record.usage || {};
-  const cost = record.cost || {};
+function tokens(record) {
+  if (record.tokens_before == null) return null;
   const share = savedShare(record.tokens_before, record.tokens_after);
+  const saved = share ? ` (−${percent(share)})` : "";
+  return `${int(record.tokens_before)} → ${int(record.tokens_after)}${saved}`;
+}
+
+function latency(record) {
+  const upstream = record.upstream_ms == null ? "" : ` (upstream ${ms(record.upstream_ms)})`;
+  return `${ms(record.latency_ms)}${upstream}`;
+}
+
+function usage(record) {
+  const used = record.usage;
+  if (!used) return null;
+  const cached = `${int(used.cached_input_tokens)} cached`;
+  return `${int(used.input_tokens)} in (${cached}) · ${int(used.output_tokens)} out`;
+}
+
+function cost(record) {
+  const c = record.cost;
+  if (!c) return null;
+  return `${usd(c.usd)} (unchanged ${usd(c.unchanged_usd)}, saved ${usd(c.saved_usd)})`;
+}
+
+function overview(record) {
   return panel("Request", facts([
     ["time", when(record.time)],
     ["tenant", record.tenant],
@@ -57,27 +81,31 @@ function overview(record) {
     ["status", `${record.status} ${record.outcome}`],
     ["refused because", record.reason],
     ["error", record.error ? record.error.code : null],
-    ["tokens", record.tokens_before == null ? null
-      : `${int(record.tokens_before)} → ${int(record.tokens_after)}${share ? ` (−${percent(share)})` : ""}`],
-    ["latency", `${ms(record.latency_ms)}${record.upstream_ms == null ? "" : ` (upstream ${ms(record.upstream_ms)})`}`],
+    ["tokens", tokens(record)],
+    ["latency", latency(record)],
     ["read rounds", record.synthetic_rounds ? String(record.synthetic_rounds) : null],
-    ["upstream usage", record.usage
-      ? `${int(usage.input_tokens)} in (${int(usage.cached_input_tokens)} cached) · ${int(usage.output_tokens)} out` : null],
-    ["cost", record.cost ? `${usd(cost.usd)} (unchanged ${usd(cost.unchanged_usd)}, saved ${usd(cost.saved_usd)})` : null],
+    ["upstream usage", usage(record)],
+    ["cost", cost(record)],
   ]));
 }
 
 /** A refusal's figures (the error's details), numbers as numbers. */
 function errorDetails(error) {
   const details = (error && error.details) || {};
-  const value = (v) => (typeof v === "number" ? int(v) : typeof v === "string" ? v : JSON.stringify(v));
+  const value = (v) => {
+    if (typeof v === "number") return int(v);
+    return typeof v === "string" ? v : JSON.stringify(v);
+  };
   return facts(Object.entries(details).map(([key, v]) => [key.replaceAll("_", " "), value(v)]));
 }
 
 function budget(manifest, error) {
   if (!manifest.policy) {
-    const note = error ? "Refused before preparation finished; the refusal's figures:" : "No manifest recorded.";
-    return panel("Preparation", el("p", { class: "muted" }, note), error ? errorDetails(error) : null);
+    const note = error
+      ? "Refused before preparation finished; the refusal's figures:"
+      : "No manifest recorded.";
+    return panel("Preparation", el("p", { class: "muted" }, note),
+      error ? errorDetails(error) : null);
   }
   const cache = manifest.cache;
   return panel("Preparation", facts([
@@ -102,7 +130,10 @@ function actionTable(actions, from) {
     el("td", { class: "num" }, ranges(a.message_indices || []) || "–"),
     el("td", null, (a.artifact_ids || []).map((id) => artifactLink(id, from))),
     el("td", null, a.reason, deferred(a))));
-  return table(["action", ["count", "num"], ["tokens freed", "num"], ["messages", "num"], "artifacts", "why"], rows);
+  const headers = [
+    "action", ["count", "num"], ["tokens freed", "num"], ["messages", "num"], "artifacts", "why",
+  ];
+  return table(headers, rows);
 }
 
 function deferred(action) {
@@ -115,6 +146,7 @@ function deferred(action) {
 function compaction(action, from) {
   const detail = action.detail;
   const record = detail.manifest || {};
+  const archive = action.artifact_ids || [];
   const list = (values, empty) => (values && values.length
     ? el("ul", null, values.map((v) => el("li", null, linkified(String(v), from))))
     : el("p", { class: "muted" }, empty));
@@ -123,11 +155,13 @@ function compaction(action, from) {
       ["summary", `${detail.kind}${detail.by ? ` by ${detail.by}` : ""}, ${detail.source}`],
       ["summary tokens", int(detail.tokens)],
       ["failure", detail.failure],
-      ["archived as", (action.artifact_ids || []).length ? action.artifact_ids.map((id) => artifactLink(id, from)) : null],
+      ["archived as", archive.length ? archive.map((id) => artifactLink(id, from)) : null],
     ]),
     el("div", { class: "compaction" },
-      el("div", null, el("h3", null, "Kept in the summary"), list(record.facts_kept, "No facts kept.")),
-      el("div", null, el("h3", null, "Marked superseded"), list(record.facts_superseded, "Nothing superseded.")),
+      el("div", null, el("h3", null, "Kept in the summary"),
+        list(record.facts_kept, "No facts kept.")),
+      el("div", null, el("h3", null, "Marked superseded"),
+        list(record.facts_superseded, "Nothing superseded.")),
       el("div", null, el("h3", null, "Only in the archive"),
         list(record.archive_only ? [record.archive_only] : [],
           "Nothing the summary leaves out (the originals stay in the archive)."))));
@@ -150,15 +184,18 @@ function conversation(record, actions) {
     ? "The bodies were over the policy's size limit for records, so they were not kept."
     : "No bodies in this record: a policy keeps them with records: {bodies: true}, "
       + "and a request refused before it was prepared has none.";
-  return panel("Actions by message index", el("p", { class: "muted" }, why), actionsByIndex(actions, from));
+  const note = el("p", { class: "muted" }, why);
+  return panel("Actions by message index", note, actionsByIndex(actions, from));
 }
 
 function tools(original, prepared) {
   if (!original.length && !prepared.length) return null;
   const sent = new Set(prepared);
-  const names = original.map((n) => el("span", { class: sent.has(n) ? "tool" : "tool deferred" }, n));
-  const added = prepared.filter((n) => !original.includes(n)).map((n) => el("span", { class: "tool added" }, n));
-  return el("p", { class: "tools" }, `Tools: ${original.length} from the client, ${prepared.length} upstream `,
+  const tool = (n, kind) => el("span", { class: `tool ${kind}` }, n);
+  const names = original.map((n) => tool(n, sent.has(n) ? "" : "deferred"));
+  const added = prepared.filter((n) => !original.includes(n)).map((n) => tool(n, "added"));
+  const counts = `Tools: ${original.length} from the client, ${prepared.length} upstream `;
+  return el("p", { class: "tools" }, counts,
     names, added.length ? [" + ", added] : null);
 }
 

@@ -2,7 +2,7 @@
 
 import { getJson } from "./api.js";
 import { actionBadge, outcomeBadge } from "./badges.js";
-import { el, replace, route, table } from "./dom.js";
+import { el, field, filterForm, replace, route, table } from "./dom.js";
 import { failed } from "./failure.js";
 import { compact, ms, percent, savedShare, usd, when } from "./format.js";
 
@@ -25,7 +25,7 @@ export function requestListView(root, query) {
   const list = table(HEADERS, [], "grid requests");
   list.replaceChild(rows, list.tBodies[0]);
   root.append(
-    el("div", { class: "toolbar" }, filterForm(filters), el("span", { class: "spacer" }),
+    el("div", { class: "toolbar" }, filterBar(filters), el("span", { class: "spacer" }),
       el("label", { class: "live" }, live, " live"), state),
     list,
     pager,
@@ -57,19 +57,17 @@ export function requestListView(root, query) {
   };
 }
 
-function filterForm(filters) {
-  const outcome = el("select", { name: "outcome", "aria-label": "outcome" },
-    OUTCOMES.map((o) => el("option", { value: o, selected: o === filters.outcome }, o || "any outcome")));
+function filterBar(values) {
+  const option = (o) =>
+    el("option", { value: o, selected: o === values.outcome }, o || "any outcome");
+  const outcome = el("select", { name: "outcome", "aria-label": "outcome" }, OUTCOMES.map(option));
   const inputs = ["status", "model", "session", "tenant"].map((name) =>
-    el("input", { name, value: filters[name], placeholder: name, "aria-label": name, size: name === "status" ? 4 : 12 }));
-  const form = el("form", { class: "filters" }, outcome, inputs, el("button", { type: "submit" }, "Filter"));
-  const apply = (event) => {
-    event.preventDefault();
-    const data = Object.fromEntries(new FormData(form).entries());
-    window.location.hash = route(["requests"], data);
-  };
-  form.addEventListener("submit", apply);
-  outcome.addEventListener("change", apply);
+    field(name, values[name], name === "status" ? 4 : 12));
+  const children = [outcome, inputs, el("button", { type: "submit" }, "Filter")];
+  const form = filterForm("filters", children, (chosen) => {
+    window.location.hash = route(["requests"], chosen);
+  });
+  outcome.addEventListener("change", () => form.requestSubmit());
   return form;
 }
 

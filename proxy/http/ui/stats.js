@@ -2,7 +2,7 @@
 // input over time, refusals by reason.
 
 import { getJson } from "./api.js";
-import { el, replace, route, table } from "./dom.js";
+import { el, field, filterForm, replace, route, table } from "./dom.js";
 import { failed } from "./failure.js";
 import { int, percent, savedShare, usd } from "./format.js";
 import { legend, timeChart } from "./chart.js";
@@ -26,7 +26,8 @@ export function statsView(root, query) {
     .then((stats) => {
       if (stopped) return;
       const groups = stats.groups || [];
-      replace(body, ...(groups.length ? groups.map(group) : [el("p", { class: "muted" }, "No requests recorded yet.")]));
+      const none = el("p", { class: "muted" }, "No requests recorded yet.");
+      replace(body, groups.length ? groups.map(group) : none);
     })
     .catch((error) => {
       if (!stopped) failed(body, error);
@@ -37,16 +38,11 @@ export function statsView(root, query) {
 }
 
 function filters(tenant, policy) {
-  const inputs = [
-    el("input", { name: "tenant", value: tenant, placeholder: "tenant", "aria-label": "tenant", size: 12 }),
-    el("input", { name: "policy", value: policy, placeholder: "policy", "aria-label": "policy", size: 12 }),
-  ];
-  const form = el("form", { class: "filters toolbar" }, inputs, el("button", { type: "submit" }, "Show"));
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    window.location.hash = route(["stats"], Object.fromEntries(new FormData(form).entries()));
+  const children = [field("tenant", tenant, 12), field("policy", policy, 12),
+    el("button", { type: "submit" }, "Show")];
+  return filterForm("filters toolbar", children, (values) => {
+    window.location.hash = route(["stats"], values);
   });
-  return form;
 }
 
 function group(g) {
@@ -56,14 +52,17 @@ function group(g) {
     el("h2", null, `${g.tenant} · ${g.policy}`),
     el("div", { class: "kpis" },
       kpi("requests", int(g.requests)),
-      kpi("tokens saved", int(g.tokens_saved), share === null ? "" : `${percent(share)} of ${int(g.tokens_before)}`),
+      kpi("tokens saved", int(g.tokens_saved),
+        share === null ? "" : `${percent(share)} of ${int(g.tokens_before)}`),
       kpi("money saved", usd(g.saved_usd), g.cost_usd == null ? "" : `spent ${usd(g.cost_usd)}`),
-      kpi("cached share", percent(g.cached_share), `${int(g.cached_input_tokens)} of ${int(g.input_tokens)} input`),
+      kpi("cached share", percent(g.cached_share),
+        `${int(g.cached_input_tokens)} of ${int(g.input_tokens)} input`),
       kpi("refusals", int(refusals.reduce((sum, [, n]) => sum + n, 0)))),
     el("div", { class: "charts" },
       el("figure", null, timeChart(g.series || [], CACHE_LINES, "upstream input and cached tokens"),
         el("figcaption", null, legend(CACHE_LINES))),
-      el("figure", null, timeChart(g.series || [], SAVING_LINES, "tokens before and after preparation"),
+      el("figure", null,
+        timeChart(g.series || [], SAVING_LINES, "tokens before and after preparation"),
         el("figcaption", null, legend(SAVING_LINES)))),
     refusals.length
       ? table(["refusal reason", ["requests", "num"]], refusals.map(([reason, n]) =>
