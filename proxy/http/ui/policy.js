@@ -3,6 +3,7 @@
 import { getJson } from "./api.js";
 import { el, field, filterForm, replace, route } from "./dom.js";
 import { failed } from "./failure.js";
+import { yaml } from "./yaml.js";
 
 export function policyView(root, query) {
   const model = query.get("model") || "";
@@ -27,7 +28,7 @@ export function policyView(root, query) {
           answer.model ? " and the overrides for this model" : " (name a model for its overrides)",
           ". Edit the file to change it; the proxy reloads it on its own."),
         el("pre", { class: "content policy", id: "policy-json" },
-          JSON.stringify(answer.effective, null, 2))));
+          yaml(answer.effective))));
     })
     .catch((error) => {
       if (!stopped) failed(body, error);
