@@ -301,7 +301,8 @@ async def test_savings_per_tenant_and_the_effective_policy(
     await page.fill("input[name=model]", "gpt-4o")
     await page.click("form.filters button")
     effective = page.locator("#policy-json")
-    await expect(effective).to_contain_text("- kind: offload_tool_results\n    threshold_chars: 2000")
+    offload = "- kind: offload_tool_results\n    threshold_chars: 2000"
+    await expect(effective).to_contain_text(offload)
     await expect(effective).to_contain_text("records:\n  bodies: true")
     watched.quiet()
 

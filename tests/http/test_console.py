@@ -3,6 +3,7 @@ Content-Security-Policy; nothing but the listed files can be named."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
 
 from proxy.http.console import CONTENT_SECURITY_POLICY, UI_DIR, ConsoleFiles
+from proxy.logs import ACCESS_LOGGER
 
 KEYS = {
     "auth": {"mode": "keys"},
@@ -98,3 +100,19 @@ def test_a_console_without_its_page_fails_at_start_up(tmp_path: Path) -> None:
     (tmp_path / "index.html").write_text("")
     (tmp_path / "notes.txt").write_text("")
     assert ConsoleFiles(tmp_path).names == {"index.html", "main.js"}
+
+
+async def test_the_console_files_are_logged_quietly_like_probes(
+    proxy: RunningProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An open console fetches its files and polls the request list: DEBUG lines, not INFO."""
+    caplog.set_level(logging.DEBUG, logger=ACCESS_LOGGER)
+    for path in ("/ui", "/ui/main.js", "/ui/missing.js"):
+        await fetch(proxy, path)
+    records = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    lines = [(r.levelno, r.getMessage().split()[2]) for r in records]
+    assert lines == [
+        (logging.DEBUG, "/ui"),
+        (logging.DEBUG, "/ui/{name}"),
+        (logging.INFO, "/ui/{name}"),  # a 404 is worth a line
+    ]
