@@ -32,7 +32,8 @@ export function requestListView(root, query) {
   );
   let timer = null;
   let stopped = false;
-  async function load() {
+  async function load(first = false) {
+    if (document.hidden && !first) return schedule(); // a background tab polls nothing
     try {
       const page = await getJson("/v1/context/requests", { ...filters, before, limit: PAGE });
       if (stopped) return;
@@ -49,11 +50,16 @@ export function requestListView(root, query) {
     clearTimeout(timer);
     if (!stopped && live.checked) timer = setTimeout(load, POLL_MS);
   }
+  const shown = () => {
+    if (!document.hidden && live.checked) load();
+  };
   live.addEventListener("change", schedule);
-  load();
+  document.addEventListener("visibilitychange", shown);
+  load(true);
   return () => {
     stopped = true;
     clearTimeout(timer);
+    document.removeEventListener("visibilitychange", shown);
   };
 }
 
