@@ -26,7 +26,7 @@ SETTINGS: dict[str, Any] = {
     "auth": {"mode": "keys", "operator_keys": [OPERATOR]},
     "tenants": [
         {"name": "acme", "keys": [ACME], "policy": "console"},
-        {"name": "globex", "keys": [GLOBEX], "policy": "console"},
+        {"name": "globex", "keys": [GLOBEX], "policy": "small"},
         {"name": "initech", "keys": [INITECH], "policy": "compacting"},
     ],
 }
@@ -379,4 +379,24 @@ async def test_the_other_formats_mark_the_offloaded_result_on_its_item(
     prepared = page.locator(".cell.prepared .msg.from-proxy")
     await expect(prepared).to_contain_text("tool result offloaded as artifact")
     await expect(page.locator(".cell.original .msg", has_text="call read_log")).to_have_count(1)
+    watched.quiet()
+
+
+async def test_without_bodies_the_actions_are_listed_by_message_index(
+    proxy: RunningProxy, browser: Browser
+) -> None:
+    """globex's policy keeps no bodies in its records: the manifest's actions by message."""
+    request_id = await chat(proxy, GLOBEX, "gpt-4o", history(8))
+    watched = await signed_in(browser, proxy, GLOBEX)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui#/requests/{request_id}")
+    rows = page.locator("table.by-index tbody tr")
+    await expect(rows).to_have_count(2)
+    await expect(rows.nth(0).locator("td").first).to_have_text(f"1{DASH}31")
+    await expect(rows.nth(0).locator(".badge")).to_have_text("dropped")
+    await expect(rows.nth(1).locator("td").first).to_have_text("34")
+    await expect(rows.nth(1).locator(".badge")).to_have_text("offloaded")
+    await expect(rows.locator("a.artifact")).to_have_count(2)
+    await expect(page.locator(".side-by-side")).to_have_count(0)
+    await expect(page.locator("main")).to_contain_text("No bodies in this record")
     watched.quiet()
