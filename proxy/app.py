@@ -194,6 +194,10 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     await services.store.close()
 
 
+REDIS_RECORDS_LINGER_S = 0.1
+"""How long the records' writer waits for more records to share a Redis round trip."""
+
+
 async def _request_records(app: web.Application) -> AsyncIterator[None]:
     """The recorder of completions' records, on the artifact store's Redis or in memory."""
     services = app[SERVICES]
@@ -210,7 +214,10 @@ async def _request_records(app: web.Application) -> AsyncIterator[None]:
     )
     metrics = services.metrics
     services.recorder = recorder = Recorder(
-        store, max_pending=settings.max_pending, dropped=metrics.record_dropped
+        store,
+        max_pending=settings.max_pending,
+        dropped=metrics.record_dropped,
+        linger_s=0.0 if on_redis is None else REDIS_RECORDS_LINGER_S,
     )
     recorder.start()
     yield

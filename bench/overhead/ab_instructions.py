@@ -104,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         mock.wait_ready()
         configs = [
-            write_config(work / side, mock_port, "WARNING", getattr(args, f"{side}_records"))
+            write_config(
+                work / side, mock_port, "WARNING", getattr(args, f"{side}_records"), args.redis
+            )
             for side in ("a", "b")
         ]
         print(f"A: {describe_tree(args.a, args.venv)}{records_note(args.a_records)}")

@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
         servers = {}
         for name, tree in (("A", args.a), ("B", args.b)):
             records = getattr(args, f"{name.lower()}_records")
-            config = write_config(tmp / name, mock_port, args.log_level, records)
+            config = write_config(tmp / name, mock_port, args.log_level, records, args.redis)
             port = free_port()
             argv = [
                 *ctxproxy_argv(tree, args.venv),

@@ -192,7 +192,8 @@ class Proc:
 
 def add_records_options(parser: Any) -> None:
     """`--a-records` / `--b-records`: request records on or off in that server's config (the
-    same tree twice, one of each: what recording costs)."""
+    same tree twice, one of each: what recording costs); `--redis URL`: both on a Redis store."""
+    parser.add_argument("--redis", metavar="URL", help="a Redis store (default: memory)")
     for side in ("a", "b"):
         parser.add_argument(
             f"--{side}-records", choices=("on", "off"), default=None,
@@ -238,10 +239,16 @@ def describe_tree(tree: Path, venv: str) -> str:
 
 
 def write_config(
-    directory: Path, mock_port: int, log_level: str, records: str | None = None
+    directory: Path,
+    mock_port: int,
+    log_level: str,
+    records: str | None = None,
+    redis_url: str | None = None,
 ) -> Path:
     """The config both proxies run with; `records` "on"/"off" sets `server.records.enabled`
-    (None: the key is not written, so a tree from before request records reads it too)."""
+    (None: the key is not written, so a tree from before request records reads it too);
+    `redis_url`: the Redis store there (under a key prefix of this directory's own) instead of
+    the memory store."""
     directory.mkdir(parents=True, exist_ok=True)
     policies = directory / "policies"
     policies.mkdir(exist_ok=True)
@@ -263,6 +270,10 @@ def write_config(
     }
     if records is not None:
         config["server"]["records"] = {"enabled": records == "on"}  # type: ignore[index]
+    if redis_url is not None:
+        prefix = f"ctxbench:{directory.name}:{os.getpid()}:"
+        config["store"] = {"kind": "redis", "url": redis_url, "key_prefix": prefix,
+                           "secret": "ab-passthrough"}  # fmt: skip
     path = directory / "config.yaml"
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML
     return path

@@ -1,18 +1,23 @@
 """`RedisRecords`: request records in Redis, on the artifact store's connection.
 
 Per owner scope, under its hash tag: `rec:idx` (sorted set: request id by time), `rec:s:<id>`
-(the summary) and `rec:d:<id>` (the detail), each with the TTL; one write trims the index of
-expired entries and of the oldest beyond `max_records` (their keys deleted). `rec:scopes` (a
-sorted set: scope by last write) lets an operator read every tenant's records.
+(the summary) and `rec:d:<id>` (the detail), each with the TTL; one script call per scope and
+batch (`_ADD`) writes them and trims the index of expired entries and of the oldest beyond
+`max_records` (their keys deleted). `rec:scopes` (a
+sorted set: scope by last write, noted by a process at most once a minute) lets an
+operator read every tenant's records.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from proxy.artifacts.records import (
     MAX_SCANNED,
@@ -28,6 +33,33 @@ from proxy.artifacts.store import StoreUnavailable
 
 _BATCH = 200
 """Summaries read per round trip while a page is filled."""
+_NOTE_EVERY_S = 60.0
+"""How often a process notes a scope it writes in the scopes' index (at most)."""
+_MAX_NOTED = 10_000
+"""Scopes remembered as lately noted in the scopes' index (all forgotten beyond)."""
+_ADD = """
+local index, base = KEYS[1], ARGV[1]
+local ttl, now, most = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+for i = 5, #ARGV, 4 do
+  local id = ARGV[i]
+  redis.call('SET', base .. 's:' .. id, ARGV[i + 2], 'EX', ttl)
+  redis.call('SET', base .. 'd:' .. id, ARGV[i + 3], 'EX', ttl)
+  redis.call('ZADD', index, ARGV[i + 1], id)
+end
+redis.call('ZREMRANGEBYSCORE', index, '-inf', now - ttl)
+local over = redis.call('ZRANGE', index, 0, -(most + 1))
+for _, id in ipairs(over) do
+  redis.call('DEL', base .. 's:' .. id, base .. 'd:' .. id)
+end
+if #over > 0 then
+  redis.call('ZREMRANGEBYRANK', index, 0, #over - 1)
+end
+redis.call('EXPIRE', index, ttl)
+return #over
+"""
+"""One scope's batch: each record's summary and detail with the TTL, its index entry; then the
+index trimmed of what expired and of the oldest beyond `max_records` (their keys deleted)."""
+_ADD_SHA = hashlib.sha1(_ADD.encode()).hexdigest()
 
 
 class RedisRecords:
@@ -47,6 +79,8 @@ class RedisRecords:
         self._redis, self._prefix, self._tag = redis, key_prefix, tag
         self._ttl, self._max, self._clock = ttl_seconds, max_records, clock
         self._failed, self._recovered, self._failures = failed, recovered, failures
+        self._noted: dict[str, float] = {}
+        """When each scope was last noted in the scopes' index by this process."""
 
     def _base(self, scope: str) -> str:
         return f"{self._prefix}{{{self._tag(scope)}}}:rec:"
@@ -56,38 +90,47 @@ class RedisRecords:
         return f"{self._prefix}rec:scopes"
 
     async def add_many(self, records: Sequence[tuple[str, Record]]) -> None:
-        """One round trip for the batch (two when a scope is over `max_records`)."""
+        """One round trip for the batch: `_ADD` once per scope (and the scopes' index, when a
+        scope was not noted there lately)."""
         now, ttl = self._clock(), self._ttl
-        pipe = self._redis.pipeline(transaction=False)
-        scopes: dict[str, float] = {}
+        by_scope: dict[str, list[str | bytes]] = {}
         for scope, record in records:
-            base, rid = self._base(scope), record.request_id
-            pipe.set(f"{base}s:{rid}", orjson.dumps(record.summary), ex=ttl)
-            pipe.set(f"{base}d:{rid}", orjson.dumps(record.detail), ex=ttl)
-            pipe.zadd(f"{base}idx", {rid: record.time})
-            scopes[scope] = now
-        for scope in scopes:
-            index = f"{self._base(scope)}idx"
-            pipe.zremrangebyscore(index, "-inf", now - ttl)
-            pipe.expire(index, ttl)
-            pipe.zrange(index, 0, -(self._max + 1))
-        pipe.zadd(self._scopes_key, scopes)
-        pipe.zremrangebyscore(self._scopes_key, "-inf", now - ttl)
-        results = await self._run(pipe)
-        over = results[3 * len(records) + 2 : -2 : 3]
-        pipe = self._redis.pipeline(transaction=False)
-        for scope, members in zip(scopes, over, strict=True):
-            ids = [m.decode() for m in members]
-            if ids:
+            by_scope.setdefault(scope, []).extend(
+                (record.request_id, repr(record.time), orjson.dumps(record.summary),
+                 orjson.dumps(record.detail))
+            )  # fmt: skip
+        lately = now - min(ttl / 10, _NOTE_EVERY_S)
+        noted = {s: now for s in by_scope if self._noted.get(s, -math.inf) < lately}
+        for attempt in range(2):
+            pipe = self._redis.pipeline(transaction=False)
+            for scope, args in by_scope.items():
                 base = self._base(scope)
-                pipe.zrem(f"{base}idx", *ids)
-                pipe.delete(*(f"{base}{part}:{rid}" for rid in ids for part in ("s", "d")))
-        if len(pipe):
-            await self._run(pipe)
+                pipe.evalsha(_ADD_SHA, 1, f"{base}idx", base, ttl, repr(now), self._max, *args)
+            if noted:
+                pipe.zadd(self._scopes_key, noted)
+            replies = await self._run(pipe, raise_on_error=False)
+            if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
+                await self._run_script_load()
+                continue
+            failure = next((r for r in replies if isinstance(r, Exception)), None)
+            if failure is not None:
+                self._failed(failure)
+                raise StoreUnavailable("the record store refused a write") from failure
+            break
+        if len(self._noted) + len(noted) > _MAX_NOTED:
+            self._noted.clear()
+        self._noted.update(noted)
 
-    async def _run(self, pipe: Any) -> list[Any]:
+    async def _run_script_load(self) -> None:
         try:
-            results: list[Any] = await pipe.execute()
+            await self._redis.script_load(_ADD)
+        except self._failures as exc:
+            self._failed(exc)
+            raise StoreUnavailable("the record store is unavailable") from exc
+
+    async def _run(self, pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
+        try:
+            results: list[Any] = await pipe.execute(raise_on_error=raise_on_error)
         except self._failures as exc:
             self._failed(exc)
             raise StoreUnavailable("the record store is unavailable") from exc
@@ -97,9 +140,11 @@ class RedisRecords:
     async def _all_scopes(self, scopes: Sequence[str] | None) -> list[str]:
         if scopes is not None:
             return list(scopes)
+        low = self._clock() - self._ttl
         pipe = self._redis.pipeline(transaction=False)
-        pipe.zrangebyscore(self._scopes_key, self._clock() - self._ttl, "+inf")
-        return [m.decode() for m in (await self._run(pipe))[0]]
+        pipe.zremrangebyscore(self._scopes_key, "-inf", low)  # the scopes' index is trimmed here
+        pipe.zrangebyscore(self._scopes_key, low, "+inf")
+        return [m.decode() for m in (await self._run(pipe))[1]]
 
     async def _entries(self, scopes: Sequence[str] | None) -> list[Entry]:
         names = await self._all_scopes(scopes)

@@ -2,7 +2,10 @@
 
 The edge calls `submit` once the answer is done: the record (built only when first read,
 `build.PendingRecord`) joins a bounded queue, and one writer task of the app's writes what is
-queued in batches (one store round trip per batch), never awaited by a response. A record that
+queued in batches (one store round trip per batch), never awaited by a response. On a store
+across the network (`linger_s` > 0) the writer waits that long after the first record of a batch
+for more to join it: one round trip then carries many records (Redis: ~1.2 ms of the process's
+CPU for a round trip of one record, ~0.09 ms per record in a batch of twenty). A record that
 cannot be kept (the store fails, or `max_pending` records are already waiting) is dropped and
 counted (`ctxproxy_records_dropped_total`); the request it describes is never affected. `start`
 and `stop` belong to the app's start-up and shutdown (what is queued is written, within a grace).
@@ -11,6 +14,7 @@ and `stop` belong to the app's start-up and shutdown (what is queued is written,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -28,10 +32,17 @@ BATCH = 100
 
 class Recorder:
     def __init__(
-        self, store: RecordStore, *, max_pending: int, dropped: Callable[[str], None]
+        self,
+        store: RecordStore,
+        *,
+        max_pending: int,
+        dropped: Callable[[str], None],
+        linger_s: float = 0.0,
     ) -> None:
         self.store = store
         self._max_pending = max_pending
+        self._linger_s = linger_s
+        self._flush = asyncio.Event()
         self._dropped = dropped
         self._queue: deque[tuple[str, Record]] = deque()
         self._writing = 0
@@ -50,7 +61,7 @@ class Recorder:
     def submit(self, scope: str, stats: RequestStats, end: Ending) -> None:
         """Queue the record of a request of `scope` (its owner scope)."""
         if self._stopping or len(self._queue) >= self._max_pending:
-            self._dropped("backlog")
+            self._dropped("shutdown" if self._stopping else "backlog")
             return
         self._queue.append((scope, PendingRecord(stats, end)))
         self._wake.set()
@@ -59,6 +70,7 @@ class Recorder:
         while not (self._stopping and not self._queue):
             await self._wake.wait()
             self._wake.clear()
+            await self._linger()
             while self._queue:
                 count = min(len(self._queue), BATCH)
                 batch = [self._queue.popleft() for _ in range(count)]
@@ -67,6 +79,13 @@ class Recorder:
                     await self._write(batch)
                 finally:
                     self._writing = 0
+
+    async def _linger(self) -> None:
+        """Let more records join the batch (unless it is full, or the app is stopping)."""
+        if self._linger_s <= 0 or len(self._queue) >= BATCH or self._stopping:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._flush.wait(), self._linger_s)
 
     async def _write(self, batch: list[tuple[str, Record]]) -> None:
         try:
@@ -82,6 +101,7 @@ class Recorder:
     async def stop(self, grace_s: float) -> None:
         """Write what is queued (at most `grace_s`), then drop the rest."""
         self._stopping = True
+        self._flush.set()
         self._wake.set()
         task = self._task
         if task is None:

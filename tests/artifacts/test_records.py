@@ -50,10 +50,22 @@ class Kept:
 
 @pytest.fixture(params=["memory", "redis"])
 async def kept(request: pytest.FixtureRequest) -> AsyncIterator[Kept]:
-    clock = Clock()
     if request.param == "memory":
+        clock = Clock()
         yield Kept(MemoryRecords(ttl_seconds=TTL, max_records=MAX, clock=clock), clock)
         return
+    async for on_redis in redis_kept():
+        yield on_redis
+
+
+@pytest.fixture(name="redis_kept")
+async def redis_kept_fixture() -> AsyncIterator[Kept]:
+    async for on_redis in redis_kept():
+        yield on_redis
+
+
+async def redis_kept() -> AsyncIterator[Kept]:
+    clock = Clock()
     url, prefix = require_shared_redis(), unique_prefix()
     store = RedisStore(url, SECRET, key_prefix=prefix, clock=clock)
     client = redis.asyncio.Redis.from_url(url)
@@ -200,3 +212,13 @@ async def test_one_batch_over_two_scopes_keeps_the_same(kept: Kept) -> None:
     assert (await ids(kept, ["acme"]))[0] == [rid(n) for n in range(MAX + 2, 2, -1)]
     assert (await ids(kept, ["globex"]))[0] == [rid(n + 100) for n in range(MAX + 2, 2, -1)]
     assert len((await ids(kept, None, limit=200))[0]) == 2 * MAX
+
+
+async def test_redis_loads_its_script_again_after_a_flush(redis_kept: Kept) -> None:
+    kept = redis_kept
+    assert kept.redis is not None
+    now = kept.clock.now
+    await kept.store.add_many([("acme", record(1, now))])
+    await kept.redis.script_flush()
+    await kept.store.add_many([("acme", record(2, now + 1))])
+    assert await ids(kept, ["acme"]) == ([rid(2), rid(1)], False)

@@ -256,3 +256,13 @@ def test_known_tokenizers_load(tokenizer: str) -> None:
     assert Policy.model_validate({"counting": {"tokenizer": tokenizer}}).counting.tokenizer == (
         tokenizer
     )
+
+
+def test_records_keep_no_bodies_unless_asked() -> None:
+    assert (Policy().records.bodies, Policy().records.max_body_bytes) == (False, 2 * 1024 * 1024)
+    kept = Policy.model_validate({"records": {"bodies": True, "max_body_bytes": 1000}}).records
+    assert (kept.bodies, kept.max_body_bytes) == (True, 1000)
+    assert _errors({"records": {"body": True}}) == [(("records", "body"), "extra_forbidden")]
+    assert _errors({"records": {"max_body_bytes": 0}}) == [
+        (("records", "max_body_bytes"), "greater_than")
+    ]

@@ -4,8 +4,8 @@ import pytest
 from multidict import CIMultiDict
 
 from proxy.errors import ErrorCode, ProxyError
-from proxy.http.auth import TenantResolver
-from proxy.settings import Settings, UpstreamSettings
+from proxy.http.auth import TenantResolver, session_digest, session_of
+from proxy.settings import SESSION_SCOPE_MARK, Settings, UpstreamSettings
 
 UPSTREAM = {"name": "u", "base_url": "http://127.0.0.1:9/v1"}
 
@@ -261,3 +261,58 @@ def test_keys_mode_accepts_the_proxy_key_as_x_api_key() -> None:
     assert resolver.resolve(CIMultiDict({"X-Api-Key": "k1"})).name == "acme"
     with pytest.raises(ProxyError):
         resolver.resolve(CIMultiDict({"x-api-key": "k2"}))
+
+
+@pytest.mark.parametrize("mode", ["keys", "passthrough"])
+def test_an_operator_key_is_the_operator_on_operator_routes_only(mode: str) -> None:
+    resolver = TenantResolver(
+        settings(
+            auth={"mode": mode, "operator_keys": ["sk-op"]},
+            tenants=[{"name": "acme", "keys": ["k1"]}],
+        )
+    )
+    assert resolver.has_operators
+    operator = resolver.resolve({"Authorization": "Bearer sk-op"}, operator_route=True)
+    assert operator.operator and operator.scope == ""
+    tenant = resolver.resolve({"Authorization": "Bearer k1"}, operator_route=True)
+    assert not tenant.operator
+    if mode == "keys":
+        with pytest.raises(ProxyError) as raised:
+            resolver.resolve({"Authorization": "Bearer sk-op"})
+        assert raised.value.code is ErrorCode.invalid_api_key
+    else:  # a client credential like any other, scoped by its hash
+        client = resolver.resolve({"Authorization": "Bearer sk-op"})
+        assert not client.operator and client.scope.startswith("default:")
+
+
+def test_without_operator_keys_nobody_is_the_operator() -> None:
+    resolver = TenantResolver(settings())
+    assert not resolver.has_operators
+    assert not resolver.resolve({"Authorization": "Bearer x"}, operator_route=True).operator
+
+
+def test_the_owner_scope_and_the_session_digest() -> None:
+    resolver = TenantResolver(
+        settings(
+            auth={"mode": "keys"},
+            tenants=[{"name": "acme", "keys": ["k1"], "session": {"source": "header"}}],
+        )
+    )
+    tenant = resolver.resolve({"Authorization": "Bearer k1", "x-ctxproxy-session": "s1"})
+    assert tenant.scope == f"acme{SESSION_SCOPE_MARK}{session_digest('s1')}"
+    assert tenant.owner_scope == "acme" and session_of(tenant.scope) == session_digest("s1")
+    assert session_of("acme") is None and len(session_digest("s1")) == 32
+
+
+@pytest.mark.parametrize(
+    ("operator_keys", "problem"),
+    [(["k1"], "auth.operator_keys.0: is also tenants.0.keys.0"), ([""], "empty key")],
+)
+def test_operator_keys_must_differ_from_tenant_keys(
+    operator_keys: list[str], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        settings(
+            auth={"mode": "keys", "operator_keys": operator_keys},
+            tenants=[{"name": "acme", "keys": ["k1"]}],
+        )
