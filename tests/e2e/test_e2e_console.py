@@ -400,3 +400,31 @@ async def test_without_bodies_the_actions_are_listed_by_message_index(
     await expect(page.locator(".side-by-side")).to_have_count(0)
     await expect(page.locator("main")).to_contain_text("No bodies in this record")
     watched.quiet()
+
+
+async def test_the_key_stays_in_the_tabs_session_and_a_wrong_one_is_refused(
+    proxy: RunningProxy, browser: Browser
+) -> None:
+    watched = await watched_page(browser)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui")
+    await page.fill("#key", "sk-not-a-key")
+    await page.click("#login button[type=submit]")
+    await expect(page.locator("#login .error")).to_have_text("That key is not accepted.")
+    assert await page.evaluate("sessionStorage.length + localStorage.length") == 0
+    await expect(page.locator("#nav")).to_be_hidden()
+    assert watched.failed_loads and all("401" in line for line in watched.failed_loads)
+    watched.failed_loads.clear()
+
+    await page.fill("#key", ACME)
+    await page.click("#login button[type=submit]")
+    await expect(page.locator("#nav")).to_be_visible()
+    stored = await page.evaluate("Object.values(sessionStorage)")
+    assert stored == [ACME]
+    assert await page.evaluate("localStorage.length + document.cookie.length") == 0
+    await page.reload()  # the same tab keeps it
+    await expect(page.locator("#nav")).to_be_visible()
+    await page.click("#logout")
+    await expect(page.locator("#login")).to_be_visible()
+    assert await page.evaluate("sessionStorage.length") == 0
+    watched.quiet()
