@@ -194,10 +194,6 @@ async def _artifact_store(app: web.Application) -> AsyncIterator[None]:
     await services.store.close()
 
 
-REDIS_RECORDS_LINGER_S = 0.1
-"""How long the records' writer waits for more records to share a Redis round trip."""
-
-
 async def _request_records(app: web.Application) -> AsyncIterator[None]:
     """The recorder of completions' records, on the artifact store's Redis or in memory."""
     services = app[SERVICES]
@@ -217,7 +213,7 @@ async def _request_records(app: web.Application) -> AsyncIterator[None]:
         store,
         max_pending=settings.max_pending,
         dropped=metrics.record_dropped,
-        linger_s=0.0 if on_redis is None else REDIS_RECORDS_LINGER_S,
+        linger_s=0.0 if on_redis is None else settings.flush_s,
     )
     recorder.start()
     yield

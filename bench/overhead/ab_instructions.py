@@ -32,6 +32,7 @@ from bench.overhead.ab_setup import (
     add_records_options,
     build_body,
     ctxproxy_argv,
+    delete_redis_keys,
     describe_tree,
     free_port,
     records_note,
@@ -67,8 +68,28 @@ def _total_instructions(out: Path) -> int:
     return total
 
 
-def measure(tree: Path, venv: str, config: Path, body: bytes, requests: int, work: Path) -> int:
-    """Instructions per request of `tree`'s server for `requests` posts of `body`."""
+def _post_from(port: int, body: bytes, count: int, concurrency: int) -> None:
+    """`count` posts of `body`, from `concurrency` clients at once (each its own connection)."""
+    shares = [count // concurrency + (i < count % concurrency) for i in range(concurrency)]
+
+    def client(share: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        try:
+            _post(conn, body, share)
+        finally:
+            conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        for done in [pool.submit(client, share) for share in shares]:
+            done.result()
+
+
+def measure(
+    tree: Path, venv: str, config: Path, body: bytes, requests: int, work: Path,
+    concurrency: int = 1,
+) -> int:  # fmt: skip
+    """Instructions per request of `tree`'s server for `requests` posts of `body`
+    (`concurrency` at a time)."""
     out = work / f"callgrind.{free_port()}.out"
     port = free_port()
     argv = [
@@ -81,13 +102,11 @@ def measure(tree: Path, venv: str, config: Path, body: bytes, requests: int, wor
     try:
         server.wait_ready(READY_TIMEOUT_S)
         assert server.proc is not None
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-        _post(conn, body, WARM_REQUESTS)
+        _post_from(port, body, WARM_REQUESTS, concurrency)
         pid = str(server.proc.pid)
         subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
-        _post(conn, body, requests)
+        _post_from(port, body, requests, concurrency)
         subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
-        conn.close()
     finally:
         server.stop()
     return _total_instructions(out) // requests
@@ -105,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
         mock.wait_ready()
         configs = [
             write_config(
-                work / side, mock_port, "WARNING", getattr(args, f"{side}_records"), args.redis
+                work / side,
+                mock_port,
+                "WARNING",
+                getattr(args, f"{side}_records"),
+                args.redis,
+                args.records_flush,
             )
             for side in ("a", "b")
         ]
@@ -116,7 +140,16 @@ def run(args: argparse.Namespace) -> int:
             body = build_body(SIZES[size])
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 jobs = [
-                    pool.submit(measure, tree, args.venv, config, body, args.requests, work)
+                    pool.submit(
+                        measure,
+                        tree,
+                        args.venv,
+                        config,
+                        body,
+                        args.requests,
+                        work,
+                        args.concurrency,
+                    )
                     for tree, config in zip((args.a, args.b), configs, strict=True)
                 ]
                 a, b = (job.result() for job in jobs)
@@ -124,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         mock.stop()
         shutil.rmtree(work, ignore_errors=True)
+        delete_redis_keys(args.redis)
     return 0
 
 
@@ -135,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     add_records_options(parser)
     parser.add_argument("--sizes", default="2KB,100KB", type=lambda s: s.split(","))
     parser.add_argument("--requests", type=int, default=300, help="measured requests per body")
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="requests in flight at once (default 1)"
+    )
     args = parser.parse_args(argv)
     unknown = [s for s in args.sizes if s not in SIZES]
     if unknown:

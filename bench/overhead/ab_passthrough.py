@@ -56,6 +56,7 @@ from bench.overhead.ab_setup import (
     build_body,
     cpu_layout,
     ctxproxy_argv,
+    delete_redis_keys,
     describe_tree,
     free_port,
     pinned,
@@ -283,7 +284,9 @@ def run(args: argparse.Namespace) -> int:
         servers = {}
         for name, tree in (("A", args.a), ("B", args.b)):
             records = getattr(args, f"{name.lower()}_records")
-            config = write_config(tmp / name, mock_port, args.log_level, records, args.redis)
+            config = write_config(
+                tmp / name, mock_port, args.log_level, records, args.redis, args.records_flush
+            )
             port = free_port()
             argv = [
                 *ctxproxy_argv(tree, args.venv),
@@ -336,6 +339,7 @@ def run(args: argparse.Namespace) -> int:
         for proc in reversed(procs):
             proc.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+        delete_redis_keys(args.redis)
     print(table(cells))
     print(
         f"({time.monotonic() - started:.0f}s; medians over rounds; p50 = each run's median "

@@ -194,11 +194,30 @@ def add_records_options(parser: Any) -> None:
     """`--a-records` / `--b-records`: request records on or off in that server's config (the
     same tree twice, one of each: what recording costs); `--redis URL`: both on a Redis store."""
     parser.add_argument("--redis", metavar="URL", help="a Redis store (default: memory)")
+    parser.add_argument(
+        "--records-flush", type=float, metavar="S",
+        help="server.records.flush_s (under valgrind, ~50x slower, scale it to keep batches)",
+    )  # fmt: skip
     for side in ("a", "b"):
         parser.add_argument(
             f"--{side}-records", choices=("on", "off"), default=None,
             help=f"server.records.enabled of {side.upper()} (default: not set, the tree's own)",
         )  # fmt: skip
+
+
+def delete_redis_keys(url: str | None) -> None:
+    """The keys `write_config(redis_url=url)` gave this process's servers, deleted."""
+    if url is None:
+        return
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"ctxbench:*:{os.getpid()}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()
 
 
 def records_note(records: str | None) -> str:
@@ -244,6 +263,7 @@ def write_config(
     log_level: str,
     records: str | None = None,
     redis_url: str | None = None,
+    flush_s: float | None = None,
 ) -> Path:
     """The config both proxies run with; `records` "on"/"off" sets `server.records.enabled`
     (None: the key is not written, so a tree from before request records reads it too);
@@ -269,7 +289,10 @@ def write_config(
         "policies_dir": str(policies),
     }
     if records is not None:
-        config["server"]["records"] = {"enabled": records == "on"}  # type: ignore[index]
+        kept: dict[str, Any] = {"enabled": records == "on"}
+        if flush_s is not None:
+            kept["flush_s"] = flush_s
+        config["server"]["records"] = kept  # type: ignore[index]
     if redis_url is not None:
         prefix = f"ctxbench:{directory.name}:{os.getpid()}:"
         config["store"] = {"kind": "redis", "url": redis_url, "key_prefix": prefix,

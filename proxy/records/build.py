@@ -83,7 +83,7 @@ def _detail(stats: RequestStats, end: Ending) -> dict[str, Any]:
         error = {"code": stats.error, "details": stats.error_details}
     return {
         "manifest": stats.manifest,
-        "headers": {k.lower(): v for k, v in end.headers.items() if _ours(k)},
+        "headers": _ours(end.headers),
         "rounds": [_call(call) for call in stats.synthetic_calls],
         "original": original,
         "prepared": prepared,
@@ -105,8 +105,14 @@ def readable(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _ours(name: str) -> bool:
-    return name[: len(HEADER_PREFIX)].lower() == HEADER_PREFIX
+def _ours(headers: Mapping[str, str]) -> dict[str, str]:
+    """The answer's `x-ctxproxy-*` headers, by lower-case name."""
+    found = {}
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower.startswith(HEADER_PREFIX):
+            found[lower] = value
+    return found
 
 
 def _summary(stats: RequestStats, end: Ending, arrived: float) -> dict[str, Any]:

@@ -27,6 +27,12 @@ class RecordsSettings(BaseModel):
     ttl_seconds: Annotated[int, Field(gt=0)] = Field(
         default=DEFAULT_TTL_SECONDS, description="How long a record is kept."
     )
+    flush_s: Annotated[float, Field(ge=0, le=10)] = Field(
+        default=0.1,
+        description="Redis: how long the writer waits for more records to share one round trip "
+        "(records reach the store that much later; a round trip costs the process far more "
+        "CPU than a record in it). The memory store writes at once.",
+    )
     max_pending: Annotated[int, Field(gt=0)] = Field(
         default=1000,
         description="Records waiting to be written at most; beyond, new ones are dropped "

@@ -11,7 +11,15 @@ from fakes import FakeUpstream, completion
 from fakes.anthropic import fake_anthropic
 from proxy_harness import RunningProxy
 from records_harness import KEYS, get, post
-from synthetic_harness import READ, SyntheticProxies, calling, conversation, read_call
+from synthetic_harness import (
+    READ,
+    SEARCH,
+    SyntheticProxies,
+    call_spec,
+    calling,
+    conversation,
+    read_call,
+)
 
 ROUTES = {
     "openai_chat": "/v1/chat/completions",
@@ -73,13 +81,17 @@ async def test_every_format_is_recorded(
     assert [item["request_id"] for item in page["data"]] == [request_id]
 
 
+def search_call(artifact_id: str) -> dict[str, Any]:
+    return call_spec(SEARCH, {"artifact_id": artifact_id, "pattern": "line 512:"})
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 async def test_a_synthetic_read_round_is_recorded(
     proxies: SyntheticProxies, fake_upstream: FakeUpstream, stream: bool
 ) -> None:
     proxy = await proxies.start(**KEYS)
     fake_upstream.enqueue_many(
-        calling(read_call(0, 100), stream=stream),
+        calling(read_call(0, 100), search_call, stream=stream),
         completion("line 512 holds 7"),
     )
     status, request_id, _ = await post(proxy, "/v1/chat/completions", conversation(stream=stream))
@@ -88,10 +100,13 @@ async def test_a_synthetic_read_round_is_recorded(
     assert status == 200 and record["synthetic_rounds"] == 1
     [offload] = record["manifest"]["actions"]
     [artifact_id] = offload["artifact_ids"]
-    [call] = record["rounds"]
+    call, searched = record["rounds"]
     assert call["round"] == 1 and call["tool"] == READ and call["artifact_id"] == artifact_id
     assert call["arguments"] == {"artifact_id": artifact_id, "offset": 0, "max_chars": 100}
     assert call["result_chars"] > 100
+    assert searched["round"] == 1 and searched["tool"] == SEARCH
+    assert searched["artifact_id"] == artifact_id and searched["result_chars"] > 0
+    assert searched["arguments"]["pattern"] == "line 512:"
     assert record["actions"] == ["offload_tool_results"]
     assert record["tokens_after"] < record["tokens_before"]
     if not stream:  # a stream's headers went out before its rounds ran
