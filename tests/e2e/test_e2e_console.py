@@ -428,3 +428,30 @@ async def test_the_key_stays_in_the_tabs_session_and_a_wrong_one_is_refused(
     await expect(page.locator("#login")).to_be_visible()
     assert await page.evaluate("sessionStorage.length") == 0
     watched.quiet()
+
+
+async def test_the_page_runs_no_inline_script_even_if_one_got_in(
+    proxy: RunningProxy, browser: Browser
+) -> None:
+    """The second line of defence: were stored markup ever inserted, the Content-Security-Policy
+    keeps an inline script and an inline event handler from running."""
+    watched = await watched_page(browser)
+    page = watched.page
+    await page.goto(f"{proxy.url}/ui")
+    await expect(page.locator("#login")).to_be_visible()
+    await page.evaluate(
+        """() => {
+            const script = document.createElement("script");
+            script.textContent = "window.injected = 1";
+            document.body.append(script);
+            const img = document.createElement("img");
+            img.setAttribute("onerror", "window.injected = 2");
+            img.src = "data:,";
+            document.body.append(img);
+        }"""
+    )
+    await expect(page.locator("body > img")).to_have_count(1)
+    await page.wait_for_function("document.querySelector('body > img').complete")
+    assert await page.evaluate("window.injected") is None
+    violations = [line for line in watched.errors if "Content Security Policy" in line]
+    assert len(violations) == 2, watched.errors
