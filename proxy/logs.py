@@ -186,11 +186,15 @@ def _usage_fields(fields: dict[str, Any], stats: RequestStats) -> None:
 
 
 _PROBES = frozenset({"/", "/healthz", "/readyz", "/metrics"})
+_CONSOLE = frozenset({"/ui", "/ui/", "/ui/{name}", "/v1/context/requests"})
+"""The console's page and files, and the request list it polls every 2 s while open."""
 
 
 def access_level(route: str, status: int) -> int:
-    """INFO, or DEBUG for successful probes (load balancers poll them every second)."""
-    return logging.DEBUG if route in _PROBES and status < 400 else logging.INFO
+    """INFO, or DEBUG for successful probes (load balancers poll them every second) and for the
+    console's page and polling."""
+    quiet = route in _PROBES or route in _CONSOLE
+    return logging.DEBUG if quiet and status < 400 else logging.INFO
 
 
 def access_logged(route: str, status: int) -> bool:

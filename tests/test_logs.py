@@ -221,6 +221,11 @@ def test_access_lines_are_gathered_only_when_they_would_be_written(
         assert access_logged("/v1/chat/completions", 200) is chat
         assert access_logged("/healthz", 200) is probe
         assert access_logged("/readyz", 503) is failed_probe
+        # the console's files and the list it polls are as quiet as a probe
+        assert access_logged("/ui/{name}", 200) is probe
+        assert access_logged("/v1/context/requests", 200) is probe
+        assert access_logged("/v1/context/requests", 401) is failed_probe
+        assert access_logged("/v1/context/requests/{request_id}", 200) is chat
     finally:
         access.setLevel(before)
 

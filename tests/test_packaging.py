@@ -67,3 +67,12 @@ def test_the_readmes_replica_deployment_loads_and_matches_its_compose_file(
     nodes = [name for name in compose if name.startswith("redis-") and name != "redis-init"]
     assert len(nodes) == 6 and all("--cluster-enabled" in compose[n]["command"] for n in nodes)
     assert str(settings.store.url).startswith(f"redis://{nodes[0]}:")
+
+
+def test_the_wheel_carries_every_console_file() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["proxy"]
+    files = [f"http/ui/{p.name}" for p in (REPO / "proxy" / "http" / "ui").iterdir()]
+    assert "http/ui/index.html" in files and "http/ui/main.js" in files
+    for name in files:
+        assert any(fnmatchcase(name, pattern) for pattern in patterns), name

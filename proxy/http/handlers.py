@@ -17,6 +17,7 @@ from proxy.formats import FORMATS
 from proxy.formats.base import ClientFormat
 from proxy.http.auth import Tenant
 from proxy.http.body import LARGE_BODY_BYTES, read_body, read_json_body
+from proxy.http.console import add_console_routes
 from proxy.http.records import add_record_routes
 from proxy.http.relay import respond
 from proxy.http.routes import (
@@ -287,4 +288,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
+    add_console_routes(app)
     app.router.add_route("*", "/v1/{tail:.*}", passthrough)

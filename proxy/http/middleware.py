@@ -17,6 +17,7 @@ from aiohttp import web
 
 from proxy.errors import ErrorCode, ProxyError
 from proxy.http.body import ACCEPTED_CODINGS
+from proxy.http.console import is_console_path
 from proxy.http.routes import COMPLETION_ROUTES, OPERATOR_ROUTES, format_of, route_of
 from proxy.http.services import REQUEST_ID, SERVICES, STATS, TENANT
 from proxy.http.store_lease import store_lease
@@ -105,10 +106,11 @@ async def _answer(
 
 
 def _needs_a_tenant(request: web.Request) -> bool:
-    """Every route but the probes; /metrics per `server.metrics_auth`."""
+    """Every route but the probes and the console's static page (its data fetches carry the
+    key); /metrics per `server.metrics_auth`."""
     if request.path == METRICS_ROUTE:
         return request.app[SERVICES].settings.metrics_need_a_key
-    return request.path not in _UNAUTHENTICATED
+    return request.path not in _UNAUTHENTICATED and not is_console_path(request.path)
 
 
 def _note_refusal(request: web.Request, error: ProxyError) -> None:
