@@ -106,10 +106,21 @@ def ledger(texts: Sequence[SpanText], known: Sequence[tuple[str, str]] = ()) -> 
             if stated is not None:
                 said = not item.source
                 changed |= _state(facts, stated, position, item.turn, sentence, said)
-        if not changed and CORRECTION.search(item.text):
-            _correct(facts, item.text, item.turn)
+        for part in _corrections(item.text, changed):
+            _correct(facts, part, item.turn)
     found = [f for f in facts.values() if f.position > 0 or f.changes]
     return sorted(found, key=lambda f: f.position)
+
+
+def _corrections(text: str, changed: bool) -> list[str]:
+    """Where a correction naming no subject may be: the whole text when no sentence of it
+    stated a value, else each of its lines that reads as a correction (a long tool result
+    states many values, and corrects one of them in a paragraph of its own)."""
+    if not CORRECTION.search(text):
+        return []
+    if not changed:
+        return [text]
+    return [line for line in text.splitlines() if CORRECTION.search(line)]
 
 
 def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:

@@ -33,7 +33,7 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
 from proxy.engine.steps.summarize import cache as summary_cache
-from proxy.engine.steps.summarize import model_summary, present
+from proxy.engine.steps.summarize import current, model_summary, present
 from proxy.engine.steps.summarize import parts as summary_parts
 from proxy.engine.steps.summarize import spans as summary_spans
 from proxy.engine.steps.summarize.model_summary import Obtained
@@ -112,6 +112,14 @@ class Summarize(Step[SummarizeConfig]):
         """The summary this request uses and where it came from (set by `settle`)."""
         self.spans: SummarySpans | None = None
         """What the summary covers and what is dropped since it (set by `settle`)."""
+        self._facts: current.Facts | None = None
+
+    def facts(self, ctx: PrepareContext, stated: str = "") -> current.Facts:
+        """The request's facts at present, those of the summary's body `stated` included (read
+        once, when the summary is written)."""
+        if self._facts is None:
+            self._facts = current.request_facts(ctx, present.stated_facts(stated))
+        return self._facts
 
     def budget(self, ctx: PrepareContext) -> int:
         """The tokens of the summary and the digest of the turns behind it, together."""
@@ -319,7 +327,9 @@ class Summarize(Step[SummarizeConfig]):
         if obtained.summary is not None:
             by = obtained.summary.by
             left = budget - ctx.counter.count_text(results)
-            body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
+            summary = obtained.summary.body
+            stated = current.at_present(summary, self.facts(ctx, summary))
+            body = summary_parts.trimmed(ctx, summary_parts.quoted(stated), left)
         numbers = sorted({ctx.unit_turn[u] + 1 for u in span})
         covers = f"turns {numbers[0]}-{numbers[-1]}" if len(numbers) > 1 else f"turn {numbers[0]}"
         item = self._item(ctx, len(numbers), tokens, archive_id, results, body, by, covers)
@@ -336,6 +346,8 @@ class Summarize(Step[SummarizeConfig]):
         stated = obtained.summary.body if obtained.summary is not None else ""
         texts, _ = summary_parts.span_texts(ctx, tail)
         changes = present.tail(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
+        changes = current.at_present(changes, self.facts(ctx))
+        changes = summary_parts.trimmed(ctx, changes, self.tail_budget(ctx))
         turns = len({ctx.unit_turn[u] for u in tail})
         text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
         item = ctx.wire.notice_item(self.config.notice_role, text)

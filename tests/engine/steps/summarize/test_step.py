@@ -211,7 +211,10 @@ def test_turns_dropped_since_the_last_roll_up_stand_behind_a_tail_item() -> None
     assert (tail.kind, tail.index, t1.index, t2.index) == ("insert_before", 4, 4, 5)
     summary_text, tail_text = summary.message["content"], tail.message["content"]  # type: ignore[index]
     assert "1 earlier turn(s)" in summary_text and "REL-4711" in summary_text
-    assert "REL-4712" not in summary_text  # the summary covers turn 1 only: frozen at its cut
+    # the summary covers turn 1 only (frozen at its cut), but its fact line is written at
+    # present: a later turn corrected it, so the current value stands beside the old one
+    assert "> - release: REL-4712 (was REL-4711, corrected at turn 3)" in summary_text
+    assert all("REL-4712" in line for line in summary_text.splitlines() if "REL-4711" in line)
     assert "1 later turn(s)" in tail_text and f"artifact {tail.artifact_id}" in tail_text
     # what the tail changes of the summary is in the tail item: never the old value alone
     assert tail_text.endswith(

@@ -1,0 +1,124 @@
+"""The facts as the whole request states them now, and the proxy's fact lines brought up to date.
+
+A summary is frozen when it is made (prefix stable), and a cleared tool result's placeholder is a
+function of the result; a later turn may correct a fact either states. Before such a text goes
+into a prompt, each of its fact lines (`- subject: value ...`) whose value the request has
+superseded since is written at present: the current value with the one it replaced beside it
+on the same line (`Fact.line`); any other line naming a superseded value (a detail sentence, a
+command) is left out, and an id list drops the superseded id. So no line the proxy writes shows
+a superseded value without its correction, and the text changes only when a correction arrives.
+
+The ledger reads every message and every tool result of the request (tool results longer than
+`MAX_SCANNED_CHARS` are output, not statements, and are skipped). Pure: the same request gives
+the same ledger.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from proxy.engine.step_api import PrepareContext
+from proxy.engine.steps.summarize.extract import SpanText
+from proxy.engine.steps.summarize.facts import MAX_VALUE_CHARS, Fact, ledger
+from proxy.engine.tool_text import is_proxy_text
+
+MAX_SCANNED_CHARS = 32_000
+"""A tool result longer than this is read for facts by the summary of its span only."""
+MAX_STATED = 4
+"""A cleared result's placeholder names at most this many facts it stated."""
+Facts = Mapping[str, Fact]
+"""The request's facts by lowercased subject."""
+_ID_LIST = "Files and ids touched: "
+
+
+def request_facts(ctx: PrepareContext, known: Sequence[tuple[str, str]] = ()) -> dict[str, Fact]:
+    """Every fact the request's messages and tool results state, at its latest value (`known`:
+    (subject, value) a frozen text states, which may come from a result too long to read)."""
+    texts: list[SpanText] = []
+    for u, unit in enumerate(ctx.units):
+        results = set(unit.result_indices)
+        for index in unit.indices:
+            item = ctx.messages[index]
+            turn = ctx.unit_turn[u] + 1
+            if index in results:
+                text = ctx.wire.result_text(item) or ""
+                if text and len(text) <= MAX_SCANNED_CHARS:
+                    texts.append(SpanText(text, "result", turn))
+                continue
+            text = ctx.wire.item_text(item) or ""
+            if text and not is_proxy_text(text, ctx.own_text_mac):
+                texts.append(SpanText(text, "", turn))
+    return {f.subject.lower(): f for f in ledger(texts, known)}
+
+
+def stated(text: str, facts: Facts, turn: int = 0) -> list[str]:
+    """The facts a tool result states (at most `MAX_STATED`), each at present:
+    `subject: value`, or the current value with this one beside it when it was superseded."""
+    if len(text) > MAX_SCANNED_CHARS:
+        return []
+    out: list[str] = []
+    for fact in ledger([SpanText(text, "result", turn)])[:MAX_STATED]:
+        now = facts.get(fact.subject.lower())
+        if now is not None and now.value != fact.value and fact.value in now.superseded():
+            out.append(now.line())
+        else:
+            out.append(fact.line(history=False))
+    return [line for line in out if len(line) <= 2 * MAX_VALUE_CHARS]
+
+
+def at_present(text: str, facts: Facts) -> str:
+    """`text` (a summary's body, the changes after it, a placeholder's facts) with each fact
+    line the request has corrected since written at present, and the other lines naming a
+    superseded value left out (an id list keeps its other ids)."""
+    stale = _stale(facts)
+    if not any(f.changes for f in facts.values()):
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        fact = _corrected(line, facts)
+        if fact is not None:
+            lead = line[: len(line) - len(line.lstrip("> -"))]
+            out.append(lead + fact.line())
+        elif line.startswith(_ID_LIST):
+            out.append(_ID_LIST + ", ".join(
+                x for x in line.removeprefix(_ID_LIST).split(", ") if x not in stale))
+        elif not any(_shows(line, v) and not _shows(line, f.value) for v, f in stale.items()):
+            out.append(line)
+    return "\n".join(out)
+
+
+def _corrected(line: str, facts: Facts) -> Fact | None:
+    """The fact a `- subject: value ...` line states when the request superseded that value."""
+    body = line.lstrip("> ")
+    if not body.startswith("- "):
+        return None
+    subject, sep, rest = body[2:].partition(": ")
+    if not sep:
+        return None
+    fact = facts.get(subject.lower())
+    value = rest.split(" (was ", 1)[0]
+    if fact is None or fact.value == value or value not in fact.superseded():
+        return None
+    return fact
+
+
+def _stale(facts: Facts) -> dict[str, Fact]:
+    """Each superseded value (that is no fact's current value) with its fact."""
+    now = {f.value for f in facts.values()}
+    return {v: f for f in facts.values() for v in f.superseded() if v not in now}
+
+
+def _shows(line: str, value: str) -> bool:
+    """Whether `line` names `value` whole (not inside a longer token)."""
+    return re.search(rf"(?<![\w.-]){re.escape(value)}(?![\w-])", line) is not None
+
+
+def stale_lines(text: str, facts: Facts) -> Sequence[str]:
+    """The lines of `text` naming a value the request superseded without naming its current
+    value (none in a text `at_present` wrote)."""
+    stale = _stale(facts)
+    return [
+        line for line in text.splitlines()
+        if any(_shows(line, v) and not _shows(line, f.value) for v, f in stale.items())
+    ]
