@@ -32,11 +32,14 @@ Facts = Mapping[str, Fact]
 _ID_LIST = "Files and ids touched: "
 
 
-def request_facts(ctx: PrepareContext, known: Sequence[tuple[str, str]] = ()) -> dict[str, Fact]:
+def request_facts(
+    ctx: PrepareContext, known: Sequence[tuple[str, str]] = (), upto: int | None = None
+) -> dict[str, Fact]:
     """Every fact the request's messages and tool results state, at its latest value (`known`:
-    (subject, value) a frozen text states, which may come from a result too long to read)."""
+    (subject, value) a frozen text states, which may come from a result too long to read;
+    `upto`: only units up to this one are read)."""
     texts: list[SpanText] = []
-    for u, unit in enumerate(ctx.units):
+    for u, unit in enumerate(ctx.units[: None if upto is None else upto + 1]):
         results = set(unit.result_indices)
         for index in unit.indices:
             item = ctx.messages[index]

@@ -70,6 +70,15 @@ class SummarizeConfig(TurnsConfig):
         "bytes change only at a roll-up, so the cuts in between break the prompt prefix after "
         "it, not before it. 0 (with roll_up_after 0) = roll up at every cut.",
     )
+    restate: Literal["at_once", "at_cuts"] = Field(
+        default="at_once",
+        description="When a fact line of the summary (or of the item after it) that a later "
+        "turn corrected is written at its current value, the old one beside it: `at_once`, "
+        "in the request that brings the correction (no line shows a superseded value alone; "
+        "the prompt prefix breaks at the summary then), or `at_cuts`, at the next cut (the "
+        "corrections made up to it; in between the corrected line stands as it was and the "
+        "correction later in the prompt, and the prefix breaks only where a cut breaks it).",
+    )
     roll_up_after: Annotated[float, Field(ge=0, le=1000)] = Field(
         default=1.0,
         description="The tokens of dropped turns a roll-up waits for, in allowances (see "
@@ -113,12 +122,15 @@ class Summarize(Step[SummarizeConfig]):
         self.spans: SummarySpans | None = None
         """What the summary covers and what is dropped since it (set by `settle`)."""
         self._facts: current.Facts | None = None
+        self._cut_at: int | None = None
+        """The time point of the step's last cut (`restate: at_cuts`; set by `settle`)."""
 
     def facts(self, ctx: PrepareContext, stated: str = "") -> current.Facts:
         """The request's facts at present, those of the summary's body `stated` included (read
         once, when the summary is written)."""
         if self._facts is None:
-            self._facts = current.request_facts(ctx, present.stated_facts(stated))
+            upto = self._cut_at if self.config.restate == "at_cuts" else None
+            self._facts = current.request_facts(ctx, present.stated_facts(stated), upto)
         return self._facts
 
     def budget(self, ctx: PrepareContext) -> int:
@@ -163,6 +175,7 @@ class Summarize(Step[SummarizeConfig]):
         dropped = self._dropped(ctx, units)
         if not dropped or self.config.header_only:  # the last resort: one header, no tail
             return
+        self._cut_at = cuts[-1][0] if cuts else None
         self.spans = summary_spans.split(ctx, dropped, cuts, self._roll_up(ctx))
         if self.config.summarizer.kind == "llm":
             self.obtained = await self._from_model(ctx, self.spans, services)
