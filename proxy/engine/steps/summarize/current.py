@@ -9,18 +9,20 @@ command) is left out, and an id list drops the superseded id. So no line the pro
 a superseded value without its correction, and the text changes only when a correction arrives.
 
 The ledger reads every message and every tool result of the request (tool results longer than
-`MAX_SCANNED_CHARS` are output, not statements, and are skipped). Pure: the same request gives
-the same ledger.
+`MAX_SCANNED_CHARS` are output, not statements, and are skipped), plus the fields of JSON records
+that a later record with the same id changed (`tracking_number of ORD-1`: the order fetched
+again). Pure: the same request gives the same ledger.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.summarize.extract import SpanText
-from proxy.engine.steps.summarize.facts import MAX_VALUE_CHARS, Fact, ledger
+from proxy.engine.steps.summarize.facts import MAX_VALUE_CHARS, Change, Fact, ledger
 from proxy.engine.tool_text import is_proxy_text
 
 MAX_SCANNED_CHARS = 32_000
@@ -39,6 +41,7 @@ def request_facts(
     (subject, value) a frozen text states, which may come from a result too long to read;
     `upto`: only units up to this one are read)."""
     texts: list[SpanText] = []
+    records: list[tuple[str, int]] = []
     for u, unit in enumerate(ctx.units[: None if upto is None else upto + 1]):
         results = set(unit.result_indices)
         for index in unit.indices:
@@ -48,11 +51,50 @@ def request_facts(
                 text = ctx.wire.result_text(item) or ""
                 if text and len(text) <= MAX_SCANNED_CHARS:
                     texts.append(SpanText(text, "result", turn))
+                    records.append((text, turn))
                 continue
             text = ctx.wire.item_text(item) or ""
             if text and not is_proxy_text(text, ctx.own_text_mac):
                 texts.append(SpanText(text, "", turn))
-    return {f.subject.lower(): f for f in ledger(texts, known)}
+    facts = {f.subject.lower(): f for f in ledger(texts, known)}
+    for fact in record_fields(records):
+        facts.setdefault(fact.subject.lower(), fact)
+    return facts
+
+
+def record_fields(results: Sequence[tuple[str, int]]) -> list[Fact]:
+    """The fields of JSON records that a later record with the same id changed: a result that
+    is one JSON object with an id (`id`, `*_id`) gives `field of ID` for each of its text
+    fields that holds a number or an id; only those whose value changed are kept."""
+    facts: dict[str, Fact] = {}
+    for position, (text, turn) in enumerate(results, start=1):
+        for subject, value in _record(text):
+            fact = facts.get(subject)
+            if fact is None:
+                facts[subject] = Fact(subject, value, position, said=False)
+            elif fact.value != value:
+                fact.changes.insert(0, Change(fact.value, turn, False))
+                fact.value = value
+    return [f for f in facts.values() if f.changes]
+
+
+def _record(text: str) -> list[tuple[str, str]]:
+    if not text.lstrip().startswith("{"):
+        return []
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(record, dict):
+        return []
+    ids = [v for k, v in record.items() if (k == "id" or k.endswith("_id")) and isinstance(v, str)]
+    if len(ids) != 1 or not 0 < len(ids[0]) <= MAX_VALUE_CHARS:
+        return []
+    return [
+        (f"{key} of {ids[0]}", value) for key, value in record.items()
+        if isinstance(value, str) and value != ids[0] and 0 < len(value) <= MAX_VALUE_CHARS
+        and any(ch.isdigit() for ch in value)
+    ]
 
 
 def stated(text: str, facts: Facts, turn: int = 0) -> list[str]:

@@ -12,6 +12,7 @@ from hypothesis_profiles import examples
 from proxy.engine.steps.summarize.current import (
     MAX_SCANNED_CHARS,
     at_present,
+    record_fields,
     request_facts,
     stale_lines,
     stated,
@@ -128,3 +129,14 @@ def test_no_line_written_at_present_names_a_superseded_value_without_the_current
     for fact in then:
         if fact.subject.lower() in now:
             assert f"- {fact.subject}: {now[fact.subject.lower()].value}" in out
+
+
+def test_a_record_fetched_again_with_a_changed_field_supersedes_the_old_value() -> None:
+    first = '{\n  "order_id": "ORD-1", "status": "in transit", "tracking_number": "TRK-6DC8"\n}'
+    again = '{\n  "order_id": "ORD-1", "status": "reshipped", "tracking_number": "TRK-X94Q"\n}'
+    other = '{\n  "order_id": "ORD-2", "tracking_number": "TRK-0000"\n}'
+    [fact] = record_fields([(first, 2), (other, 3), (again, 5), ("not json", 6), ("[1]", 7)])
+    assert fact.line() == "tracking_number of ORD-1: TRK-X94Q (was TRK-6DC8, changed at turn 5)"
+    facts = {fact.subject.lower(): fact}
+    body = 'Files and ids touched: ORD-1, TRK-6DC8, TRK-X94Q\n- [c1] "tracking_number": "TRK-6DC8",'
+    assert at_present(body, facts) == "Files and ids touched: ORD-1, TRK-X94Q"
