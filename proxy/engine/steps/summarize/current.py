@@ -5,8 +5,10 @@ function of the result; a later turn may correct a fact either states. Before su
 into a prompt, each of its fact lines (`- subject: value ...`) whose value the request has
 superseded since is written at present: the current value with the one it replaced beside it
 on the same line (`Fact.line`); any other line naming a superseded value (a detail sentence, a
-command) is left out, and an id list drops the superseded id. So no line the proxy writes shows
-a superseded value without its correction, and the text changes only when a correction arrives.
+command, a decision) ends with the current value (`(corrected since: subject: value)`), and an id
+list names the current value beside the superseded id (`TRK-1 (now TRK-2)`: the id was touched,
+and is no longer the value). So no line the proxy writes shows a superseded value without its
+correction, and the text changes only when a correction arrives.
 
 The ledger reads every message and every tool result of the request (tool results longer than
 `MAX_SCANNED_CHARS` are output, not statements, and are skipped), plus the fields of JSON records
@@ -27,7 +29,7 @@ from proxy.engine.tool_text import is_proxy_text
 
 MAX_SCANNED_CHARS = 32_000
 """A tool result longer than this is read for facts by the summary of its span only."""
-MAX_STATED = 4
+MAX_STATED = 2
 """A cleared result's placeholder names at most this many facts it stated."""
 Facts = Mapping[str, Fact]
 """The request's facts by lowercased subject."""
@@ -127,10 +129,18 @@ def at_present(text: str, facts: Facts) -> str:
             out.append(lead + fact.line())
         elif line.startswith(_ID_LIST):
             out.append(_ID_LIST + ", ".join(
-                x for x in line.removeprefix(_ID_LIST).split(", ") if x not in stale))
-        elif not any(_shows(line, v) and not _shows(line, f.value) for v, f in stale.items()):
-            out.append(line)
+                f"{x} (now {stale[x].value})" if x in stale else x
+                for x in line.removeprefix(_ID_LIST).split(", ")))
+        else:
+            out.append(_annotated(line, stale))
     return "\n".join(out)
+
+
+def _annotated(line: str, stale: Mapping[str, Fact]) -> str:
+    """`line`, followed by the current value of each fact it names a superseded value of."""
+    named = {f.subject: f for v, f in stale.items() if _shows(line, v) and not _shows(line, f.value)}
+    notes = "; ".join(f"{f.subject}: {f.value}" for f in named.values())
+    return f"{line} (corrected since: {notes})" if notes else line
 
 
 def _corrected(line: str, facts: Facts) -> Fact | None:

@@ -48,7 +48,9 @@ def test_a_frozen_fact_line_corrected_later_is_written_at_present() -> None:
         "turn 55)",
         "- port of api: 8080",
         "Other details:",
-        "Files and ids touched: a.py, b.py",
+        "- [c1] For the record, the approved budget of LUMHULSOL is 247,853.35 USD. (corrected "
+        "since: approved budget of LUMHULSOL: 196,817.78 USD)",
+        "Files and ids touched: a.py, 247,853.35 USD (now 196,817.78 USD), b.py",
     ]
     assert stale_lines("\n".join(out), facts_of(CORRECTED)) == []
     assert stale_lines(body, facts_of(CORRECTED)) == [body.splitlines()[1], *body.splitlines()[4:]]
@@ -139,4 +141,8 @@ def test_a_record_fetched_again_with_a_changed_field_supersedes_the_old_value() 
     assert fact.line() == "tracking_number of ORD-1: TRK-X94Q (was TRK-6DC8, changed at turn 5)"
     facts = {fact.subject.lower(): fact}
     body = 'Files and ids touched: ORD-1, TRK-6DC8, TRK-X94Q\n- [c1] "tracking_number": "TRK-6DC8",'
-    assert at_present(body, facts) == "Files and ids touched: ORD-1, TRK-X94Q"
+    assert at_present(body, facts) == (
+        "Files and ids touched: ORD-1, TRK-6DC8 (now TRK-X94Q), TRK-X94Q\n"
+        '- [c1] "tracking_number": "TRK-6DC8", (corrected since: tracking_number of ORD-1: '
+        'TRK-X94Q)'
+    )
