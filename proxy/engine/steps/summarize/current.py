@@ -138,7 +138,9 @@ def at_present(text: str, facts: Facts) -> str:
 
 def _annotated(line: str, stale: Mapping[str, Fact]) -> str:
     """`line`, followed by the current value of each fact it names a superseded value of."""
-    named = {f.subject: f for v, f in stale.items() if _shows(line, v) and not _shows(line, f.value)}
+    named = {
+        f.subject: f for v, f in stale.items() if _shows(line, v) and not _shows(line, f.value)
+    }
     notes = "; ".join(f"{f.subject}: {f.value}" for f in named.values())
     return f"{line} (corrected since: {notes})" if notes else line
 
