@@ -14,6 +14,7 @@ statement made before a later correction: the proxy leaves those as they are).
 
     python -m bench.quality.superseded [--seeds 1] [--budgets 900,4000,16000]
         [--agent-budgets 8000,16000,32000] [--presets compact] [--turns 80] [--show 5]
+        [--policies bench/quality/policies]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.quality.gen import generate
@@ -112,7 +114,7 @@ async def evaluate(args: argparse.Namespace) -> dict[str, dict[tuple[str, int], 
     counters, catalog = TokenCounters(), ModelCatalog()
     budgets = sorted({*args.budgets, *args.agent_budgets})
     out: dict[str, dict[tuple[str, int], Tally]] = {}
-    with derived_policies(budgets, catalog) as (policies, _):
+    with derived_policies(budgets, catalog, args.policies) as (policies, _):
         for name in args.presets:
             preset = Preset(name, policies, counters, catalog)
             by = out.setdefault(name, {})
@@ -153,6 +155,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--agent-budgets", type=numbers, default=list(AGENT_BUDGETS),
                         help="F budgets (empty: skip F)")
     parser.add_argument("--presets", type=lambda s: s.split(","), default=["compact"])
+    parser.add_argument("--policies", type=Path, default=None,
+                        help="directory of extra policy files (e.g. bench/quality/policies)")
     parser.add_argument("--turns", type=int, default=80, help="turns of E and F (default 80)")
     parser.add_argument("--show", type=int, default=0, help="print up to N counted proxy lines")
     return parser.parse_args(argv)
