@@ -18,9 +18,10 @@ again). Pure: the same request gives the same ledger.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
+
+import orjson
 
 from proxy.engine.step_api import PrepareContext
 from proxy.engine.steps.summarize.extract import SpanText
@@ -34,6 +35,8 @@ MAX_STATED = 2
 Facts = Mapping[str, Fact]
 """The request's facts by lowercased subject."""
 _ID_LIST = "Files and ids touched: "
+_ID_KEY = re.compile(r"(?:\w+_)?id")
+"""A JSON record's id field (`id`, `order_id`): tool output, not a wire field."""
 
 
 def request_facts(
@@ -84,12 +87,12 @@ def _record(text: str) -> list[tuple[str, str]]:
     if not text.lstrip().startswith("{"):
         return []
     try:
-        record = json.loads(text)
-    except ValueError:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return []
     if not isinstance(record, dict):
         return []
-    ids = [v for k, v in record.items() if (k == "id" or k.endswith("_id")) and isinstance(v, str)]
+    ids = [v for k, v in record.items() if _ID_KEY.fullmatch(k) and isinstance(v, str)]
     if len(ids) != 1 or not 0 < len(ids[0]) <= MAX_VALUE_CHARS:
         return []
     return [
