@@ -381,7 +381,9 @@ class Summarize(Step[SummarizeConfig]):
             "failure": obtained.failure,
             "seconds": round(obtained.seconds, 3),
             "summarizer_usage": obtained.usage,
-            "manifest": present.manifest(summary.body if summary is not None else None),
+            "manifest": present.manifest(
+                None if summary is None else current.at_present(summary.body, self.facts(ctx))
+            ),
         }
 
     def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:

@@ -455,11 +455,19 @@ def test_restate_at_cuts_writes_a_correction_after_the_last_cut_at_the_next_one(
     ctx = make_ctx(tail_history(), policy(), allowance=10_000)
     units = [0, 1, 2]
     texts: dict[str, str] = {}
+    manifests: dict[str, Any] = {}
     for restate in ("at_once", "at_cuts"):
         step = Summarize(SummarizeConfig(restate=restate), ctx)
         run(step.settle(ctx, units, services(MemoryStore(b"k")), [(2, 3)]))
-        texts[restate] = step.rewrite(ctx, units).edits[0].message["content"]  # type: ignore[index]
+        out = step.rewrite(ctx, units)
+        texts[restate] = out.edits[0].message["content"]  # type: ignore[index]
+        manifests[restate] = out.detail["manifest"] if out.detail else None
     assert "> - release: REL-4712 (was REL-4711, corrected at turn 3)" in texts["at_once"]
+    # the manifest reports what was sent: the line at present
+    assert manifests["at_once"]["facts_superseded"] == [
+        "release: REL-4712 (was REL-4711, corrected at turn 3)"
+    ]
+    assert manifests["at_cuts"]["facts_superseded"] == []
     assert "> - release: REL-4711" in texts["at_cuts"] and "REL-4712" not in texts["at_cuts"]
     later = Summarize(SummarizeConfig(restate="at_cuts"), ctx)  # the next cut: turn 2 behind
     more = [0, 1, 2, 3, 4]  # the tail item, the summary unchanged but for the corrected line
