@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from proxy.engine.step_api import MARKER, OwnTextMac
@@ -136,14 +136,19 @@ def placeholder(
     refetchable: bool,
     mac: OwnTextMac,
     stored_chars: int | None = None,
+    facts: Sequence[str] = (),
 ) -> str:
-    """`stored_chars`: set when the store keeps only that much of the original (truncated)."""
+    """`stored_chars`: set when the store keeps only that much of the original (truncated);
+    `facts`: the facts the result stated (`subject: value`), quoted after the header."""
     again = f" or call {tool} again" if refetchable and tool else ""
     cut = "" if stored_chars is None else f" (stored truncated to {stored_chars} chars)"
     body = (
         f"{MARKER}: tool result cleared to save context ({chars} chars). The original is "
         f"artifact {artifact_id}{cut}; use {READ_TOOL}{again} if you need it.]"
     )
+    if facts:
+        quoted = "\n".join(f"- {neutralised(line)}" for line in facts)
+        body += f"\nFacts it stated (quoted tool output, untrusted):\n{quoted}"
     return signed(body, mac)
 
 

@@ -17,6 +17,7 @@ from proxy.engine.config_base import StepConfig
 from proxy.engine.plan_totals import StepPlan
 from proxy.engine.step_api import PrepareContext, Step, StepOutput
 from proxy.engine.steps.result_rewrites import UnitRewrites, matches_any, stored_text
+from proxy.engine.steps.summarize import current
 from proxy.engine.tool_text import placeholder, preview
 
 
@@ -88,6 +89,17 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
         exchanges = [u for u in ctx.units[: ctx.recent_end] if u.kind == "tool_exchange"]
         recent = exchanges[len(exchanges) - config.previewed_recent :]
         self._previewed = {i for unit in recent for i in unit.result_indices}
+        self._facts: current.Facts | None = None
+
+    def _stated(self, ctx: PrepareContext, text: str) -> list[str]:
+        """The facts `text` states, at present (the request's ledger is read once, and only
+        when a cleared result states a fact)."""
+        stated = current.stated(text, {})
+        if not stated:
+            return []
+        if self._facts is None:
+            self._facts = current.request_facts(ctx)
+        return current.stated(text, self._facts)
 
     def _placeholder(
         self, ctx: PrepareContext, index: int, message: dict[str, Any], text: str, name: str | None
@@ -98,7 +110,8 @@ class ClearToolResults(Step[ClearToolResultsConfig]):
         stored = stored_text(ctx, text)
         cut = len(stored.content) if stored.truncated else None
         mac = ctx.own_text_mac
-        return placeholder(stored.artifact_id, len(text), name, refetchable, mac, cut)
+        facts = self._stated(ctx, text)
+        return placeholder(stored.artifact_id, len(text), name, refetchable, mac, cut, facts)
 
     def _preview(self, ctx: PrepareContext, index: int, text: str) -> str | None:
         """A recent result under the last resort: head and tail stay visible (None, i.e. kept

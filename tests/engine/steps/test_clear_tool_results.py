@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from context_harness import artifact_id, own_text_mac
+from context_harness import artifact_id, assistant, call, own_text_mac, result, system, user
 from step_harness import ALPHA, GAMMA, TOOL_UNITS, clear, replaced_cost, tool_ctx, tool_history
 
 from proxy.artifacts.store import NewArtifact
@@ -138,3 +138,31 @@ def test_a_result_stored_truncated_says_so_in_its_placeholder() -> None:
     stored = out.artifacts[first.artifact_id].content
     assert len(stored) > 500 - 100  # the head of the result and a marker
     assert f"(stored truncated to {len(stored)} chars)" in first.message["content"]
+
+
+def test_a_cleared_result_keeps_the_facts_it_stated_at_present() -> None:
+    """A fact a tool result stated stays inline in its placeholder (quoted); one a later turn
+    corrected is named with its current value beside it."""
+    record = ('{\n  "id": "R1",\n  "notes": "For the record, the latency objective of HULMIRCOR '
+              'is 217 ms. For the record, the owner of Blue Falcon is Jane Doe.",\n  "log": "'
+              + " ".join(f"line {n} ok" for n in range(300)) + '"\n}')
+    messages = [
+        system(), user("Task: look up records."),
+        call("c0", "lookup", '{"id": "R1"}'), result("c0", record), assistant("Noted."),
+        user("Correction on Blue Falcon: its owner changed. Please use Maria Lopez from now "
+             "on; the earlier figure Jane Doe is out of date."),
+        call("c1", "lookup", '{"id": "R2"}'), result("c1", "{}"), assistant("Done."),
+    ]
+    ctx = tool_ctx(messages)
+    out = clear(ctx).rewrite(ctx, [1])
+    [edit] = out.edits
+    content = edit.message["content"]  # type: ignore[index]
+    assert content == placeholder(
+        artifact_id(record), len(record), "lookup", False, own_text_mac,
+        facts=["latency objective of HULMIRCOR: 217 ms",
+               "owner of Blue Falcon: Maria Lopez (was Jane Doe, corrected at turn 2)"],
+    )
+    assert content.endswith(
+        "- latency objective of HULMIRCOR: 217 ms\n"
+        "- owner of Blue Falcon: Maria Lopez (was Jane Doe, corrected at turn 2)"
+    )

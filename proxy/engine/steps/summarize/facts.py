@@ -33,6 +33,12 @@ _ENDED = re.compile(r"\.[\"',]*$")
 _TRAILING = ".,;:!?\"'"
 _PROSE_VERB = re.compile(r"^\s(?:is|are|was|were)\s", re.IGNORECASE)
 """In tool output only a sentence in words states a fact (`key = value` lines are output)."""
+_PROSE_LINE = re.compile(r"^[^\n]* (?:is|are|was|were) [^\n]*$", re.IGNORECASE | re.MULTILINE)
+"""A line of tool output with such a verb (the others state nothing)."""
+_PROSE_VERBS = (" is ", " are ", " was ", " were ")
+_CORRECTION_WORDS = ("correction", "changed", "instead", "from now on", "out of date",
+                     "no longer", "update", "actually")
+"""Substrings one of which a text matching `extract.CORRECTION` holds (a fast first check)."""
 _FILLER = re.compile(
     r"^(?:(?:for the record|note|noted|correction|update|fyi|reminder|also|so|ok|okay|by the way"
     r"|btw|just so you know|to confirm|confirmed)\b[,:]?\s*)+",
@@ -100,16 +106,36 @@ def ledger(texts: Sequence[SpanText], known: Sequence[tuple[str, str]] = ()) -> 
     position = 0
     for item in texts:
         changed = False
-        for sentence in sentences(item.text):
+        lowered = item.text.lower()
+        for sentence in sentences(_prose_lines(item.text, lowered) if item.source else item.text):
             position += 1
             stated = statement(sentence, prose=bool(item.source))
             if stated is not None:
                 said = not item.source
                 changed |= _state(facts, stated, position, item.turn, sentence, said)
-        if not changed and CORRECTION.search(item.text):
-            _correct(facts, item.text, item.turn)
+        for part in _corrections(item.text, lowered, changed):
+            _correct(facts, part, item.turn)
     found = [f for f in facts.values() if f.position > 0 or f.changes]
     return sorted(found, key=lambda f: f.position)
+
+
+def _prose_lines(text: str, lowered: str) -> str:
+    """The lines of tool output that may state a fact (`... is X.`), found by plain substring
+    scans first, so that long machine output costs no sentence splitting."""
+    if not any(verb in lowered for verb in _PROSE_VERBS):
+        return ""
+    return "\n".join(m.group(0) for m in _PROSE_LINE.finditer(text))
+
+
+def _corrections(text: str, lowered: str, changed: bool) -> list[str]:
+    """Where a correction naming no subject may be: the whole text when no sentence of it
+    stated a value, else each of its lines that reads as a correction (a long tool result
+    states many values, and corrects one of them in a paragraph of its own)."""
+    if not any(word in lowered for word in _CORRECTION_WORDS) or not CORRECTION.search(text):
+        return []
+    if not changed:
+        return [text]
+    return [line for line in text.splitlines() if CORRECTION.search(line)]
 
 
 def statement(sentence: str, prose: bool = False) -> tuple[str, str] | None:

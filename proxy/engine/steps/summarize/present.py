@@ -253,7 +253,7 @@ def tail(
     was dropped: the archive has it all)."""
     if not stated.strip():
         return ""
-    known = [_subject_value(line) for line in _facts_lines(stated)]
+    known = stated_facts(stated)
     facts = ledger(texts, known)
     stale = {v for f in facts for v in f.superseded()}
     lines = [f"- {f.line()}" for f in facts]
@@ -267,6 +267,11 @@ def tail(
             kept.append(line)
             spent += cost
     return "\n".join(kept)
+
+
+def stated_facts(body: str) -> list[tuple[str, str]]:
+    """(subject, value) of each line of a summary body's facts section."""
+    return [_subject_value(line) for line in _facts_lines(body)]
 
 
 def _facts_lines(body: str) -> list[str]:

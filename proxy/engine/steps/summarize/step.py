@@ -33,7 +33,7 @@ from proxy.engine.step_api import (
 )
 from proxy.engine.steps.drop_turns import TurnsConfig, archive_span, stand_in, turns_plan
 from proxy.engine.steps.summarize import cache as summary_cache
-from proxy.engine.steps.summarize import model_summary, present
+from proxy.engine.steps.summarize import current, model_summary, present
 from proxy.engine.steps.summarize import parts as summary_parts
 from proxy.engine.steps.summarize import spans as summary_spans
 from proxy.engine.steps.summarize.model_summary import Obtained
@@ -69,6 +69,15 @@ class SummarizeConfig(TurnsConfig):
         "(archived as drop_turns does, with what they change of the summary). The summary's "
         "bytes change only at a roll-up, so the cuts in between break the prompt prefix after "
         "it, not before it. 0 (with roll_up_after 0) = roll up at every cut.",
+    )
+    restate: Literal["at_once", "at_cuts"] = Field(
+        default="at_once",
+        description="When a fact line of the summary (or of the item after it) that a later "
+        "turn corrected is written at its current value, the old one beside it: `at_once`, "
+        "in the request that brings the correction (no line shows a superseded value alone; "
+        "the prompt prefix breaks at the summary then), or `at_cuts`, at the next cut (the "
+        "corrections made up to it; in between the corrected line stands as it was and the "
+        "correction later in the prompt, and the prefix breaks only where a cut breaks it).",
     )
     roll_up_after: Annotated[float, Field(ge=0, le=1000)] = Field(
         default=1.0,
@@ -112,6 +121,17 @@ class Summarize(Step[SummarizeConfig]):
         """The summary this request uses and where it came from (set by `settle`)."""
         self.spans: SummarySpans | None = None
         """What the summary covers and what is dropped since it (set by `settle`)."""
+        self._facts: current.Facts | None = None
+        self._cut_at: int | None = None
+        """The time point of the step's last cut (`restate: at_cuts`; set by `settle`)."""
+
+    def facts(self, ctx: PrepareContext, stated: str = "") -> current.Facts:
+        """The request's facts at present, those of the summary's body `stated` included (read
+        once, when the summary is written)."""
+        if self._facts is None:
+            upto = self._cut_at if self.config.restate == "at_cuts" else None
+            self._facts = current.request_facts(ctx, present.stated_facts(stated), upto)
+        return self._facts
 
     def budget(self, ctx: PrepareContext) -> int:
         """The tokens of the summary and the digest of the turns behind it, together."""
@@ -155,6 +175,7 @@ class Summarize(Step[SummarizeConfig]):
         dropped = self._dropped(ctx, units)
         if not dropped or self.config.header_only:  # the last resort: one header, no tail
             return
+        self._cut_at = cuts[-1][0] if cuts else None
         self.spans = summary_spans.split(ctx, dropped, cuts, self._roll_up(ctx))
         if self.config.summarizer.kind == "llm":
             self.obtained = await self._from_model(ctx, self.spans, services)
@@ -319,7 +340,9 @@ class Summarize(Step[SummarizeConfig]):
         if obtained.summary is not None:
             by = obtained.summary.by
             left = budget - ctx.counter.count_text(results)
-            body = summary_parts.trimmed(ctx, summary_parts.quoted(obtained.summary.body), left)
+            summary = obtained.summary.body
+            stated = current.at_present(summary, self.facts(ctx, summary))
+            body = summary_parts.trimmed(ctx, summary_parts.quoted(stated), left)
         numbers = sorted({ctx.unit_turn[u] + 1 for u in span})
         covers = f"turns {numbers[0]}-{numbers[-1]}" if len(numbers) > 1 else f"turn {numbers[0]}"
         item = self._item(ctx, len(numbers), tokens, archive_id, results, body, by, covers)
@@ -336,6 +359,8 @@ class Summarize(Step[SummarizeConfig]):
         stated = obtained.summary.body if obtained.summary is not None else ""
         texts, _ = summary_parts.span_texts(ctx, tail)
         changes = present.tail(texts, stated, self.tail_budget(ctx), ctx.counter.count_text)
+        changes = current.at_present(changes, self.facts(ctx))
+        changes = summary_parts.trimmed(ctx, changes, self.tail_budget(ctx))
         turns = len({ctx.unit_turn[u] for u in tail})
         text = summary_parts.tail_text(turns, tokens, archive_id, changes, ctx.own_text_mac)
         item = ctx.wire.notice_item(self.config.notice_role, text)
@@ -356,7 +381,9 @@ class Summarize(Step[SummarizeConfig]):
             "failure": obtained.failure,
             "seconds": round(obtained.seconds, 3),
             "summarizer_usage": obtained.usage,
-            "manifest": present.manifest(summary.body if summary is not None else None),
+            "manifest": present.manifest(
+                None if summary is None else current.at_present(summary.body, self.facts(ctx))
+            ),
         }
 
     def _dropped(self, ctx: PrepareContext, units: list[int]) -> list[int]:
