@@ -77,16 +77,6 @@ def node_address(node: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def dedicated(client: RedisClient) -> RedisClient:
-    """A client of one server that keeps one of the pool's connections for itself (taken at its
-    first command, given back by `aclose`): a command skips the pool's checkout and check-in,
-    most of redis-py's own CPU for a small command. A cluster client stays shared (its pools
-    are per node)."""
-    if isinstance(client, RedisCluster):
-        return client
-    return client.client()
-
-
 def is_cluster(client: RedisClient) -> bool:
     return isinstance(client, RedisCluster)
 

@@ -68,7 +68,6 @@ class RedisRecords:
         redis: RedisClient,
         key_prefix: str,
         *,
-        writer: RedisClient | None = None,
         tag: Callable[[str], str],
         ttl_seconds: int,
         max_records: int,
@@ -78,8 +77,6 @@ class RedisRecords:
         failures: tuple[type[BaseException], ...],
     ) -> None:
         self._redis, self._prefix, self._tag = redis, key_prefix, tag
-        self._writer = redis if writer is None else writer
-        """What a one-scope batch is written through (`redis_clients.dedicated`)."""
         self._ttl, self._max, self._clock = ttl_seconds, max_records, clock
         self._failed, self._recovered, self._failures = failed, recovered, failures
         self._noted: dict[str, float] = {}
@@ -118,7 +115,7 @@ class RedisRecords:
     async def _add_one(self, base: str, now: str, args: list[str | bytes]) -> None:
         for attempt in range(2):
             try:
-                await self._writer.execute_command(
+                await self._redis.execute_command(
                     "EVALSHA", _ADD_SHA, 1, f"{base}idx", base, self._ttl, now, self._max, *args
                 )
             except NoScriptError:

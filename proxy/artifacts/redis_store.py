@@ -126,8 +126,6 @@ class RedisStore(_Ids):
             )
         )
         self._leases = Leases()
-        self._dedicated: list[RedisClient] = []
-        """Clients holding a connection of their own (the request records' writer)."""
 
     # -- what tools (and tests) may look at ---------------------------------------------------
 
@@ -173,13 +171,9 @@ class RedisStore(_Ids):
         )
 
     def request_records(self, *, ttl_seconds: int, max_records: int) -> RedisRecords:
-        """Request records on this store's connection and key prefix (`redis_records`); their
-        writes go through a connection of their own (one writer task sends them)."""
-        writer = redis_clients.dedicated(self._redis)
-        if writer is not self._redis:
-            self._dedicated.append(writer)
+        """Request records on this store's connection and key prefix (`redis_records`)."""
         return RedisRecords(
-            self._redis, self._prefix, writer=writer, tag=self._tag, ttl_seconds=ttl_seconds,
+            self._redis, self._prefix, tag=self._tag, ttl_seconds=ttl_seconds,
             max_records=max_records, clock=self._clock, failed=self._health.failed,
             recovered=self._health.recovered, failures=_FAILURES,
         )  # fmt: skip
@@ -310,8 +304,6 @@ class RedisStore(_Ids):
         return True
 
     async def close(self) -> None:
-        for client in self._dedicated:
-            await client.aclose()  # gives its connection back to the pool
         await self._redis.aclose()  # owns the pool (from_pool): disconnects it too
 
     # -- round trips --------------------------------------------------------------------------
