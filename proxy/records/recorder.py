@@ -14,7 +14,6 @@ and `stop` belong to the app's start-up and shutdown (what is queued is written,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -42,7 +41,7 @@ class Recorder:
         self.store = store
         self._max_pending = max_pending
         self._linger_s = linger_s
-        self._flush = asyncio.Event()
+        self._lingering: asyncio.Future[None] | None = None
         self._dropped = dropped
         self._queue: deque[tuple[str, Record]] = deque()
         self._writing = 0
@@ -81,11 +80,18 @@ class Recorder:
                     self._writing = 0
 
     async def _linger(self) -> None:
-        """Let more records join the batch (unless it is full, or the app is stopping)."""
+        """Let more records join the batch (unless it is full, or the app is stopping): a bare
+        future and a timer (`asyncio.wait_for` would start a task per batch); `stop` ends it."""
         if self._linger_s <= 0 or len(self._queue) >= BATCH or self._stopping:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._flush.wait(), self._linger_s)
+        loop = asyncio.get_running_loop()
+        self._lingering = waited = loop.create_future()
+        timer = loop.call_later(self._linger_s, _settle, waited)
+        try:
+            await waited
+        finally:
+            timer.cancel()
+            self._lingering = None
 
     async def _write(self, batch: list[tuple[str, Record]]) -> None:
         try:
@@ -101,7 +107,8 @@ class Recorder:
     async def stop(self, grace_s: float) -> None:
         """Write what is queued (at most `grace_s`), then drop the rest."""
         self._stopping = True
-        self._flush.set()
+        if self._lingering is not None:
+            _settle(self._lingering)
         self._wake.set()
         task = self._task
         if task is None:
@@ -113,3 +120,8 @@ class Recorder:
         for _ in range(self.pending):
             self._dropped("shutdown")
         self._queue.clear()
+
+
+def _settle(waited: asyncio.Future[None]) -> None:
+    if not waited.done():
+        waited.set_result(None)
