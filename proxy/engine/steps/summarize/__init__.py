@@ -12,6 +12,7 @@
 The format-specific summary request and answer stay in each format (`formats/*/summary.py`).
 """
 
-from proxy.engine.steps.summarize.step import Summarize, SummarizeConfig
+from proxy.engine.steps.summarize.config import SummarizeConfig
+from proxy.engine.steps.summarize.step import Summarize
 
 __all__ = ["Summarize", "SummarizeConfig"]

@@ -27,12 +27,12 @@ from proxy.engine.step_api import MARKER, PrepareContext, StepServices
 from proxy.engine.steps.drop_turns import DropTurns, DropTurnsConfig
 from proxy.engine.steps.summarize import cache as summary_cache
 from proxy.engine.steps.summarize import parts as summary_parts
+from proxy.engine.steps.summarize.config import SummarizeConfig
 from proxy.engine.steps.summarize.step import (
     _WIDE,
     EXTRACT,
     WIDE_TURNS,
     Summarize,
-    SummarizeConfig,
     model_summary,
 )
 from proxy.engine.tool_text import is_proxy_text
