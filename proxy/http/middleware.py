@@ -138,28 +138,19 @@ def _observe(
         if access_logged(route, status):
             access_log(access_fields(request_id, request.method, route, status, stats, duration))
         if services.recorder is not None and route in COMPLETION_ROUTES:
-            _record(request, services.recorder, stats, response, duration, status)
+            headers = response.headers if response is not None else {}
+            wire = COMPLETION_ROUTES[route]
+            end = Ending(request_id, route, wire, status, headers, duration, time.time())
+            _record(request, services.recorder, stats, end)
     except Exception:
         log.exception("recording request metrics failed", extra={"request_id": request_id})
 
 
-def _record(
-    request: web.Request,
-    recorder: Recorder,
-    stats: RequestStats,
-    response: web.StreamResponse | None,
-    duration: float,
-    status: int,
-) -> None:
+def _record(request: web.Request, recorder: Recorder, stats: RequestStats, end: Ending) -> None:
     """Hand the completion's record to the recorder (written later, off this response)."""
     tenant = request.get(TENANT)
     if tenant is None or tenant.anonymous:  # unauthenticated, or nothing of it is kept
         return
     if stats.scope is None:
         stats.scope = tenant.scope
-    route = route_of(request)
-    headers = response.headers if response is not None else {}
-    end = Ending(
-        request[REQUEST_ID], route, COMPLETION_ROUTES[route], status, headers, duration, time.time()
-    )
     recorder.submit(tenant.owner_scope, stats, end)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,20 @@ from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from redis.asyncio.cluster import RedisCluster
 from redis_cluster import LocalCluster
+from redis_process import RedisProcess, require_redis_server
 from shared_redis import delete_prefix, require_shared_redis, unique_prefix
 from synthetic_harness import SyntheticProxies
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisProcess]:
+    """A private redis-server of the test's own (not started: the test starts it, stops it,
+    or lets the proxy find nothing there)."""
+    server = RedisProcess(require_redis_server())
+    try:
+        yield server
+    finally:
+        server.cleanup()
 
 
 @pytest.fixture

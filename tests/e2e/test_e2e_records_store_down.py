@@ -4,27 +4,18 @@ kept again."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fakes import FakeUpstream
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from records_harness import get, listed, post, written
-from redis_process import RedisProcess, require_redis_server
+from redis_process import RedisProcess
 
 SOCKET_TIMEOUT_S = 0.25
 CHAT = "/v1/chat/completions"
 HELLO = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello"}]}
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisProcess]:
-    server = RedisProcess(require_redis_server())
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from fakes.replies import Reply
 from pipeline_harness import agent_history, client_bytes, write_policy
 from proxy_harness import RunningProxy, make_settings, start_proxy
 from redis.asyncio.client import Pipeline
-from redis_process import RedisProcess, require_redis_server
+from redis_process import RedisProcess
 from shared_redis import scope_keys
 from shared_tokens import counter_for
 
@@ -131,15 +131,6 @@ class Rig:
                 except StoreUnavailable:
                     pytest.fail(f"{match!r} was shown while the store was unreachable")
                 assert artifact is not None, f"{match!r} was shown but is not in the store"
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisProcess]:
-    server = RedisProcess(require_redis_server())
-    try:
-        yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture
